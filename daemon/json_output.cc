@@ -1,0 +1,82 @@
+// daemon/json_output.cc: events, logs and fixes as JSON; absent figures are null, never 0.
+#include "daemon/json_output.h"
+
+namespace oomtriage::daemon {
+namespace {
+
+using nlohmann::ordered_json;
+
+template <class T>
+ordered_json or_null(const std::optional<T>& value) {
+  return value ? ordered_json(*value) : ordered_json(nullptr);
+}
+
+ordered_json fix_to_json(const triage::Fix& fix) {
+  ordered_json changes = ordered_json::array();
+  for (const auto& change : fix.changes) {
+    changes.push_back({{"path", change.path},
+                       {"from", ordered_json::parse(change.from_json, nullptr, false)},
+                       {"to", ordered_json::parse(change.to_json, nullptr, false)}});
+  }
+  return {{"id", fix.id},
+          {"rank", fix.rank},
+          {"title", fix.title},
+          {"why", fix.why},
+          {"changes", changes},
+          {"cost", fix.cost},
+          {"predicted_peak_bytes", or_null(fix.predicted_peak_bytes)},
+          {"confidence", fix.confidence}};
+}
+
+}  // namespace
+
+ordered_json event_to_json(const parsers::OomEvent& event) {
+  const auto& f = event.figures;
+  ordered_json others = ordered_json::array();
+  for (const auto& process : f.other_processes) {
+    others.push_back({{"pid", process.pid}, {"bytes", process.bytes}});
+  }
+  return {{"kind", parsers::to_string(event.kind)},
+          {"recovered", event.recovered},
+          {"phase", parsers::to_string(event.phase)},
+          {"step", or_null(event.step)},
+          {"total_steps", or_null(event.total_steps)},
+          {"gpu_index", or_null(f.gpu_index)},
+          {"tried_to_allocate_bytes", or_null(f.tried_to_allocate_bytes)},
+          {"total_capacity_bytes", or_null(f.total_capacity_bytes)},
+          {"free_bytes", or_null(f.free_bytes)},
+          {"allocated_by_pytorch_bytes", or_null(f.allocated_by_pytorch_bytes)},
+          {"reserved_unallocated_bytes", or_null(f.reserved_unallocated_bytes)},
+          {"reserved_total_bytes", or_null(f.reserved_total_bytes)},
+          {"this_process_in_use_bytes", or_null(f.this_process_in_use_bytes)},
+          {"other_processes", others},
+          {"line", event.line},
+          {"offset", event.offset},
+          {"exception", or_null(event.exception)},
+          {"message", event.message}};
+}
+
+ordered_json scan_to_json(const std::vector<ScannedLog>& logs) {
+  ordered_json out_logs = ordered_json::array();
+  for (const ScannedLog& log : logs) {
+    ordered_json events = ordered_json::array();
+    for (const auto& event : log.analysis.events) events.push_back(event_to_json(event));
+    ordered_json fixes = ordered_json::array();
+    for (const auto& fix : log.fixes) fixes.push_back(fix_to_json(fix));
+    ordered_json job = nullptr;
+    if (log.job) {
+      job = {{"name", log.job->name},
+             {"config_path", or_null(log.job->config_path)},
+             {"config_sha256", or_null(log.job->config_sha256)}};
+    }
+    out_logs.push_back({{"path", log.path},
+                        {"trainer", parsers::to_string(log.analysis.trainer)},
+                        {"outcome", parsers::to_string(log.analysis.outcome)},
+                        {"job", job},
+                        {"events", events},
+                        {"fixes", fixes}});
+  }
+  return {{"oomtriage", 1}, {"logs", out_logs}};
+}
+
+}  // namespace oomtriage::daemon

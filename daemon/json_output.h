@@ -1,0 +1,29 @@
+// daemon/json_output.h
+//
+// The JSON contract of docs/design.md: `scan --json` prints one object for all logs, and
+// `report --json` reuses the event shape. Keys keep the documented order.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/job_locator.h"
+#include "parsers/event.h"
+#include "triage/fix.h"
+
+namespace oomtriage::daemon {
+
+struct ScannedLog {
+  std::string path;
+  parsers::LogAnalysis analysis;
+  std::optional<JobInfo> job;
+  std::vector<triage::Fix> fixes;
+};
+
+nlohmann::ordered_json event_to_json(const parsers::OomEvent& event);
+nlohmann::ordered_json scan_to_json(const std::vector<ScannedLog>& logs);
+
+}  // namespace oomtriage::daemon

@@ -1,0 +1,112 @@
+// daemon/text_output.cc: the readable scan block. Untrusted log text is shown without escape
+// sequences, so a crafted log cannot drive the user's terminal.
+#include "daemon/text_output.h"
+
+#include <fmt/color.h>
+#include <fmt/format.h>
+
+namespace oomtriage::daemon {
+namespace {
+
+std::string paint(bool color, fmt::text_style style, std::string_view text) {
+  return color ? fmt::format(style, "{}", text) : std::string(text);
+}
+
+// Drops control bytes (ESC, BEL, ...) and cuts long messages for the terminal.
+std::string printable(std::string_view text, size_t limit) {
+  std::string out;
+  for (char c : text) {
+    if (out.size() >= limit) {
+      out += "…";
+      break;
+    }
+    const auto byte = static_cast<unsigned char>(c);
+    out.push_back(byte < 0x20 || byte == 0x7f ? ' ' : c);
+  }
+  return out;
+}
+
+std::string step_text(const parsers::OomEvent& event) {
+  if (!event.step) return "step unknown";
+  if (event.total_steps) return fmt::format("step {}/{}", *event.step, *event.total_steps);
+  return fmt::format("step {}", *event.step);
+}
+
+std::string figures_text(const parsers::MemoryFigures& f) {
+  std::vector<std::string> parts;
+  if (f.tried_to_allocate_bytes) parts.push_back("tried " + format_bytes(*f.tried_to_allocate_bytes));
+  if (f.free_bytes && f.total_capacity_bytes) {
+    parts.push_back(fmt::format("{} free of {}", format_bytes(*f.free_bytes),
+                                format_bytes(*f.total_capacity_bytes)));
+  } else if (f.total_capacity_bytes) {
+    parts.push_back("capacity " + format_bytes(*f.total_capacity_bytes));
+  } else if (f.free_bytes) {
+    parts.push_back(format_bytes(*f.free_bytes) + " free");
+  }
+  if (f.allocated_by_pytorch_bytes) {
+    parts.push_back(format_bytes(*f.allocated_by_pytorch_bytes) + " allocated by PyTorch");
+  }
+  if (f.reserved_unallocated_bytes) {
+    parts.push_back(format_bytes(*f.reserved_unallocated_bytes) + " reserved but unallocated");
+  }
+  uint64_t others = 0;
+  for (const auto& p : f.other_processes) others += p.bytes;
+  if (!f.other_processes.empty()) {
+    parts.push_back(fmt::format("{} held by {} other process{}", format_bytes(others),
+                                f.other_processes.size(),
+                                f.other_processes.size() == 1 ? "" : "es"));
+  }
+  if (f.gpu_index) parts.push_back(fmt::format("GPU {}", *f.gpu_index));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes <= 1024) return fmt::format("{} bytes", bytes);
+  const double value = static_cast<double>(bytes);
+  if (bytes <= (1ull << 20)) return fmt::format("{:.2f} KiB", value / 1024.0);
+  if (bytes <= (1ull << 30)) return fmt::format("{:.2f} MiB", value / 1048576.0);
+  return fmt::format("{:.2f} GiB", value / 1073741824.0);
+}
+
+std::string render_scan_text(const ScannedLog& log, bool color) {
+  using parsers::Outcome;
+  const auto& a = log.analysis;
+  std::string out;
+  const fmt::text_style outcome_style =
+      a.outcome == Outcome::kCrashedOom || a.outcome == Outcome::kCrashedOther
+          ? fmt::fg(fmt::terminal_color::red) | fmt::emphasis::bold
+          : fmt::fg(fmt::terminal_color::green);
+  out += fmt::format("{}  {}  {}", paint(color, fmt::emphasis::bold, printable(log.path, 400)),
+                     parsers::to_string(a.trainer),
+                     paint(color, outcome_style, parsers::to_string(a.outcome)));
+  if (log.job) out += fmt::format("  job {}", printable(log.job->name, 200));
+  out += "\n";
+  if (a.events.empty()) {
+    out += "  no out-of-memory incident found\n";
+  }
+  int index = 0;
+  for (const auto& event : a.events) {
+    ++index;
+    const std::string title = fmt::format(
+        "OOM {}: {} in {}, {}{}", index, parsers::to_string(event.kind),
+        parsers::to_string(event.phase), step_text(event), event.recovered ? " (recovered)" : "");
+    const fmt::text_style style = event.recovered ? fmt::fg(fmt::terminal_color::yellow)
+                                                  : fmt::fg(fmt::terminal_color::red);
+    out += fmt::format("  {}  line {}\n", paint(color, style, title), event.line);
+    if (const std::string figures = figures_text(event.figures); !figures.empty()) {
+      out += fmt::format("    {}\n", figures);
+    }
+    std::string message = event.exception ? *event.exception + ": " : std::string();
+    message += event.message;
+    out += fmt::format("    {}\n", paint(color, fmt::fg(fmt::terminal_color::bright_black),
+                                         printable(message, 160)));
+  }
+  for (const auto& fix : log.fixes) {
+    out += fmt::format("  fix {}: {} ({})\n", fix.rank, fix.title, fix.id);
+  }
+  return out;
+}
+
+}  // namespace oomtriage::daemon

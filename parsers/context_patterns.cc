@@ -1,0 +1,264 @@
+// parsers/context_patterns.cc: the marker table. Sources: docs/ai-toolkit.md §3 for AI
+// Toolkit's exact strings, docs/formats.md §3 for the other trainers.
+#include "parsers/context_patterns.h"
+
+#include <re2/re2.h>
+#include <re2/set.h>
+
+#include <charconv>
+#include <memory>
+
+namespace oomtriage::parsers {
+namespace {
+
+RE2::Options quiet_options() {
+  RE2::Options options;
+  options.set_log_errors(false);
+  return options;
+}
+
+using E = MarkerEffect;
+using P = Phase;
+using T = Trainer;
+
+}  // namespace
+
+const std::vector<ContextPattern>& context_patterns() {
+  static const std::vector<ContextPattern> kPatterns = {
+      // AI Toolkit (ostris/ai-toolkit), in the order a run prints them.
+      {"aitk-running-job", R"(^# Running job: (?P<job>\S.*?)\s*$)", E::kRunStart, P::kUnknown,
+       T::kAiToolkit, {"# Running job: my_first_lora_v1"}},
+      {"aitk-running-jobs", R"(^Running \d+ jobs?$)", E::kRunStart, P::kUnknown, T::kAiToolkit,
+       {"Running 1 job"}},
+      {"aitk-running-process", R"(^Running  \d+ process)", E::kNone, P::kUnknown, T::kAiToolkit,
+       {"Running  1 process"}},
+      {"aitk-loading", R"(^Loading (?:\w+ )?(?:model|transformer|transformer \d|VAE|T5|CLIP|UMT5EncoderModel|Qwen Image model|ZImage model|Flux model|Wan model)\b)",
+       E::kPhase, P::kModelLoad, T::kUnknown,
+       {"Loading Flux model", "Loading transformer", "Loading ZImage model", "Loading VAE",
+        "Loading transformer 2"}},
+      {"hf-loading-shards", R"(^Loading checkpoint shards\b)", E::kPhase, P::kModelLoad,
+       T::kUnknown, {"Loading checkpoint shards: 100%"}},
+      {"aitk-quantizing", R"(^(?:Quantizing (?:\w+ ?)+$|- quantizing \d+ transformer blocks|- quantizing extras))",
+       E::kPhase, P::kQuantize, T::kUnknown,
+       {"Quantizing Transformer", "Quantizing T5", "- quantizing 40 transformer blocks",
+        "Quantizing Text Encoder"}},
+      {"aitk-model-loaded", R"(^Model Loaded$|^create LoRA network\b)", E::kPhase, P::kUnknown,
+       T::kUnknown, {"Model Loaded", "create LoRA network. base dim (rank): 32, alpha: 32"}},
+      {"aitk-caching-latents", R"(^Caching latents for )", E::kPhase, P::kCacheLatents,
+       T::kAiToolkit, {"Caching latents for /data/images"}},
+      {"aitk-caching-text", R"(^Caching text_embeddings for )", E::kPhase,
+       P::kCacheTextEmbeddings, T::kAiToolkit, {"Caching text_embeddings for /data/images"}},
+      {"aitk-unloading-te", R"(UNLOADING TEXT ENCODER|^Skipping first sample due to config setting)",
+       E::kPhase, P::kUnknown, T::kAiToolkit,
+       {"***** UNLOADING TEXT ENCODER *****", "Skipping first sample due to config setting"}},
+      {"aitk-baseline-sample", R"(Generating baseline samples before training|Generating first sample from first sample config)",
+       E::kBaselineSample, P::kSampling, T::kAiToolkit,
+       {"Generating baseline samples before training"}},
+      {"aitk-resume-step", R"(Found step (?P<n>\d+) in metadata)", E::kResumeStep, P::kUnknown,
+       T::kAiToolkit, {"Found step 1500 in metadata, starting from there"}},
+      {"aitk-sample-now", R"(^Sampling at step (?P<n>\d+))", E::kPhase, P::kSampling,
+       T::kAiToolkit, {"Sampling at step 750"}},
+      {"aitk-saving", R"(^Saving at step (?P<n>\d+))", E::kPhase, P::kSaving, T::kAiToolkit,
+       {"Saving at step 250"}},
+      {"aitk-saved", R"(^Saved checkpoint to |^Removing old save: )", E::kPhase, P::kTrainStep,
+       T::kAiToolkit, {"Saved checkpoint to output/my_lora/my_lora_000000250.safetensors"}},
+      {"aitk-error-running-job", R"(^Error running job: )", E::kCrash, P::kUnknown,
+       T::kAiToolkit, {"Error running job: CUDA out of memory. Tried to allocate 2.00 MiB."}},
+      {"aitk-stopped", R"(^Error running job: Job (?:stopped|returning to queue)|^Job stopped$|Stop signal received; terminating process)",
+       E::kStop, P::kUnknown, T::kAiToolkit,
+       {"Error running job: Job stopped", "Job stopped",
+        "Error running job: Job returning to queue"}},
+      {"aitk-completed", R"(^- (?P<n>[1-9]\d*) completed jobs?$)", E::kCompleted, P::kUnknown,
+       T::kAiToolkit, {"- 1 completed job"}},
+      {"aitk-exit-code", R"(^Job process terminated with exit code [1-9]|^Job process exited unexpectedly)",
+       E::kCrash, P::kUnknown, T::kAiToolkit,
+       {"Job process terminated with exit code 1.",
+        "Job process exited unexpectedly. Last log line: x"}},
+      {"aitk-fingerprint", R"(ai-toolkit|extensions_built_in|BaseSDTrainProcess|[\\/]toolkit[\\/]|AI-Toolkit|\[AITK\])",
+       E::kNone, P::kUnknown, T::kAiToolkit,
+       {"  File \"/app/ai-toolkit/run.py\", line 120, in <module>"}},
+      // kohya sd-scripts (and forks that print the same lines).
+      {"kohya-sample", R"(generating sample images at step[^:]*: *(?P<n>\d+))", E::kPhase,
+       P::kSampling, T::kSdScripts,
+       {"generating sample images at step / サンプル画像生成 ステップ: 500"}},
+      {"kohya-saving", R"(^saving checkpoint: |^saving state at step \d+)", E::kPhase,
+       P::kSaving, T::kUnknown, {"saving checkpoint: /out/lora-000002.safetensors"}},
+      {"kohya-epoch", R"(^epoch \d+/\d+$)", E::kPhase, P::kTrainStep, T::kUnknown,
+       {"epoch 3/10"}},
+      {"kohya-model-saved", R"(^model saved\.?$)", E::kCompleted, P::kUnknown, T::kSdScripts,
+       {"model saved."}},
+      {"kohya-fingerprint", R"(sd-scripts|train_network\.py|sdxl_train|flux_train|kohya)",
+       E::kNone, P::kUnknown, T::kSdScripts,
+       {"File \"C:\\fluxgym\\sd-scripts\\flux_train_network.py\", line 583, in <module>"}},
+      // diffusers example scripts.
+      {"diffusers-validation", R"(Running validation\.\.\.)", E::kPhase, P::kSampling,
+       T::kDiffusers, {"08/23/2026 00:34:28 - INFO - __main__ - Running validation... "}},
+      {"diffusers-fingerprint", R"(diffusers[\\/]examples|train_dreambooth|train_text_to_image)",
+       E::kNone, P::kUnknown, T::kDiffusers,
+       {"File \"/w/diffusers/examples/dreambooth/train_dreambooth_lora.py\", line 9, in main"}},
+      // HF transformers Trainer (and what wraps it: autotrain, LLaMA-Factory).
+      {"hf-running-training", R"(\*{5} Running training \*{5})", E::kRunStart, P::kTrainStep,
+       T::kUnknown, {"***** Running training *****"}},
+      {"hf-total-steps", R"(Total optimization steps = (?P<n>[\d,]+))", E::kTotalSteps,
+       P::kUnknown, T::kUnknown, {"  Total optimization steps = 1,500"}},
+      {"hf-evaluation", R"(\*{5} Running (?:Evaluation|Prediction) \*{5})", E::kPhase,
+       P::kSampling, T::kTransformers, {"***** Running Evaluation *****"}},
+      {"hf-loss-dict", R"(^\{'(?:loss|train_loss|eval_loss)': )", E::kPhase, P::kTrainStep,
+       T::kTransformers, {"{'loss': 2.3456, 'learning_rate': 4.9e-05, 'epoch': 0.01}"}},
+      {"hf-train-runtime", R"(^\{'train_runtime': )", E::kCompleted, P::kUnknown,
+       T::kTransformers, {"{'train_runtime': 120.5, 'train_samples_per_second': 3.2}"}},
+      {"hf-saving", R"(Saving model checkpoint to )", E::kPhase, P::kSaving, T::kTransformers,
+       {"Saving model checkpoint to output/checkpoint-500"}},
+      {"hf-fingerprint", R"(transformers[\\/]trainer\.py|Trainer\.train|autotrain|llamafactory|LLaMA-Factory)",
+       E::kNone, P::kUnknown, T::kTransformers,
+       {"File ~/env/site-packages/transformers/trainer.py:1633, in Trainer.train(self)"}},
+      // SimpleTuner, OneTrainer, ComfyUI.
+      {"simpletuner-validation", R"(Validation is starting|Validations are generating)",
+       E::kPhase, P::kSampling, T::kSimpleTuner, {"Validation is starting."}},
+      {"simpletuner-fingerprint", R"(SimpleTuner|simpletuner)", E::kNone, P::kUnknown,
+       T::kSimpleTuner, {"File \"/w/SimpleTuner/simpletuner/train.py\", line 3, in run"}},
+      {"onetrainer-fingerprint", R"(OneTrainer|GenericTrainer)", E::kNone, P::kUnknown,
+       T::kOneTrainer, {"File \"/w/OneTrainer/modules/trainer/GenericTrainer.py\", line 9"}},
+      {"comfyui-fingerprint", R"(ComfyUI|[\\/]comfy[\\/]|!!! Exception during processing !!!|execution\.py:\d+)",
+       E::kNone, P::kUnknown, T::kComfyUi, {"!!! Exception during processing !!! x"}},
+      // Any trainer.
+      {"training-loop", R"((?i)\btraining loop\b|\bsanity check\b.*\bbatch)", E::kPhase,
+       P::kTrainStep, T::kUnknown, {"Exception in main training loop: x"}},
+      {"epoch-context", R"((?i)\bepochs? \d+\b)", E::kPhase, P::kTrainStep, T::kUnknown,
+       {"2022-05-05 12:33:52,875 INFO [train.py:983] Sanity check -- see if any of the batches "
+        "in epoch 0 would cause OOM."}},
+      {"training-complete", R"((?i)\btraining (?:is )?(?:complete|completed|finished|done)\b)",
+       E::kCompleted, P::kUnknown, T::kUnknown, {"Training complete."}},
+      {"traceback", R"(Traceback \(most recent call last\))", E::kTracebackHeader, P::kUnknown,
+       T::kUnknown,
+       {"Traceback (most recent call last):",
+        "OutOfMemoryError                          Traceback (most recent call last)"}},
+      {"keyboard-interrupt", R"(^KeyboardInterrupt\b)", E::kStop, P::kUnknown, T::kUnknown,
+       {"KeyboardInterrupt"}},
+      {"memory-summary-device", R"(memory summary, device ID (?P<n>\d+))", E::kGpuIndex,
+       P::kUnknown, T::kUnknown,
+       {"|                  PyTorch CUDA memory summary, device ID 0                 |"}},
+  };
+  return kPatterns;
+}
+
+namespace {
+
+struct CompiledContext {
+  std::vector<std::unique_ptr<RE2>> regexes;
+  std::unique_ptr<RE2::Set> set;
+};
+
+const CompiledContext& compiled_context() {
+  static const CompiledContext kCompiled = [] {
+    CompiledContext compiled;
+    compiled.set = std::make_unique<RE2::Set>(quiet_options(), RE2::UNANCHORED);
+    for (const ContextPattern& pattern : context_patterns()) {
+      compiled.regexes.push_back(std::make_unique<RE2>(pattern.regex, quiet_options()));
+      compiled.set->Add(pattern.regex, nullptr);
+    }
+    compiled.set->Compile();
+    return compiled;
+  }();
+  return kCompiled;
+}
+
+std::optional<int64_t> parse_number(std::string_view digits) {
+  int64_t value = 0;
+  bool any = false;
+  for (char c : digits) {
+    if (c == ',') continue;
+    if (c < '0' || c > '9' || value > (INT64_MAX - 9) / 10) return std::nullopt;
+    value = value * 10 + (c - '0');
+    any = true;
+  }
+  return any ? std::optional<int64_t>(value) : std::nullopt;
+}
+
+}  // namespace
+
+bool may_be_context(std::string_view line) {
+  static const RE2 kLiterals(
+      R"(Running|Loading|uantiz|Model Loaded|create LoRA|Caching|UNLOADING|Skipping first|)"
+      R"(baseline|first sample|Found step|Sampling|Saving|Saved|Removing old|Error running|)"
+      R"(Job |completed job|toolkit|AITK|extensions_built_in|BaseSDTrain|sample images|)"
+      R"(saving|epoch|Epoch|model saved|sd-scripts|train_network|sdxl_train|flux_train|kohya|)"
+      R"(validation|diffusers|train_dreambooth|train_text_to_image|\*\*\*\*\*|optimization steps|)"
+      R"(\{'|Trainer|autotrain|llama|LLaMA|Validation|imple[Tt]uner|OneTrainer|Comfy|comfy|)"
+      R"(!!!|execution\.py|training|[Ss]anity|Traceback|KeyboardInterrupt|memory summary|)"
+      R"([Cc]omplete|finished|Stop signal|File "|File ~|frame #|Error|Exception|Interrupt)",
+      quiet_options());
+  return RE2::PartialMatch(line, kLiterals);
+}
+
+void match_context(std::string_view line, std::vector<ContextMatch>& out) {
+  const CompiledContext& compiled = compiled_context();
+  std::vector<int> hits;
+  if (!compiled.set->Match(line, &hits)) return;
+  const auto& patterns = context_patterns();
+  for (int index : hits) {
+    const RE2& regex = *compiled.regexes[static_cast<size_t>(index)];
+    const auto& groups = regex.NamedCapturingGroups();
+    const int ngroups = regex.NumberOfCapturingGroups() + 1;
+    std::vector<re2::StringPiece> submatch(static_cast<size_t>(ngroups));
+    if (!regex.Match(line, 0, line.size(), RE2::UNANCHORED, submatch.data(), ngroups)) continue;
+    ContextMatch match;
+    match.pattern = &patterns[static_cast<size_t>(index)];
+    if (auto it = groups.find("n"); it != groups.end()) {
+      match.n = parse_number(submatch[static_cast<size_t>(it->second)]);
+    }
+    if (auto it = groups.find("job"); it != groups.end()) {
+      match.job = submatch[static_cast<size_t>(it->second)];
+    }
+    out.push_back(match);
+  }
+}
+
+std::optional<Phase> traceback_frame_phase(std::string_view line) {
+  static const RE2 kPythonFrame(R"(^File (?:"[^"]*"|\S+), line \d+, in ([\w.<>]+))",
+                                quiet_options());
+  static const RE2 kIpythonFrame(R"(^File \S+:\d+, in ([\w.<>]+))", quiet_options());
+  static const RE2 kCppFrame(R"(^frame #\d+: (.*))", quiet_options());
+  re2::StringPiece function;
+  if (!RE2::PartialMatch(line, kPythonFrame, &function) &&
+      !RE2::PartialMatch(line, kIpythonFrame, &function) &&
+      !RE2::PartialMatch(line, kCppFrame, &function)) {
+    return std::nullopt;
+  }
+  // Ordered by precedence: a sampling frame inside the training loop means sampling.
+  static const std::pair<Phase, RE2*> kRules[] = {
+      {Phase::kSampling,
+       new RE2(R"(generate_images|generate_single_image|^sample$|sample_images|log_validation|)"
+               R"(validat|evaluat|^eval|prediction_step|predict_step|decode_inner|)"
+               R"(decode_first_stage|vae_decode)",
+               quiet_options())},
+      {Phase::kCacheLatents,
+       new RE2(R"(cache_latent|_cache_one_latent|encode_images)", quiet_options())},
+      {Phase::kCacheTextEmbeddings,
+       new RE2(R"(cache_text_embeddings|encode_prompt|cache_text_encoder_outputs)",
+               quiet_options())},
+      {Phase::kQuantize, new RE2(R"(quantiz)", quiet_options())},
+      {Phase::kModelLoad,
+       new RE2(R"(load_model|from_pretrained|load_checkpoint|load_state_dict|^load_|_load_model)",
+               quiet_options())},
+      {Phase::kSaving, new RE2(R"(^save|save_model|save_file|save_checkpoint|save_weights)",
+                               quiet_options())},
+      {Phase::kTrainStep,
+       new RE2(R"(backward|hook_train_loop|train_single_accumulation|predict_noise|training_step|)"
+               R"(train_step|_inner_training_loop|train_loop|^train$|\.train$)",
+               quiet_options())},
+  };
+  for (const auto& [phase, regex] : kRules) {
+    if (RE2::PartialMatch(function, *regex)) return phase;
+  }
+  return Phase::kUnknown;
+}
+
+bool is_exception_line(std::string_view line) {
+  static const RE2 kException(
+      R"(^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)(?::|$))",
+      quiet_options());
+  return RE2::PartialMatch(line, kException);
+}
+
+}  // namespace oomtriage::parsers

@@ -1,0 +1,101 @@
+// parsers/event.cc: names of the event enums as the JSON contract spells them.
+#include "parsers/event.h"
+
+namespace oomtriage::parsers {
+
+std::string_view to_string(OomKind kind) {
+  switch (kind) {
+    case OomKind::kCuda: return "cuda";
+    case OomKind::kHip: return "hip";
+    case OomKind::kMps: return "mps";
+    case OomKind::kXpu: return "xpu";
+    case OomKind::kCublas: return "cublas";
+    case OomKind::kCudnn: return "cudnn";
+    case OomKind::kNccl: return "nccl";
+    case OomKind::kHostKilled: return "host_killed";
+    case OomKind::kHostMemoryError: return "host_memoryerror";
+    case OomKind::kShm: return "shm";
+  }
+  return "cuda";
+}
+
+std::string_view to_string(Phase phase) {
+  switch (phase) {
+    case Phase::kUnknown: return "unknown";
+    case Phase::kModelLoad: return "model_load";
+    case Phase::kQuantize: return "quantize";
+    case Phase::kCacheLatents: return "cache_latents";
+    case Phase::kCacheTextEmbeddings: return "cache_text_embeddings";
+    case Phase::kTrainStep: return "train_step";
+    case Phase::kSampling: return "sampling";
+    case Phase::kSaving: return "saving";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::kUnknown: return "unknown";
+    case Outcome::kRunning: return "running";
+    case Outcome::kCompleted: return "completed";
+    case Outcome::kStopped: return "stopped";
+    case Outcome::kCrashedOom: return "crashed_oom";
+    case Outcome::kCrashedOther: return "crashed_other";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Trainer trainer) {
+  switch (trainer) {
+    case Trainer::kUnknown: return "unknown";
+    case Trainer::kAiToolkit: return "ai-toolkit";
+    case Trainer::kSdScripts: return "sd-scripts";
+    case Trainer::kDiffusers: return "diffusers";
+    case Trainer::kSimpleTuner: return "simpletuner";
+    case Trainer::kOneTrainer: return "onetrainer";
+    case Trainer::kTransformers: return "transformers";
+    case Trainer::kComfyUi: return "comfyui";
+  }
+  return "unknown";
+}
+
+std::optional<Trainer> trainer_from_string(std::string_view name) {
+  for (Trainer t : {Trainer::kUnknown, Trainer::kAiToolkit, Trainer::kSdScripts,
+                    Trainer::kDiffusers, Trainer::kSimpleTuner, Trainer::kOneTrainer,
+                    Trainer::kTransformers, Trainer::kComfyUi}) {
+    if (to_string(t) == name) {
+      return t;
+    }
+  }
+  if (name == "auto") {
+    return Trainer::kUnknown;
+  }
+  return std::nullopt;
+}
+
+bool MemoryFigures::has_any() const {
+  return gpu_index || tried_to_allocate_bytes || total_capacity_bytes || free_bytes ||
+         allocated_by_pytorch_bytes || reserved_unallocated_bytes || reserved_total_bytes ||
+         this_process_in_use_bytes || !other_processes.empty();
+}
+
+void MemoryFigures::fill_from(const MemoryFigures& other) {
+  auto fill = [](auto& mine, const auto& theirs) {
+    if (!mine && theirs) {
+      mine = theirs;
+    }
+  };
+  fill(gpu_index, other.gpu_index);
+  fill(tried_to_allocate_bytes, other.tried_to_allocate_bytes);
+  fill(total_capacity_bytes, other.total_capacity_bytes);
+  fill(free_bytes, other.free_bytes);
+  fill(allocated_by_pytorch_bytes, other.allocated_by_pytorch_bytes);
+  fill(reserved_unallocated_bytes, other.reserved_unallocated_bytes);
+  fill(reserved_total_bytes, other.reserved_total_bytes);
+  fill(this_process_in_use_bytes, other.this_process_in_use_bytes);
+  if (other_processes.empty()) {
+    other_processes = other.other_processes;
+  }
+}
+
+}  // namespace oomtriage::parsers

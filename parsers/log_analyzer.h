@@ -1,0 +1,121 @@
+// parsers/log_analyzer.h
+//
+// The streaming analyzer: bytes in (chunks of any size), OomEvents and the log's outcome out.
+// `oomtriage scan` feeds it a file; the daemon feeds it what each file grows by. It splits records
+// (record_splitter.h), follows the training bar and the phase markers (progress.h,
+// context_patterns.h), recognises OOM messages (oom_patterns.h, oom_figures.h) and groups the
+// signals of one incident (the "Error running job:" line, the traceback's last line, a second
+// rank's copy, a doubled tee) into one event. Pure: no I/O, no clock; never throws on any input.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "parsers/event.h"
+#include "parsers/record_splitter.h"
+
+namespace oomtriage::parsers {
+
+struct OomMatch;
+struct ProgressFrame;
+struct ContextMatch;
+
+struct AnalyzerOptions {
+  Trainer trainer = Trainer::kUnknown;  // forced when not kUnknown (scan --trainer)
+  std::string job_name;                 // AI Toolkit: the training bar is described by it
+  std::optional<int64_t> total_steps;   // from the job config, when the log does not print it
+};
+
+class LogAnalyzer {
+ public:
+  explicit LogAnalyzer(AnalyzerOptions options = {});
+
+  void feed(std::string_view bytes);
+
+  // Moves out the events whose incident is complete. An incident stays open until the log
+  // moves on (training progress, a new run) or enough records follow it to see its traceback.
+  std::vector<OomEvent> take_events();
+
+  // Ends the stream: closes the open incident and decides the outcome. Returns every event not
+  // taken before.
+  LogAnalysis finish();
+
+ private:
+  struct Incident {
+    OomEvent event;
+    int64_t first_seq = 0;
+    int64_t last_signal_seq = 0;
+    int64_t traceback_from_seq = 0;
+    Phase signal_phase = Phase::kUnknown;
+    Phase context_phase = Phase::kUnknown;
+    bool own_incident = false;  // a recovered banner: never merged with other signals
+    bool awaiting_continuation = false;
+    int continuation_lines = 0;
+    std::vector<int> ranks;
+  };
+
+  void on_record(const Record& record);
+  void process_text(std::string_view text, uint64_t offset, int64_t line, int depth);
+  void on_frame(const ProgressFrame& frame);
+  void on_context(const ContextMatch& match);
+  void on_signal(const OomMatch& match, std::string_view line, std::optional<int> rank,
+                 uint64_t offset, int64_t line_number);
+  bool try_continue_message(std::string_view line);
+  bool can_merge(const Incident& incident, OomKind kind, const MemoryFigures& figures,
+                 std::optional<int> rank) const;
+  void close_incident();
+  Phase context_phase() const;
+  std::optional<int64_t> current_step() const;
+  Trainer trainer_guess() const;
+
+  AnalyzerOptions options_;
+  RecordSplitter splitter_;
+  std::string scratch_;
+  std::string job_name_;
+  int64_t seq_ = 0;  // index of the current record
+
+  // The training bar and the phase markers, each with the record index where last seen.
+  std::optional<int64_t> train_n_;
+  std::optional<int64_t> train_total_;
+  int64_t train_seq_ = -1;
+  int64_t train_advance_seq_ = -1;
+  std::optional<int64_t> epoch_n_;
+  Phase bar_phase_ = Phase::kUnknown;
+  int64_t bar_seq_ = -1;
+  Phase marker_phase_ = Phase::kUnknown;
+  int64_t marker_seq_ = -1;
+  std::optional<int64_t> marker_step_;
+  std::optional<int64_t> resume_step_;
+  std::optional<int64_t> printed_total_steps_;
+  int64_t traceback_seq_ = -1;
+  std::deque<std::pair<int64_t, Phase>> frame_phases_;
+  std::optional<int> gpu_hint_;
+  int64_t gpu_hint_seq_ = -1;
+  std::string last_desc_;
+  int last_desc_role_ = 0;
+  int last_desc_phase_ = 0;
+
+  // What the end of the log says.
+  int64_t crash_seq_ = -1;
+  int64_t stop_seq_ = -1;
+  int64_t completed_seq_ = -1;
+  int64_t last_event_seq_ = -1;
+  bool last_event_recovered_ = false;
+  bool any_text_ = false;
+  std::array<int, 8> trainer_votes_{};
+
+  std::optional<Incident> open_;
+  std::vector<OomEvent> events_;
+  uint64_t binary_bytes_ = 0;
+  uint64_t sampled_bytes_ = 0;
+};
+
+// Convenience for tests and one-shot callers: the whole analysis of `bytes`.
+LogAnalysis analyze_log(std::string_view bytes, AnalyzerOptions options = {});
+
+}  // namespace oomtriage::parsers

@@ -1,0 +1,25 @@
+// parsers/oom_figures.h
+//
+// Reads the allocator figures out of an OOM message: requested, capacity, free, allocated,
+// reserved, and the other processes on the GPU. The message may be hard-wrapped (terminals cut
+// mid-word: "Includ" / "ing non-PyTorch") or truncated ("is res"), so the patterns run on the
+// message with all whitespace removed, and every field is optional.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "parsers/event.h"
+
+namespace oomtriage::parsers {
+
+// `message` is the text from the OOM pattern's match on, continuation lines joined.
+MemoryFigures extract_figures(std::string_view message, OomKind kind);
+
+// The message without whitespace: what the figure patterns see.
+std::string squash_whitespace(std::string_view text);
+
+// True when an allocator message still lacks its closing text, so the next line may continue it.
+bool looks_incomplete(std::string_view message);
+
+}  // namespace oomtriage::parsers

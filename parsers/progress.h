@@ -1,0 +1,44 @@
+// parsers/progress.h
+//
+// Recognises progress-bar frames (tqdm and its relatives) without a regex, because they are most
+// of a training log: "my_lora:  17%|█▋   | 500/3000 [12:02<58:09,  1.40s/it, lr: 1.0e-04]",
+// "steps:  12% 120/1000 [01:23<10:12,  1.44it/s]" (ncols=0), "0it [00:00, ?it/s]" and the HF
+// notebook widget " [ 501/1500 06:35 < 13:11, 1.26 it/s, Epoch 1/3]". classify_bar() says what a
+// bar counts (training steps, samples, latents...) from its description.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "parsers/event.h"
+
+namespace oomtriage::parsers {
+
+struct ProgressFrame {
+  std::string_view desc;  // trimmed, without the trailing ':'; empty for undescribed bars
+  std::optional<int64_t> n;
+  std::optional<int64_t> total;
+  size_t end = 0;  // index just past the frame's closing ']'; text after it is glued output
+  bool notebook = false;  // the HF notebook widget, which always counts global steps
+};
+
+std::optional<ProgressFrame> parse_progress_frame(std::string_view record);
+
+enum class BarRole {
+  kOther,               // a bar we cannot place (an undescribed pipeline bar, ...)
+  kTrainingSteps,       // counts global training steps: its n is the step
+  kTrainingPerEpoch,    // counts batches within an epoch: training phase, but no global step
+  kPhase,               // sampling, caching, loading or quantizing: see BarClass::phase
+};
+
+struct BarClass {
+  BarRole role = BarRole::kOther;
+  Phase phase = Phase::kUnknown;
+};
+
+// `job_name` is AI Toolkit's job name when known: its training bar is described by it.
+// `trainer_guess` is what the log looks like so far.
+BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer trainer_guess);
+
+}  // namespace oomtriage::parsers

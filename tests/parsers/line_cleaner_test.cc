@@ -1,0 +1,65 @@
+// tests/parsers/line_cleaner_test.cc: every prefix shape from docs/formats.md §4 is stripped.
+#include "parsers/line_cleaner.h"
+
+#include <doctest/doctest.h>
+
+using namespace oomtriage::parsers;
+
+namespace {
+
+std::string cleaned(std::string_view raw) {
+  std::string scratch;
+  return std::string(clean_line(raw, scratch).text);
+}
+
+}  // namespace
+
+TEST_SUITE("parsers::line_cleaner") {
+  TEST_CASE("prefixes seen in real logs are removed, stacked ones too") {
+    const char* message = "torch.OutOfMemoryError: CUDA out of memory.";
+    const char* prefixes[] = {
+        "[rank0]: ",
+        "[default1]:",
+        "[default0]:[rank0]: ",
+        "[80746] [rank0]:",
+        "(RayWorkerVllm pid=7009) ",
+        "2025-01-21T23:09:55.550258 - ",
+        "2026-02-16 08:07:29 ERROR    ",
+        "[2025-01-09 02:45:30] [INFO] ",
+        "08/23/2026 00:34:28 - ERROR - __main__ - ",
+        "[1234567.890123] ",
+        "May 01 12:00:00 gpu1 kernel: ",
+        "E0705 15:48:23.150000 434379 torch/_inductor/select_algorithm.py:2100] ",
+        "[rank0]:[W1004 01:37:03.193503883 ProcessGroupNCCL.cpp:1538] ",
+        "ERROR:root:",
+        "ERROR    | 2024-08-21 22:56:04 | autotrain.trainers.common:wrapper:121 - ",
+        "[INFO|trainer.py:2128] 2026-01-01 12:00:00,123 >> ",
+        "2026-01-01T00:00:00.123456789Z stderr F ",
+        "`",
+        "**",
+        "> ",
+        "  ",
+        "\x1b[31m",
+    };
+    for (const char* prefix : prefixes) {
+      CAPTURE(prefix);
+      CHECK(cleaned(std::string(prefix) + message) == message);
+    }
+  }
+  TEST_CASE("the rank of a torch.distributed prefix is kept") {
+    std::string scratch;
+    CHECK(clean_line("[rank3]: RuntimeError: x", scratch).rank == 3);
+    CHECK(clean_line("[default2]:x", scratch).rank == 2);
+    CHECK_FALSE(clean_line("[80746] x", scratch).rank);
+  }
+  TEST_CASE("ANSI colours and cursor moves are removed anywhere in the line") {
+    CHECK(cleaned("\x1b[1;31mKilled\x1b[0m") == "Killed");
+    CHECK(cleaned("\x1b[AHIP out of memory\x1b[K") == "HIP out of memory");
+  }
+  TEST_CASE("ordinary text is left alone") {
+    CHECK(cleaned("Killed") == "Killed");
+    CHECK(cleaned("Traceback (most recent call last):") == "Traceback (most recent call last):");
+    CHECK(cleaned("allocated; 8.57 GiB free;") == "allocated; 8.57 GiB free;");
+    CHECK(cleaned("GiB reserved in total by") == "GiB reserved in total by");
+  }
+}
