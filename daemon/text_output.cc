@@ -98,7 +98,9 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
     if (const std::string figures = figures_text(event.figures); !figures.empty()) {
       out += fmt::format("    {}\n", figures);
     }
-    std::string message = event.exception ? *event.exception + ": " : std::string();
+    std::string message = event.exception && event.message.rfind(*event.exception, 0) != 0
+                              ? *event.exception + ": "
+                              : std::string();
     message += event.message;
     out += fmt::format("    {}\n", paint(color, fmt::fg(fmt::terminal_color::bright_black),
                                          printable(message, 160)));

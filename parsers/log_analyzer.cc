@@ -292,8 +292,9 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   const OomPattern& pattern = *match.pattern;
   std::string_view message = line.substr(match.begin);
   if (message.size() > kMaxMessageBytes) message = message.substr(0, kMaxMessageBytes);
-  const MemoryFigures figures =
+  MemoryFigures figures =
       pattern.allocator_message ? extract_figures(message, match.kind) : MemoryFigures{};
+  if (!figures.gpu_index) figures.gpu_index = pattern.gpu_index;
   const auto exception = exception_class(line);
 
   if (open_ && !pattern.recovered && can_merge(*open_, match.kind, figures, rank)) {

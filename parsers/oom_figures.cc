@@ -34,7 +34,7 @@ std::optional<int> parse_index(std::string_view digits) {
 
 void extract_torch(std::string_view s, MemoryFigures& f) {
   static const RE2 kTried("Triedtoallocate" SIZE, quiet_options());
-  static const RE2 kGpu(R"(GPU(\d+)hasatotalcapac)", quiet_options());
+  static const RE2 kGpu(R"(GPU(\d+)hasatotalcapac|Allocationondevice(\d+))", quiet_options());
   static const RE2 kTotal("hasatotalcapaci?tyof" SIZE, quiet_options());
   static const RE2 kFree("ofwhich" SIZE "isfree", quiet_options());
   static const RE2 kAllocated("Oftheallocatedmemory" SIZE "isallocatedbyPyTorch", quiet_options());
@@ -58,7 +58,7 @@ void extract_torch(std::string_view s, MemoryFigures& f) {
   re2::StringPiece text;
   re2::StringPiece a, b, c, d, e, g;
   if (RE2::PartialMatch(s, kTried, &text)) set_size(f.tried_to_allocate_bytes, text);
-  if (RE2::PartialMatch(s, kGpu, &text)) f.gpu_index = parse_index(text);
+  if (RE2::PartialMatch(s, kGpu, &text, &a)) f.gpu_index = parse_index(text.empty() ? a : text);
   if (RE2::PartialMatch(s, kTotal, &text)) set_size(f.total_capacity_bytes, text);
   if (RE2::PartialMatch(s, kFree, &text)) set_size(f.free_bytes, text);
   if (RE2::PartialMatch(s, kAllocated, &text)) set_size(f.allocated_by_pytorch_bytes, text);

@@ -81,8 +81,10 @@ const std::vector<OomPattern>& oom_patterns() {
                    "(out of memory)"}},
       {.name = "comfyui-allocation",
        .kind = OomKind::kCuda,
-       // ComfyUI shows only the first line of the cudaMallocAsync message.
+       // ComfyUI shows only the start of the cudaMallocAsync message. It pins its GPU with
+       // CUDA_VISIBLE_DEVICES (--cuda-device), so inside the process the device is always 0.
        .regex = R"((?:!!! |Error: |^)Allocation on device\b)",
+       .gpu_index = 0,
        .samples = {"!!! Exception during processing !!! Allocation on device",
                    "!!! Exception during processing !!! Allocation on device                   "
                    "execution.py:430",

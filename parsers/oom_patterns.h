@@ -21,6 +21,7 @@ struct OomPattern {
   bool recovered = false;  // the trainer caught it and went on
   Phase phase = Phase::kUnknown;  // a phase the message itself names
   bool allocator_message = false;  // carries figures and may be hard-wrapped over several lines
+  std::optional<int> gpu_index;    // the device when the message implies it without a number
   std::vector<std::string_view> samples;
 };
 
