@@ -151,6 +151,11 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame) {
     last_desc_role_ = static_cast<int>(cls.role);
     last_desc_phase_ = static_cast<int>(cls.phase);
   }
+  // HF Trainer's training bar has no description; its total is the printed number of steps.
+  if (cls.role == BarRole::kOther && frame.desc.empty() && frame.total && printed_total_steps_ &&
+      *frame.total == *printed_total_steps_) {
+    cls = {BarRole::kTrainingSteps, Phase::kTrainStep};
+  }
   // HF Trainer's eval bar has no description either; its total differs from the training one.
   if (cls.role == BarRole::kTrainingSteps && frame.desc.empty() && !frame.notebook &&
       train_total_ && frame.total && *frame.total != *train_total_) {
