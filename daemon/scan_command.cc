@@ -33,7 +33,7 @@ int analyze_file(const std::string& path, parsers::LogAnalyzer& analyzer, std::s
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     error = fmt::format("cannot read {}: {}", path, std::strerror(errno));
-    return errno == ENOENT ? kBadInput : kEnvironment;
+    return kEnvironment;
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {

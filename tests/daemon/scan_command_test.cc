@@ -1,1 +1,168 @@
-// placeholder
+// tests/daemon/scan_command_test.cc: the real `oomtriage scan` binary, end to end: the JSON
+// contract, config discovery beside the log, and exit codes on bad input.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/oomtriage-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+void write(const fs::path& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out << bytes;
+}
+
+Run run(const std::string& args) {
+  TempDir dir;
+  const fs::path err = dir.path / "stderr";
+  const std::string command =
+      std::string(OOMTRIAGE_BINARY) + " " + args + " 2>" + err.string();
+  Run result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.err = slurp(err);
+  return result;
+}
+
+const fs::path kGolden = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata" / "logs";
+
+}  // namespace
+
+TEST_SUITE("daemon::scan") {
+  TEST_CASE("scan --json prints the contract's shape for several logs") {
+    const Run r = run("scan --json " + (kGolden / "aitk_sampling_oom_step500.log").string() + " " +
+                      (kGolden / "aitk_completed.log").string());
+    REQUIRE(r.exit_code == 0);
+    const auto doc = nlohmann::json::parse(r.out);
+    CHECK(doc["oomtriage"] == 1);
+    REQUIRE(doc["logs"].size() == 2);
+    const auto& log = doc["logs"][0];
+    CHECK(log["trainer"] == "ai-toolkit");
+    CHECK(log["outcome"] == "crashed_oom");
+    CHECK(log["job"]["name"] == "my_lora");
+    CHECK(log["job"]["config_path"].is_null());
+    CHECK(log["fixes"].is_array());
+    REQUIRE(log["events"].size() == 1);
+    const auto& event = log["events"][0];
+    for (const char* key :
+         {"kind", "recovered", "phase", "step", "total_steps", "gpu_index",
+          "tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes",
+          "allocated_by_pytorch_bytes", "reserved_unallocated_bytes", "reserved_total_bytes",
+          "this_process_in_use_bytes", "other_processes", "line", "offset", "exception",
+          "message"}) {
+      CAPTURE(key);
+      CHECK(event.contains(key));
+    }
+    CHECK(event["kind"] == "cuda");
+    CHECK(event["phase"] == "sampling");
+    CHECK(event["step"] == 500);
+    CHECK(event["total_steps"] == 3000);
+    CHECK(event["tried_to_allocate_bytes"] == 1610612736);
+    CHECK(event["reserved_total_bytes"].is_null());
+    CHECK(event["exception"] == "torch.OutOfMemoryError");
+    CHECK(doc["logs"][1]["outcome"] == "completed");
+    CHECK(doc["logs"][1]["events"].empty());
+  }
+  TEST_CASE("the job config beside the log names the job and is hashed") {
+    TempDir dir;
+    const fs::path job = dir.path / "output" / "flux_job";
+    fs::create_directories(job);
+    fs::copy_file(kGolden / "aitk_gc_off_oom_step2.log", job / "log.txt");
+    write(job / "config.yaml",
+          "job: extension\nconfig:\n  name: flux_job_from_config  # the job's name\n  process: []\n");
+    const Run r = run("scan --json " + (job / "log.txt").string());
+    REQUIRE(r.exit_code == 0);
+    const auto doc = nlohmann::json::parse(r.out);
+    const auto& j = doc["logs"][0]["job"];
+    CHECK(j["name"] == "flux_job_from_config");
+    CHECK(j["config_path"] == (job / "config.yaml").string());
+    CHECK(j["config_sha256"].get<std::string>().size() == 64);
+  }
+  TEST_CASE("a broken config is named with its line, and the scan goes on without it") {
+    TempDir dir;
+    fs::copy_file(kGolden / "aitk_gc_off_oom_step2.log", dir.path / "log.txt");
+    write(dir.path / "config.yaml", "config:\n  name: [unclosed\n  process: x\n");
+    const Run r = run("scan " + (dir.path / "log.txt").string());
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("config.yaml:") != std::string::npos);
+    CHECK(r.out.find("crashed_oom") != std::string::npos);
+  }
+  TEST_CASE("text output tells the story without colour when piped") {
+    const Run r = run("scan " + (kGolden / "aitk_bucket_oom_random_step_abort.log").string());
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("\x1b[") == std::string::npos);
+    CHECK(r.out.find("OOM 4: cuda in train_step, step 1340/3000") != std::string::npos);
+    CHECK(r.out.find("(recovered)") != std::string::npos);
+  }
+  TEST_CASE("bad input: a missing file, a directory, an empty file, binary garbage") {
+    TempDir dir;
+    Run r = run("scan " + (dir.path / "nope.log").string());
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("nope.log") != std::string::npos);
+
+    r = run("scan " + dir.path.string());
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("is a directory") != std::string::npos);
+
+    write(dir.path / "empty.log", "");
+    r = run("scan --json " + (dir.path / "empty.log").string());
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("empty file") != std::string::npos);
+    CHECK(nlohmann::json::parse(r.out)["logs"][0]["outcome"] == "unknown");
+
+    std::string garbage;
+    for (int i = 0; i < 100000; ++i) garbage.push_back(static_cast<char>((i * 7919) % 256));
+    write(dir.path / "garbage.bin", garbage);
+    r = run("scan --json " + (dir.path / "garbage.bin").string());
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("does not look like a text log") != std::string::npos);
+    CHECK_NOTHROW((void)nlohmann::json::parse(r.out));
+
+    // A good log after a bad one is still scanned; the worst exit code wins.
+    r = run("scan --json " + (dir.path / "nope.log").string() + " " +
+            (kGolden / "aitk_host_sigkill.log").string());
+    CHECK(r.exit_code == 2);
+    CHECK(nlohmann::json::parse(r.out)["logs"].size() == 1);
+  }
+  TEST_CASE("usage errors exit 1 with a message") {
+    CHECK(run("scan").exit_code == 1);
+    CHECK(run("frobnicate").exit_code == 1);
+    CHECK(run("scan --trainer nonsense x.log").exit_code == 1);
+    const Run v = run("version");
+    CHECK(v.exit_code == 0);
+    CHECK(v.out.rfind("oomtriage ", 0) == 0);
+  }
+}
