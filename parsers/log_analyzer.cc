@@ -4,6 +4,7 @@
 #include "parsers/log_analyzer.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "parsers/context_patterns.h"
 #include "parsers/line_cleaner.h"
@@ -74,6 +75,7 @@ void LogAnalyzer::feed(std::string_view bytes) {
 }
 
 std::vector<OomEvent> LogAnalyzer::take_events() {
+  flush_pending_frame();
   std::vector<OomEvent> taken;
   taken.swap(events_);
   return taken;
@@ -84,7 +86,45 @@ void LogAnalyzer::on_record(const Record& record) {
   if (open_ && seq_ - open_->last_signal_seq > kIncidentWindow) {
     close_incident();
   }
+  if (defer_frame(record)) {
+    return;
+  }
+  flush_pending_frame();
   process_text(record.text, record.offset, record.line, 0);
+}
+
+bool LogAnalyzer::defer_frame(const Record& record) {
+  constexpr size_t kBarPrefixBytes = 16;
+  std::string_view text = record.text;
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  if (text.empty() || text.back() != ']' || text.size() > 1024 ||
+      (open_ && open_->awaiting_continuation)) {
+    return false;
+  }
+  // tqdm's frame ends in "[elapsed<remaining, rate...]": the last '[' opens the time.
+  const void* bracket = memrchr(text.data(), '[', text.size());
+  if (bracket == nullptr) return false;
+  const char* after = static_cast<const char*>(bracket) + 1;
+  if (after >= text.data() + text.size() || *after < '0' || *after > '9') return false;
+  if (has_pending_frame_) {
+    const size_t n = std::min({kBarPrefixBytes, text.size(), pending_frame_.size()});
+    if (pending_frame_.compare(0, n, text.data(), n) != 0) flush_pending_frame();
+  }
+  pending_frame_.assign(record.text);
+  has_pending_frame_ = true;
+  pending_seq_ = seq_;
+  pending_offset_ = record.offset;
+  pending_line_ = record.line;
+  return true;
+}
+
+void LogAnalyzer::flush_pending_frame() {
+  if (!has_pending_frame_) return;
+  has_pending_frame_ = false;
+  const int64_t now = seq_;
+  seq_ = pending_seq_;
+  process_text(pending_frame_, pending_offset_, pending_line_, 0);
+  seq_ = now;
 }
 
 void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t line, int depth) {
@@ -391,6 +431,7 @@ void LogAnalyzer::close_incident() {
 
 LogAnalysis LogAnalyzer::finish() {
   splitter_.finish([this](const Record& record) { on_record(record); });
+  flush_pending_frame();
   const bool had_events = open_.has_value() || last_event_seq_ >= 0;
   if (open_) close_incident();
 

@@ -60,6 +60,8 @@ class LogAnalyzer {
   };
 
   void on_record(const Record& record);
+  bool defer_frame(const Record& record);
+  void flush_pending_frame();
   void process_text(std::string_view text, uint64_t offset, int64_t line, int depth);
   void on_frame(const ProgressFrame& frame);
   void on_context(const ContextMatch& match);
@@ -76,6 +78,13 @@ class LogAnalyzer {
   AnalyzerOptions options_;
   RecordSplitter splitter_;
   std::string scratch_;
+  // Consecutive frames of one bar are most of a log; only the last one before anything else
+  // matters, so it waits here and is parsed when the bar changes or other text arrives.
+  std::string pending_frame_;
+  bool has_pending_frame_ = false;
+  int64_t pending_seq_ = 0;
+  uint64_t pending_offset_ = 0;
+  int64_t pending_line_ = 0;
   std::string job_name_;
   int64_t seq_ = 0;  // index of the current record
 
