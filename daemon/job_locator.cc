@@ -1,11 +1,11 @@
-// daemon/job_locator.cc: config discovery beside the log, hashing, and the job name.
+// daemon/job_locator.cc: config discovery beside the log, hashing, parsing, and the job name.
 #include "daemon/job_locator.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <openssl/evp.h>
-#include <yaml-cpp/yaml.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -22,30 +22,10 @@ std::optional<std::string> read_file(const fs::path& path) {
   return out.str();
 }
 
-// The config's job name, or an empty string plus a one-line warning when it will not parse.
-std::string job_name_from_config(const fs::path& path, const std::string& text,
-                                 std::string& warning) {
-  if (path.extension() == ".json") {
-    const auto doc = nlohmann::json::parse(text, nullptr, false);
-    if (doc.is_discarded()) {
-      warning = fmt::format("{}: not valid JSON; scanning without its config", path.string());
-      return {};
-    }
-    const auto* name = doc.is_object() && doc.contains("config") && doc["config"].is_object() &&
-                               doc["config"].contains("name") && doc["config"]["name"].is_string()
-                           ? &doc["config"]["name"]
-                           : nullptr;
-    return name ? name->get<std::string>() : std::string();
-  }
-  try {
-    const YAML::Node doc = YAML::Load(text);
-    const YAML::Node name = doc["config"]["name"];
-    if (name && name.IsScalar()) return name.as<std::string>();
-  } catch (const YAML::Exception& e) {
-    warning = fmt::format("{}:{}: {}; scanning without its config", path.string(), e.mark.line + 1,
-                          e.msg);
-  }
-  return {};
+parsers::ConfigFormat format_for(const fs::path& path) {
+  const std::string ext = path.extension().string();
+  return ext == ".json" || ext == ".jsonc" ? parsers::ConfigFormat::kJson
+                                           : parsers::ConfigFormat::kYaml;
 }
 
 }  // namespace
@@ -60,7 +40,7 @@ std::string sha256_hex(std::string_view bytes) {
 }
 
 JobLookup locate_job(const fs::path& log, const std::optional<fs::path>& explicit_config,
-                     const std::optional<std::string>& name_from_log) {
+                     const parsers::LogAnalysis& analysis) {
   JobLookup lookup;
   std::optional<fs::path> config_path = explicit_config;
   if (!config_path) {
@@ -76,23 +56,50 @@ JobLookup locate_job(const fs::path& log, const std::optional<fs::path>& explici
   std::optional<std::string> text;
   if (config_path) {
     text = read_file(*config_path);
-    if (!text && explicit_config) {
-      lookup.error = fmt::format("cannot read config {}: {}", config_path->string(),
-                                 std::strerror(errno));
-      return lookup;
+    if (!text) {
+      const std::string reason = std::strerror(errno);
+      if (explicit_config) {
+        lookup.error = fmt::format("cannot read config {}: {}", config_path->string(), reason);
+        return lookup;
+      }
+      lookup.warning = fmt::format("cannot read {}: {}; triaging without it",
+                                   config_path->string(), reason);
     }
   }
-  if (!config_path || !text) {
-    if (name_from_log) lookup.job = JobInfo{*name_from_log, std::nullopt, std::nullopt};
-    return lookup;
-  }
+
   JobInfo job;
-  job.config_path = config_path->string();
-  job.config_sha256 = sha256_hex(*text);
-  job.name = job_name_from_config(*config_path, *text, lookup.warning);
-  if (job.name.empty() && name_from_log) job.name = *name_from_log;
-  if (job.name.empty()) job.name = fs::absolute(*config_path).parent_path().filename().string();
-  lookup.job = std::move(job);
+  if (text) {
+    job.config_path = config_path->string();
+    job.config_sha256 = sha256_hex(*text);
+    lookup.config_text = *text;
+    parsers::ConfigLoad load =
+        parsers::parse_job_config(*text, format_for(*config_path), config_path->string());
+    if (load.config) {
+      lookup.config = std::move(load.config);
+    } else {
+      lookup.warning = load.error + "; triaging without the config";
+      lookup.config_problem = "the job config did not parse";
+    }
+  } else if (!analysis.printed_config.empty()) {
+    parsers::ConfigLoad load = parsers::parse_job_config(
+        analysis.printed_config, parsers::ConfigFormat::kPrintedProcess,
+        log.string() + " (the config printed at its top)");
+    if (load.config) {
+      lookup.config = std::move(load.config);
+    } else {
+      lookup.config_problem = "the config printed in the log did not parse";
+    }
+  }
+  if (!lookup.config && lookup.config_problem.empty()) {
+    lookup.config_problem = "no job config was found";
+  }
+
+  if (lookup.config && !lookup.config->name.empty()) job.name = lookup.config->name;
+  if (job.name.empty() && analysis.job_name) job.name = *analysis.job_name;
+  if (job.name.empty() && config_path && text) {
+    job.name = fs::absolute(*config_path).parent_path().filename().string();
+  }
+  if (!job.name.empty()) lookup.job = std::move(job);
   return lookup;
 }
 

@@ -25,6 +25,8 @@ ordered_json fix_to_json(const triage::Fix& fix) {
           {"changes", changes},
           {"cost", fix.cost},
           {"predicted_peak_bytes", or_null(fix.predicted_peak_bytes)},
+          {"fits", or_null(fix.fits)},
+          {"estimate", fix.estimate.empty() ? ordered_json(nullptr) : ordered_json(fix.estimate)},
           {"confidence", fix.confidence}};
 }
 

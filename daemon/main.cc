@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "daemon/fix_command.h"
 #include "daemon/scan_command.h"
 #include "parsers/event.h"
 
@@ -40,6 +41,15 @@ int main(int argc, char** argv) {
                              "onetrainer", "transformers", "comfyui", "unknown"}));
   scan_cmd->add_flag("--json", scan.json, "Print the JSON contract instead of text");
 
+  daemon::FixOptions fix;
+  CLI::App* fix_cmd =
+      app.add_subcommand("fix", "Print a diff of the job config that applies one ranked fix");
+  fix_cmd->add_option("LOG", fix.log, "The training log")->required();
+  fix_cmd->add_option("--config", fix.config, "The job config (default: found beside the log)");
+  auto* fix_id = fix_cmd->add_option("--fix", fix.fix_id, "A fix id (default: the top-ranked fix)");
+  fix_cmd->add_option("--rank", fix.rank, "The fix at this rank")->excludes(fix_id);
+  fix_cmd->add_option("--write", fix.write_to, "Write the patched config to this file");
+
   CLI::App* version_cmd = app.add_subcommand("version", "Print the version");
 
   try {
@@ -55,6 +65,9 @@ int main(int argc, char** argv) {
   if (version_cmd->parsed()) {
     fmt::print("oomtriage {}\n", kVersion);
     return 0;
+  }
+  if (fix_cmd->parsed()) {
+    return daemon::run_fix(fix);
   }
   if (scan_cmd->parsed()) {
     scan.trainer = parsers::trainer_from_string(trainer).value_or(parsers::Trainer::kUnknown);

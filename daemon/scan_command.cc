@@ -14,62 +14,16 @@
 #include <vector>
 
 #include "daemon/job_locator.h"
+#include "daemon/log_reader.h"
 #include "daemon/json_output.h"
 #include "daemon/text_output.h"
 #include "parsers/log_analyzer.h"
+#include "triage/ranker.h"
 
 namespace oomtriage::daemon {
 namespace {
 
-constexpr size_t kReadChunk = 1 << 20;
-constexpr off_t kProgressMinBytes = 64 << 20;
-
-enum ExitCode { kOk = 0, kBadInput = 1, kEnvironment = 2 };
-
 void report(const std::string& message) { fmt::print(stderr, "oomtriage: {}\n", message); }
-
-// Reads `path` into the analyzer. Returns an exit code and fills `error` on failure.
-int analyze_file(const std::string& path, parsers::LogAnalyzer& analyzer, std::string& error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    error = fmt::format("cannot read {}: {}", path, std::strerror(errno));
-    return kEnvironment;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-    error = S_ISDIR(st.st_mode) ? fmt::format("{}: is a directory, expected a log file", path)
-                                : fmt::format("cannot stat {}: {}", path, std::strerror(errno));
-    ::close(fd);
-    return S_ISDIR(st.st_mode) ? kBadInput : kEnvironment;
-  }
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  const bool show_progress = ::isatty(STDERR_FILENO) && st.st_size >= kProgressMinBytes;
-  std::vector<char> buffer(kReadChunk);
-  uint64_t done = 0;
-  int last_percent = -1;
-  while (true) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      error = fmt::format("cannot read {}: {}", path, std::strerror(errno));
-      ::close(fd);
-      return kEnvironment;
-    }
-    if (n == 0) break;
-    analyzer.feed(std::string_view(buffer.data(), static_cast<size_t>(n)));
-    done += static_cast<uint64_t>(n);
-    if (show_progress) {
-      const int percent = static_cast<int>(done * 100 / static_cast<uint64_t>(st.st_size));
-      if (percent != last_percent) {
-        fmt::print(stderr, "\rscanning {} {:3d}%", path, std::min(percent, 100));
-        last_percent = percent;
-      }
-    }
-  }
-  if (show_progress) fmt::print(stderr, "\r\x1b[2K");
-  ::close(fd);
-  return kOk;
-}
 
 bool use_color(ColorMode mode) {
   if (mode == ColorMode::kAlways) return true;
@@ -81,7 +35,7 @@ bool use_color(ColorMode mode) {
 }  // namespace
 
 int run_scan(const ScanOptions& options) {
-  int exit_code = kOk;
+  int exit_code = kExitOk;
   std::vector<ScannedLog> scanned;
   std::optional<std::filesystem::path> explicit_config;
   if (options.config) explicit_config = *options.config;
@@ -91,7 +45,7 @@ int run_scan(const ScanOptions& options) {
     analyzer_options.trainer = options.trainer;
     parsers::LogAnalyzer analyzer(analyzer_options);
     std::string error;
-    if (const int rc = analyze_file(path, analyzer, error); rc != kOk) {
+    if (const int rc = read_log_into(path, analyzer, error); rc != kExitOk) {
       report(error);
       exit_code = std::max(exit_code, rc);
       continue;
@@ -111,12 +65,15 @@ int run_scan(const ScanOptions& options) {
       report(fmt::format("{}: {} record(s) longer than {} bytes were cut", path,
                          a.truncated_records, parsers::kMaxRecordBytes));
     }
-    JobLookup lookup = locate_job(path, explicit_config, a.job_name);
+    JobLookup lookup = locate_job(path, explicit_config, a);
     if (!lookup.error.empty()) {
       report(lookup.error);
-      return kEnvironment;
+      return kExitEnvironment;
     }
     if (!lookup.warning.empty()) report(lookup.warning);
+    triage::TriageInput input{&log.analysis, lookup.config ? &*lookup.config : nullptr,
+                              lookup.config_problem};
+    log.fixes = triage::rank_fixes(input);
     log.job = std::move(lookup.job);
     scanned.push_back(std::move(log));
   }

@@ -105,8 +105,19 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
     out += fmt::format("    {}\n", paint(color, fmt::fg(fmt::terminal_color::bright_black),
                                          printable(message, 160)));
   }
+  if (!log.fixes.empty()) out += "  fixes, best first:\n";
   for (const auto& fix : log.fixes) {
-    out += fmt::format("  fix {}: {} ({})\n", fix.rank, fix.title, fix.id);
+    out += fmt::format("  {}. {} [{}]\n", fix.rank, paint(color, fmt::emphasis::bold, fix.title),
+                       fix.id);
+    for (const auto& change : fix.changes) {
+      out += fmt::format("       {}: {} -> {}\n", change.path, change.from_json, change.to_json);
+    }
+    out += fmt::format("       why: {}\n", printable(fix.why, 400));
+    out += fmt::format("       cost: {}\n", printable(fix.cost, 300));
+    if (fix.predicted_peak_bytes) {
+      out += fmt::format("       peak: ~{} ({})\n", format_bytes(*fix.predicted_peak_bytes),
+                         *fix.fits ? "fits" : "not enough alone");
+    }
   }
   return out;
 }

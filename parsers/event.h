@@ -99,6 +99,7 @@ struct LogAnalysis {
   Outcome outcome = Outcome::kUnknown;
   std::vector<OomEvent> events;
   std::optional<std::string> job_name;  // as the log itself names it (AI Toolkit's "# Running job:")
+  std::string printed_config;  // the process config AI Toolkit prints as JSON at start, if any
   uint64_t bytes = 0;
   int64_t lines = 0;
   uint64_t records = 0;

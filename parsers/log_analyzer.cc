@@ -86,11 +86,36 @@ void LogAnalyzer::on_record(const Record& record) {
   if (open_ && seq_ - open_->last_signal_seq > kIncidentWindow) {
     close_incident();
   }
+  if (config_capture_ != ConfigCapture::kDone) capture_printed_config(record.text);
   if (defer_frame(record)) {
     return;
   }
   flush_pending_frame();
   process_text(record.text, record.offset, record.line, 0);
+}
+
+// AI Toolkit prints its process config with json.dumps(indent=4) before anything else: a line
+// "{", the body, and a line "}". Only the first one near the top is kept, bounded in size.
+void LogAnalyzer::capture_printed_config(std::string_view text) {
+  constexpr size_t kMaxPrintedConfigBytes = 256 * 1024;
+  constexpr int64_t kSearchRecords = 200;
+  if (config_capture_ == ConfigCapture::kLooking) {
+    if (text == "{") {
+      config_capture_ = ConfigCapture::kCapturing;
+      printed_config_ = "{\n";
+    } else if (seq_ > kSearchRecords) {
+      config_capture_ = ConfigCapture::kDone;
+    }
+    return;
+  }
+  printed_config_.append(text);
+  printed_config_.push_back('\n');
+  if (text == "}") {
+    config_capture_ = ConfigCapture::kDone;
+  } else if (printed_config_.size() > kMaxPrintedConfigBytes) {
+    printed_config_.clear();
+    config_capture_ = ConfigCapture::kDone;
+  }
 }
 
 bool LogAnalyzer::defer_frame(const Record& record) {
@@ -443,6 +468,7 @@ LogAnalysis LogAnalyzer::finish() {
   analysis.records = static_cast<uint64_t>(seq_);
   analysis.truncated_records = splitter_.truncated_records();
   analysis.binary_bytes = binary_bytes_;
+  if (config_capture_ == ConfigCapture::kDone) analysis.printed_config = printed_config_;
 
   const bool progress_after_oom = train_advance_seq_ > last_event_seq_;
   const bool training_finished = train_n_ && train_total_ && *train_total_ > 0 &&

@@ -60,6 +60,7 @@ class LogAnalyzer {
   };
 
   void on_record(const Record& record);
+  void capture_printed_config(std::string_view text);
   bool defer_frame(const Record& record);
   void flush_pending_frame();
   void process_text(std::string_view text, uint64_t offset, int64_t line, int depth);
@@ -116,6 +117,9 @@ class LogAnalyzer {
   int64_t last_event_seq_ = -1;
   bool last_event_recovered_ = false;
   bool any_text_ = false;
+  enum class ConfigCapture { kLooking, kCapturing, kDone };
+  ConfigCapture config_capture_ = ConfigCapture::kLooking;
+  std::string printed_config_;
   std::array<int, 8> trainer_votes_{};
 
   std::optional<Incident> open_;

@@ -14,8 +14,15 @@ const std::vector<std::string_view>& known_fix_ids() {
       "layer_offloading",              "cache_latents_to_disk", "use_bf16",
       "use_8bit_optimizer",            "match_target_res",     "expandable_segments",
       "free_gpu",                      "reduce_host_memory",   "increase_shm",
+      // Added: the baseline sample (before step 1) has its own switch in AI Toolkit.
+      "skip_first_sample",
   };
   return kIds;
+}
+
+bool Fix::changes_config() const {
+  return std::any_of(changes.begin(), changes.end(),
+                     [](const ConfigChange& c) { return c.path.rfind("config.", 0) == 0; });
 }
 
 bool is_known_fix_id(std::string_view id) {

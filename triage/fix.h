@@ -13,8 +13,11 @@
 
 namespace oomtriage::triage {
 
+// A config change ("config.process[0].train.gradient_checkpointing") or an environment change
+// ("env.PYTORCH_CUDA_ALLOC_CONF"). Values are JSON text so that null, numbers, strings and lists
+// keep their type.
 struct ConfigChange {
-  std::string path;  // "config.process[0].train.gradient_checkpointing"
+  std::string path;
   std::string from_json;  // the current value as JSON text ("false", "null" when absent)
   std::string to_json;
 };
@@ -27,7 +30,12 @@ struct Fix {
   std::vector<ConfigChange> changes;
   std::string cost;
   std::optional<uint64_t> predicted_peak_bytes;
+  std::optional<bool> fits;  // predicted peak under 95% of the usable memory
+  std::string estimate;      // how the predicted peak was reached (assumptions, in words)
   double confidence = 0.0;
+
+  // True when at least one change edits the job config (paths under "config.").
+  bool changes_config() const;
 };
 
 // The fix ids of the contract, in no particular order. Reports, alerts and tests use them.

@@ -40,8 +40,12 @@ def aitk_header(job, steps=3000, gc="true"):
         "type": "sd_trainer", "training_folder": "output", "device": "cuda:0",
         "train": {"batch_size": 1, "steps": steps, "gradient_checkpointing": gc == "true",
                   "lr": 1e-4, "dtype": "bf16"},
+        "datasets": [{"folder_path": "/data/images", "caption_ext": "txt",
+                      "cache_latents_to_disk": True, "resolution": [512, 768, 1024]}],
+        "model": {"name_or_path": "black-forest-labs/FLUX.1-dev", "is_flux": True, "quantize": True},
         "sample": {"sample_every": 250, "width": 1024, "height": 1024, "sample_steps": 20}}]}}
-    return ("Running 1 job\n" + json.dumps(config["config"], indent=4) + "\n"
+    # AI Toolkit prints the process section (not the whole file) with json.dumps(indent=4).
+    return ("Running 1 job\n" + json.dumps(config["config"]["process"][0], indent=4) + "\n"
             "#############################################\n"
             f"# Running job: {job}\n"
             "#############################################\n\n"

@@ -1,0 +1,34 @@
+// triage/config_patch.h
+//
+// Applies a fix's config changes to the job config's text, and shows them as a unified diff.
+// YAML is edited as text (only the changed lines are touched, so comments, key order, quoting and
+// formatting elsewhere stay as the user wrote them); JSON is re-emitted with its key order and
+// indentation. Pure: text in, text out.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "triage/fix.h"
+
+namespace oomtriage::triage {
+
+struct PatchResult {
+  std::optional<std::string> text;
+  std::string error;  // "config.process[0].model: is a flow mapping, edit it by hand"
+};
+
+// Only changes under "config." are applied; environment changes are skipped.
+PatchResult patch_yaml(std::string_view text, const std::vector<ConfigChange>& changes);
+PatchResult patch_json(std::string_view text, const std::vector<ConfigChange>& changes);
+
+// The process config AI Toolkit prints (no "config.process[0]" around it) cannot be patched in
+// place; callers patch a file instead.
+
+// A unified diff (3 lines of context) from `before` to `after`, "" when they are equal.
+std::string unified_diff(std::string_view before, std::string_view after,
+                         std::string_view from_name, std::string_view to_name);
+
+}  // namespace oomtriage::triage
