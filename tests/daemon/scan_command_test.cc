@@ -102,7 +102,8 @@ TEST_SUITE("daemon::scan") {
     fs::create_directories(job);
     fs::copy_file(kGolden / "aitk_gc_off_oom_step2.log", job / "log.txt");
     write(job / "config.yaml",
-          "job: extension\nconfig:\n  name: flux_job_from_config  # the job's name\n  process: []\n");
+          "job: extension\nconfig:\n  name: flux_job_from_config  # the job's name\n  process:\n"
+          "    - type: sd_trainer\n      train:\n        gradient_checkpointing: false\n");
     const Run r = run("scan --json " + (job / "log.txt").string());
     REQUIRE(r.exit_code == 0);
     const auto doc = nlohmann::json::parse(r.out);
@@ -110,6 +111,23 @@ TEST_SUITE("daemon::scan") {
     CHECK(j["name"] == "flux_job_from_config");
     CHECK(j["config_path"] == (job / "config.yaml").string());
     CHECK(j["config_sha256"].get<std::string>().size() == 64);
+    const auto& fixes = doc["logs"][0]["fixes"];
+    REQUIRE_FALSE(fixes.empty());
+    CHECK(fixes[0]["id"] == "enable_gradient_checkpointing");
+    CHECK(fixes[0]["rank"] == 1);
+    CHECK(fixes[0]["changes"][0]["path"] == "config.process[0].train.gradient_checkpointing");
+    CHECK(fixes[0]["changes"][0]["from"] == false);
+    CHECK(fixes[0]["changes"][0]["to"] == true);
+  }
+  TEST_CASE("a config without config.process is reported with its file and line") {
+    TempDir dir;
+    fs::copy_file(kGolden / "aitk_gc_off_oom_step2.log", dir.path / "log.txt");
+    write(dir.path / "config.yaml", "job: extension\nconfig:\n  name: x\n  process: []\n");
+    const Run r = run("scan --json " + (dir.path / "log.txt").string());
+    CHECK(r.exit_code == 0);
+    CHECK(r.err.find("config.yaml:2: config.process is missing or empty") != std::string::npos);
+    CHECK(nlohmann::json::parse(r.out)["logs"][0]["fixes"][0]["why"].get<std::string>().find(
+              "did not parse") != std::string::npos);
   }
   TEST_CASE("a broken config is named with its line, and the scan goes on without it") {
     TempDir dir;
@@ -149,7 +167,7 @@ TEST_SUITE("daemon::scan") {
     r = run("scan --json " + (dir.path / "garbage.bin").string());
     CHECK(r.exit_code == 0);
     CHECK(r.err.find("does not look like a text log") != std::string::npos);
-    CHECK_NOTHROW((void)nlohmann::json::parse(r.out));
+    CHECK_FALSE(nlohmann::json::parse(r.out, nullptr, false).is_discarded());
 
     // A good log after a bad one is still scanned; the worst exit code wins.
     r = run("scan --json " + (dir.path / "nope.log").string() + " " +

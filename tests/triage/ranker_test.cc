@@ -1,0 +1,388 @@
+// tests/triage/ranker_test.cc
+//
+// The seed guide's rules as a scenario table (config + incident -> order constraints), each
+// family of the seed's table included, real example configs from ../shared where present; then
+// properties over every scenario x phase x kind: no fix twice, ranks in order, only known ids,
+// nothing already applied, and a boolean fix, once applied to the config text, is not proposed
+// again.
+#include "triage/ranker.h"
+
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "triage/config_patch.h"
+
+namespace fs = std::filesystem;
+using namespace oomtriage;
+using parsers::OomKind;
+using parsers::Phase;
+
+namespace {
+
+constexpr uint64_t kGiB = 1ull << 30;
+
+// A job config in AI Toolkit's YAML with the given section bodies (already indented 8 spaces).
+std::string config(const std::string& train, const std::string& model = "",
+                   const std::string& datasets = "          resolution: [512, 768, 1024]\n",
+                   const std::string& sample = "") {
+  std::string yaml = "job: extension\nconfig:\n  name: job\n  process:\n    - type: sd_trainer\n";
+  yaml += "      datasets:\n        - folder_path: /data\n" + datasets;
+  yaml += "      train:\n" + (train.empty() ? std::string("        steps: 3000\n") : train);
+  yaml += "      model:\n" +
+          (model.empty() ? std::string("        name_or_path: black-forest-labs/FLUX.1-dev\n"
+                                       "        is_flux: true\n        quantize: true\n")
+                         : model);
+  yaml += "      sample:\n" + (sample.empty() ? std::string("        sample_every: 250\n"
+                                                            "        width: 1024\n"
+                                                            "        height: 1024\n"
+                                                            "        sample_steps: 30\n")
+                                              : sample);
+  return yaml;
+}
+
+struct Incident {
+  OomKind kind = OomKind::kCuda;
+  Phase phase = Phase::kTrainStep;
+  std::optional<int64_t> step;
+  parsers::MemoryFigures figures;
+};
+
+parsers::LogAnalysis analysis_of(const Incident& incident) {
+  parsers::LogAnalysis analysis;
+  analysis.trainer = parsers::Trainer::kAiToolkit;
+  parsers::OomEvent event;
+  event.kind = incident.kind;
+  event.phase = incident.phase;
+  event.step = incident.step;
+  event.total_steps = 3000;
+  event.figures = incident.figures;
+  analysis.events.push_back(event);
+  return analysis;
+}
+
+std::vector<triage::Fix> rank(const std::string& yaml, const Incident& incident) {
+  const parsers::LogAnalysis analysis = analysis_of(incident);
+  if (yaml.empty()) {
+    return triage::rank_fixes({&analysis, nullptr, "no job config was found"});
+  }
+  auto load = parsers::parse_job_config(yaml, parsers::ConfigFormat::kYaml, "config.yaml");
+  INFO(load.error);
+  REQUIRE(load.config);
+  return triage::rank_fixes({&analysis, &*load.config, ""});
+}
+
+std::vector<std::string> ids(const std::vector<triage::Fix>& fixes) {
+  std::vector<std::string> out;
+  for (const auto& fix : fixes) out.push_back(fix.id);
+  return out;
+}
+
+parsers::MemoryFigures figures_24gb(uint64_t tried = 2 * kGiB) {
+  parsers::MemoryFigures f;
+  f.gpu_index = 0;
+  f.total_capacity_bytes = 24 * kGiB;
+  f.free_bytes = kGiB / 2;
+  f.tried_to_allocate_bytes = tried;
+  f.allocated_by_pytorch_bytes = 22 * kGiB;
+  f.reserved_unallocated_bytes = kGiB / 4;
+  return f;
+}
+
+struct Scenario {
+  std::string name;
+  std::string yaml;
+  Incident incident;
+  std::string first;
+  std::vector<std::pair<std::string, std::string>> before;  // a ranks above b
+  std::vector<std::string> present;
+  std::vector<std::string> absent;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+std::string replace(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, from.size(), to);
+}
+
+std::vector<Scenario> scenarios() {
+  const std::string gc_off = "        gradient_checkpointing: false\n        dtype: bf16\n";
+  const std::string gc_on = "        gradient_checkpointing: true\n        dtype: bf16\n";
+  const std::string zimage = "        name_or_path: Tongyi-MAI/Z-Image-Turbo\n"
+                             "        arch: \"zimage:turbo\"\n        quantize: true\n";
+  const std::string qwen_edit = "        name_or_path: Qwen/Qwen-Image-Edit-2509\n"
+                                "        arch: qwen_image_edit_plus\n        quantize: true\n"
+                                "        qtype: qfloat8\n";
+  const std::string wan = "        name_or_path: ai-toolkit/Wan2.2-T2V-A14B\n"
+                          "        arch: wan22_14b\n        quantize: true\n        qtype: qfloat8\n";
+  std::vector<Scenario> s;
+  s.push_back({"GC off, OOM at step 2: enable GC first",
+               config(gc_off), {.step = 2, .figures = figures_24gb()},
+               "enable_gradient_checkpointing", {}, {}, {}});
+  s.push_back({"GC off, OOM in the first preview: still GC first, then cheaper previews",
+               config(gc_off), {.phase = Phase::kSampling, .step = 250},
+               "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "cheapen_previews"}}, {"cheapen_previews"},
+               {"lower_batch_size"}});
+  s.push_back({"GC on, sampling OOM: cheaper previews, not GC, not batch",
+               config(gc_on + "        batch_size: 4\n"),
+               {.phase = Phase::kSampling, .step = 500, .figures = figures_24gb()},
+               "cheapen_previews", {{"cheapen_previews", "disable_sampling"}},
+               {"disable_sampling"},
+               {"enable_gradient_checkpointing", "lower_batch_size", "drop_top_bucket"}});
+  s.push_back({"baseline sample OOM: cheaper previews, then skip the first sample",
+               config(gc_on), {.phase = Phase::kSampling, .step = 0}, "cheapen_previews",
+               {{"cheapen_previews", "skip_first_sample"}, {"skip_first_sample", "disable_sampling"}},
+               {}, {}});
+  s.push_back({"sampling already disabled: no preview fixes",
+               config(gc_on + "        disable_sampling: true\n"),
+               {.phase = Phase::kSampling, .step = 500}, "", {}, {},
+               {"cheapen_previews", "disable_sampling", "skip_first_sample"}});
+  s.push_back({"GC on, random later step, multi-resolution: drop the top bucket first",
+               config(gc_on + "        batch_size: 2\n"), {.step = 1337, .figures = figures_24gb()},
+               "drop_top_bucket", {{"drop_top_bucket", "lower_batch_size"}}, {},
+               {"enable_gradient_checkpointing"}});
+  s.push_back({"GC on, early OOM, batch 4: lower the batch, keep the effective batch",
+               config(gc_on + "        batch_size: 4\n        gradient_accumulation: 1\n"),
+               {.step = 1}, "lower_batch_size", {{"lower_batch_size", "drop_top_bucket"}}, {}, {}});
+  s.push_back({"GC on, early OOM, batch 1, one resolution: lower it, then the low-memory path",
+               config(gc_on, "", "          resolution: 1024\n"), {.step = 1}, "lower_resolution",
+               {{"lower_resolution", "enable_low_vram"}}, {"enable_low_vram"},
+               {"lower_batch_size", "drop_top_bucket"}});
+  s.push_back({"GC on, batch 1, multi-resolution, early: the top bucket first",
+               config(gc_on), {.step = 2}, "drop_top_bucket", {}, {}, {"lower_batch_size"}});
+  s.push_back({"a single bucket written twice is one bucket: nothing to drop",
+               config(gc_on, "", "          resolution: [1024, 1024]\n"), {.step = 900},
+               "lower_resolution", {}, {}, {"drop_top_bucket"}});
+  s.push_back({"model load OOM: quantize, low_vram, offloading; never batch or previews",
+               config(gc_on + "        batch_size: 4\n",
+                      "        name_or_path: Qwen/Qwen-Image\n        arch: qwen_image\n"),
+               {.phase = Phase::kModelLoad}, "quantize_model",
+               {{"quantize_model", "enable_low_vram"}, {"enable_low_vram", "layer_offloading"}},
+               {"quantize_text_encoder"},
+               {"lower_batch_size", "cheapen_previews", "disable_sampling",
+                "enable_gradient_checkpointing"}});
+  s.push_back({"quantize OOM with qfloat8 already: a lower qtype first",
+               config(gc_off, wan), {.phase = Phase::kQuantize}, "quantize_model", {}, {},
+               {"enable_gradient_checkpointing", "lower_batch_size"}});
+  s.push_back({"video family: fewer frames before the buckets",
+               config(gc_on, wan,
+                      "          resolution: [512, 768]\n          num_frames: 81\n"),
+               {.step = 40}, "reduce_num_frames", {{"reduce_num_frames", "drop_top_bucket"}}, {}, {}});
+  s.push_back({"Qwen-Image-Edit-2509 with control images: match_target_res",
+               config(gc_on, qwen_edit,
+                      "          resolution: [512, 768, 1024]\n          control_path: /ctrl\n"),
+               {.step = 3}, "match_target_res", {}, {}, {}});
+  s.push_back({"match_target_res already on: not proposed",
+               config(gc_on, qwen_edit + "        model_kwargs:\n          match_target_res: true\n",
+                      "          resolution: [512, 768, 1024]\n          control_path: /ctrl\n"),
+               {.step = 3}, "drop_top_bucket", {}, {}, {"match_target_res"}});
+  {
+    Incident busy{.step = 10, .figures = figures_24gb()};
+    busy.figures.other_processes = {{654925, 6 * kGiB}, {706098, 7 * kGiB}};
+    s.push_back({"other processes hold the GPU: free it first", config(gc_off), busy, "free_gpu",
+                 {{"free_gpu", "enable_gradient_checkpointing"}}, {}, {}});
+  }
+  {
+    Incident fragmented{.step = 10, .figures = figures_24gb(2 * kGiB)};
+    fragmented.figures.reserved_unallocated_bytes = 3 * kGiB;
+    s.push_back({"large reserved-but-unallocated: expandable segments early", config(gc_on),
+                 fragmented, "expandable_segments", {}, {}, {}});
+  }
+  s.push_back({"host OOM kill: host memory, no GPU levers",
+               config(gc_off + "        batch_size: 4\n"),
+               {.kind = OomKind::kHostKilled, .step = 120}, "reduce_host_memory", {}, {},
+               {"enable_gradient_checkpointing", "lower_batch_size", "cheapen_previews",
+                "drop_top_bucket"}});
+  s.push_back({"MemoryError is host memory too", config(gc_on),
+               {.kind = OomKind::kHostMemoryError, .phase = Phase::kModelLoad},
+               "reduce_host_memory", {}, {}, {"quantize_model"}});
+  s.push_back({"small /dev/shm: increase it", config(gc_off), {.kind = OomKind::kShm, .step = 0},
+               "increase_shm", {}, {}, {"enable_gradient_checkpointing"}});
+  s.push_back({"fp32 (the default when dtype is absent): bf16 is proposed",
+               config("        gradient_checkpointing: true\n"), {.step = 1}, "drop_top_bucket",
+               {}, {"use_bf16"}, {}});
+  s.push_back({"already at batch 1, GC on, low_vram on: neither proposed",
+               config(gc_on, zimage + "        low_vram: true\n"), {.step = 1}, "drop_top_bucket",
+               {}, {}, {"lower_batch_size", "enable_gradient_checkpointing", "enable_low_vram"}});
+  // The seed's high-risk table: each family with GC off and its dangerous combination.
+  s.push_back({"Z-Image, 1024-1536 buckets, batch 4, GC off: GC first, then batch",
+               config(gc_off + "        batch_size: 4\n", zimage,
+                      "          resolution: [1024, 1536]\n"),
+               {.step = 2}, "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "lower_batch_size"}}, {"drop_top_bucket"}, {}});
+  s.push_back({"Qwen-Edit, 1024 with controls, batch 2, GC off: GC first",
+               config(gc_off + "        batch_size: 2\n", qwen_edit,
+                      "          resolution: 1024\n          control_path: [/c1, /c2]\n"),
+               {.step = 3}, "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "lower_batch_size"}},
+               {"match_target_res", "lower_resolution"}, {}});
+  s.push_back({"FLUX, batch 8, GC off: GC first, then batch",
+               config(gc_off + "        batch_size: 8\n"), {.step = 2},
+               "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "lower_batch_size"}}, {}, {}});
+  s.push_back({"Flex.2, multi-bucket, GC off: GC first",
+               config(gc_off, "        name_or_path: ostris/Flex.2-preview\n        arch: flex2\n"),
+               {.step = 700}, "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "drop_top_bucket"}}, {}, {}});
+  s.push_back({"no config at all: advice on AI Toolkit's defaults, lower confidence", "",
+               {.phase = Phase::kSampling, .step = 500}, "cheapen_previews", {}, {}, {}});
+
+  // The real example configs, when ../shared has them.
+  const fs::path shared = fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" / "ai-toolkit";
+  if (fs::exists(shared / "train_lora_qwen_image_edit_2509_32gb.yaml")) {
+    const std::string qwen = slurp(shared / "train_lora_qwen_image_edit_2509_32gb.yaml");
+    s.push_back({"real Qwen-Image-Edit-2509 example, training OOM: match_target_res first", qwen,
+                 {.step = 400, .figures = figures_24gb()}, "match_target_res",
+                 {{"match_target_res", "drop_top_bucket"}}, {},
+                 {"quantize_model", "cache_text_embeddings", "enable_low_vram"}});
+    s.push_back({"real Qwen-Image-Edit-2509 example, GC switched off",
+                 replace(qwen, "gradient_checkpointing: true", "gradient_checkpointing: false"),
+                 {.step = 2}, "enable_gradient_checkpointing", {}, {}, {}});
+  }
+  if (fs::exists(shared / "train_lora_wan22_14b_24gb.yaml")) {
+    const std::string wan_real = slurp(shared / "train_lora_wan22_14b_24gb.yaml");
+    s.push_back({"real Wan 2.2 example with 81-frame clips: fewer frames first",
+                 replace(wan_real, "num_frames: 1\n", "num_frames: 81\n"), {.step = 50},
+                 "reduce_num_frames", {}, {}, {"enable_low_vram", "quantize_model"}});
+  }
+  if (fs::exists(shared / "train_lora_flux_24gb.yaml")) {
+    s.push_back({"real FLUX example, baseline sample OOM", slurp(shared / "train_lora_flux_24gb.yaml"),
+                 {.phase = Phase::kSampling, .step = 0}, "cheapen_previews", {}, {},
+                 {"enable_gradient_checkpointing"}});
+  }
+  if (fs::exists(shared / "train_lora_zimage_turbo_32gb.yaml")) {
+    s.push_back({"real Z-Image example (batch 2, one bucket), early OOM: lower the batch",
+                 slurp(shared / "train_lora_zimage_turbo_32gb.yaml"), {.step = 1},
+                 "lower_batch_size", {}, {}, {"drop_top_bucket"}});
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_SUITE("triage::ranker") {
+  TEST_CASE("the seed guide's rules, scenario by scenario") {
+    for (const Scenario& scenario : scenarios()) {
+      CAPTURE(scenario.name);
+      const auto fixes = rank(scenario.yaml, scenario.incident);
+      const std::vector<std::string> order = ids(fixes);
+      CAPTURE(fmt::format("{}", fmt::join(order, ", ")));
+      if (scenario.first.empty()) {
+        for (const auto& fix : fixes) CHECK(fix.id != "cheapen_previews");
+      } else {
+        REQUIRE_FALSE(order.empty());
+        CHECK(order.front() == scenario.first);
+      }
+      const auto position = [&](const std::string& id) {
+        return std::find(order.begin(), order.end(), id) - order.begin();
+      };
+      for (const auto& [a, b] : scenario.before) {
+        CAPTURE(a);
+        CAPTURE(b);
+        CHECK(position(a) < static_cast<long>(order.size()));
+        CHECK(position(a) < position(b));
+      }
+      for (const auto& id : scenario.present) {
+        CAPTURE(id);
+        CHECK(position(id) < static_cast<long>(order.size()));
+      }
+      for (const auto& id : scenario.absent) {
+        CAPTURE(id);
+        CHECK(position(id) == static_cast<long>(order.size()));
+      }
+    }
+  }
+  TEST_CASE("the batch fix keeps the effective batch through gradient accumulation") {
+    const auto fixes = rank(config("        gradient_checkpointing: true\n        batch_size: 4\n"
+                                   "        gradient_accumulation: 2\n"),
+                            {.step = 1});
+    REQUIRE_FALSE(fixes.empty());
+    REQUIRE(fixes[0].id == "lower_batch_size");
+    REQUIRE(fixes[0].changes.size() == 2);
+    CHECK(fixes[0].changes[0].path == "config.process[0].train.batch_size");
+    CHECK(fixes[0].changes[0].to_json == "2");
+    CHECK(fixes[0].changes[1].path == "config.process[0].train.gradient_accumulation");
+    CHECK(fixes[0].changes[1].from_json == "2");
+    CHECK(fixes[0].changes[1].to_json == "4");
+  }
+  TEST_CASE("the predicted peak is calibrated by the event's figures and says it is an estimate") {
+    const auto fixes = rank(config("        gradient_checkpointing: false\n        dtype: bf16\n"),
+                            {.step = 2, .figures = figures_24gb()});
+    REQUIRE(fixes[0].id == "enable_gradient_checkpointing");
+    REQUIRE(fixes[0].predicted_peak_bytes);
+    // need = 22 GiB allocated + 0.25 reserved + 2 tried; GC keeps 40% of the activations.
+    CHECK(*fixes[0].predicted_peak_bytes < 22 * kGiB);
+    CHECK(fixes[0].fits == true);
+    CHECK(fixes[0].estimate.find("estimated, not measured") == 0);
+    // Without figures there is no estimate at all.
+    const auto bare = rank(config("        gradient_checkpointing: false\n"), {.step = 2});
+    CHECK_FALSE(bare[0].predicted_peak_bytes);
+    CHECK_FALSE(bare[0].fits);
+  }
+  TEST_CASE("properties over every scenario, phase and kind") {
+    const Phase phases[] = {Phase::kUnknown,   Phase::kModelLoad,     Phase::kQuantize,
+                            Phase::kCacheLatents, Phase::kCacheTextEmbeddings, Phase::kTrainStep,
+                            Phase::kSampling,  Phase::kSaving};
+    const OomKind kinds[] = {OomKind::kCuda, OomKind::kHip, OomKind::kHostKilled, OomKind::kShm};
+    const std::set<std::string> booleans = {
+        "enable_gradient_checkpointing", "disable_sampling",    "skip_first_sample",
+        "enable_low_vram",               "quantize_text_encoder", "cache_text_embeddings",
+        "layer_offloading",              "cache_latents_to_disk", "use_bf16",
+        "use_8bit_optimizer",            "match_target_res"};
+    int checked = 0;
+    for (const Scenario& scenario : scenarios()) {
+      if (scenario.yaml.empty()) continue;
+      for (Phase phase : phases) {
+        for (OomKind kind : kinds) {
+          for (std::optional<int64_t> step : {std::optional<int64_t>(), std::optional<int64_t>(0),
+                                              std::optional<int64_t>(2),
+                                              std::optional<int64_t>(1500)}) {
+            Incident incident = scenario.incident;
+            incident.phase = phase;
+            incident.kind = kind;
+            incident.step = step;
+            CAPTURE(scenario.name);
+            CAPTURE(static_cast<int>(phase));
+            CAPTURE(static_cast<int>(kind));
+            const auto fixes = rank(scenario.yaml, incident);
+            std::set<std::string> seen;
+            for (size_t i = 0; i < fixes.size(); ++i) {
+              const triage::Fix& fix = fixes[i];
+              CAPTURE(fix.id);
+              CHECK(seen.insert(fix.id).second);
+              CHECK(fix.rank == static_cast<int>(i) + 1);
+              CHECK(triage::is_known_fix_id(fix.id));
+              CHECK_FALSE(fix.why.empty());
+              CHECK_FALSE(fix.cost.empty());
+              CHECK(fix.confidence > 0.0);
+              CHECK(fix.confidence <= 1.0);
+              for (const auto& change : fix.changes) CHECK(change.from_json != change.to_json);
+              if (!booleans.count(fix.id) || !fix.changes_config()) continue;
+              // Applied to the config text, the fix is not proposed again.
+              const auto patched = triage::patch_yaml(scenario.yaml, fix.changes);
+              INFO(patched.error);
+              REQUIRE(patched.text);
+              const auto again = rank(*patched.text, incident);
+              for (const auto& other : again) CHECK(other.id != fix.id);
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+    CHECK(checked > 100);
+  }
+}
