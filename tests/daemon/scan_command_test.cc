@@ -183,4 +183,76 @@ TEST_SUITE("daemon::scan") {
     CHECK(v.exit_code == 0);
     CHECK(v.out.rfind("oomtriage ", 0) == 0);
   }
+  TEST_CASE("fix prints a unified diff of the top fix and --write writes the patched config") {
+    TempDir dir;
+    const fs::path job = dir.path / "my_lora";
+    fs::create_directories(job);
+    fs::copy_file(kGolden / "aitk_sampling_oom_step500.log", job / "log.txt");
+    const std::string yaml =
+        "job: extension\nconfig:\n  name: my_lora\n  process:\n    - type: sd_trainer\n"
+        "      train:\n        batch_size: 1  # keep\n        gradient_checkpointing: true\n"
+        "        dtype: bf16\n      sample:\n        sample_every: 250\n        width: 1024\n"
+        "        height: 1024\n        sample_steps: 30\n";
+    write(job / "config.yaml", yaml);
+    Run r = run("fix " + (job / "log.txt").string());
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("--- a/" + (job / "config.yaml").string()) == 0);
+    CHECK(r.out.find("-        width: 1024\n") != std::string::npos);
+    CHECK(r.out.find("+        width: 768\n") != std::string::npos);
+    CHECK(r.err.find("cheapen_previews") != std::string::npos);
+
+    const fs::path out = dir.path / "patched.yaml";
+    r = run("fix " + (job / "log.txt").string() + " --fix disable_sampling --write " + out.string());
+    REQUIRE(r.exit_code == 0);
+    const std::string patched = slurp(out);
+    CHECK(patched.find("        disable_sampling: true\n") != std::string::npos);
+    CHECK(patched.find("batch_size: 1  # keep") != std::string::npos);
+    CHECK(slurp(job / "config.yaml") == yaml);  // the original is untouched without --write on it
+
+    r = run("fix " + (job / "log.txt").string() + " --rank 2");
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("+        disable_sampling: true") != std::string::npos);
+  }
+  TEST_CASE("fix refuses what it cannot do, with a clear message") {
+    TempDir dir;
+    fs::copy_file(kGolden / "aitk_sampling_oom_step500.log", dir.path / "log.txt");
+    Run r = run("fix " + (dir.path / "log.txt").string());
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("no job config file") != std::string::npos);
+
+    write(dir.path / "config.yaml", "config:\n  name: x\n  process:\n    - train:\n        batch_size: 1\n");
+    r = run("fix " + (dir.path / "log.txt").string() + " --fix frobnicate");
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("not a known fix id") != std::string::npos);
+    r = run("fix " + (dir.path / "log.txt").string() + " --fix lower_batch_size");
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("not proposed") != std::string::npos);
+    r = run("fix " + (dir.path / "log.txt").string() + " --rank 99");
+    CHECK(r.exit_code == 1);
+    r = run("fix " + (dir.path / "log.txt").string() + " --fix x --rank 1");
+    CHECK(r.exit_code == 1);
+
+    // A log whose top fix is not a config change.
+    write(dir.path / "busy.log",
+          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+          "capacity of 23.55 GiB of which 10.00 MiB is free. Process 11 has 12.00 GiB memory in use. "
+          "Including non-PyTorch memory, this process has 11.00 GiB memory in use.\n");
+    r = run("fix " + (dir.path / "busy.log").string() + " --config " + (dir.path / "config.yaml").string());
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("free_gpu") != std::string::npos);
+    CHECK(r.err.find("not a config change") != std::string::npos);
+  }
+  TEST_CASE("fix edits a UI-written .job_config.json and keeps its key order") {
+    TempDir dir;
+    fs::copy_file(kGolden / "aitk_gc_off_oom_step2.log", dir.path / "log.txt");
+    write(dir.path / ".job_config.json",
+          "{\n  \"job\": \"extension\",\n  \"config\": {\n    \"name\": \"flux_gc_off\",\n"
+          "    \"process\": [\n      {\n        \"type\": \"diffusion_trainer\",\n"
+          "        \"train\": {\n          \"gradient_checkpointing\": false,\n"
+          "          \"dtype\": \"bf16\"\n        }\n      }\n    ]\n  }\n}\n");
+    const Run r = run("fix " + (dir.path / "log.txt").string());
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("-          \"gradient_checkpointing\": false,\n+          "
+                     "\"gradient_checkpointing\": true,\n") != std::string::npos);
+  }
 }
