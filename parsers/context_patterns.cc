@@ -135,6 +135,24 @@ const std::vector<ContextPattern>& context_patterns() {
         "OutOfMemoryError                          Traceback (most recent call last)"}},
       {"keyboard-interrupt", R"(^KeyboardInterrupt\b)", E::kStop, P::kUnknown, T::kUnknown,
        {"KeyboardInterrupt"}},
+      // Training arguments as trainers print them.
+      {"hf-batch-size", R"(Instantaneous batch size per device = (?P<n>\d+))", E::kArgBatchSize,
+       P::kUnknown, T::kUnknown, {"  Instantaneous batch size per device = 4"}},
+      {"kohya-batch-size", R"(batch size per device / バッチサイズ: (?P<n>\d+))", E::kArgBatchSize,
+       P::kUnknown, T::kSdScripts, {"  batch size per device / バッチサイズ: 2"}},
+      {"gradient-accumulation",
+       R"((?i)gradient accumulation steps(?: / 勾配を合計するステップ数)? = (?P<n>\d+))",
+       E::kArgGradientAccumulation, P::kUnknown, T::kUnknown,
+       {"  Gradient Accumulation steps = 2",
+        "  gradient accumulation steps / 勾配を合計するステップ数 = 1"}},
+      {"args-gradient-checkpointing", R"(\bgradient_checkpointing=(?P<flag>True|False)\b)",
+       E::kArgGradientCheckpointing, P::kUnknown, T::kUnknown,
+       {"Namespace(pretrained_model_name_or_path='x', gradient_checkpointing=False, "
+        "train_batch_size=4)"}},
+      {"args-batch-size", R"(\btrain_batch_size=(?P<n>\d+))", E::kArgBatchSize, P::kUnknown,
+       T::kUnknown, {"Namespace(train_batch_size=4, resolution=1024)"}},
+      {"args-resolution", R"(\bresolution=['"(]?(?P<n>\d+))", E::kArgResolution, P::kUnknown,
+       T::kUnknown, {"Namespace(resolution='1024,1024', train_batch_size=1)"}},
       {"memory-summary-device", R"(memory summary, device ID (?P<n>\d+))", E::kGpuIndex,
        P::kUnknown, T::kUnknown,
        {"|                  PyTorch CUDA memory summary, device ID 0                 |"}},
@@ -186,6 +204,7 @@ bool may_be_context(std::string_view line) {
       R"(validation|diffusers|train_dreambooth|train_text_to_image|\*\*\*\*\*|optimization steps|)"
       R"(\{'|Trainer|autotrain|llama|LLaMA|Validation|imple[Tt]uner|OneTrainer|Comfy|comfy|)"
       R"(!!!|execution\.py|training|[Ss]anity|Traceback|KeyboardInterrupt|memory summary|)"
+      R"(batch size|ccumulation|gradient_checkpointing=|train_batch_size=|resolution=|)"
       R"([Cc]omplete|finished|Stop signal|File "|File ~|frame #|Error|Exception|Interrupt)",
       quiet_options());
   return RE2::PartialMatch(line, kLiterals);
@@ -209,6 +228,9 @@ void match_context(std::string_view line, std::vector<ContextMatch>& out) {
     }
     if (auto it = groups.find("job"); it != groups.end()) {
       match.job = submatch[static_cast<size_t>(it->second)];
+    }
+    if (auto it = groups.find("flag"); it != groups.end()) {
+      match.flag = submatch[static_cast<size_t>(it->second)];
     }
     out.push_back(match);
   }

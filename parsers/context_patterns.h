@@ -29,6 +29,11 @@ enum class MarkerEffect {
   kCompleted,       // the run finished
   kTracebackHeader,
   kGpuIndex,        // group "n" names the GPU of the error printed just before
+  // Arguments that kohya, diffusers and HF Trainer print (group "n" or "flag"):
+  kArgBatchSize,
+  kArgGradientAccumulation,
+  kArgResolution,
+  kArgGradientCheckpointing,
 };
 
 struct ContextPattern {
@@ -44,6 +49,7 @@ struct ContextMatch {
   const ContextPattern* pattern = nullptr;
   std::optional<int64_t> n;
   std::string_view job;
+  std::string_view flag;  // "True" / "False"
 };
 
 const std::vector<ContextPattern>& context_patterns();

@@ -94,12 +94,23 @@ struct OomEvent {
   std::string message;
 };
 
+// Training arguments the log itself prints (kohya, diffusers, HF Trainer); used when the job has
+// no config file.
+struct PrintedArguments {
+  std::optional<int> batch_size;
+  std::optional<int> gradient_accumulation;
+  std::optional<int> resolution;
+  std::optional<bool> gradient_checkpointing;
+  bool any() const { return batch_size || gradient_accumulation || resolution || gradient_checkpointing; }
+};
+
 struct LogAnalysis {
   Trainer trainer = Trainer::kUnknown;
   Outcome outcome = Outcome::kUnknown;
   std::vector<OomEvent> events;
   std::optional<std::string> job_name;  // as the log itself names it (AI Toolkit's "# Running job:")
   std::string printed_config;  // the process config AI Toolkit prints as JSON at start, if any
+  PrintedArguments arguments;
   uint64_t bytes = 0;
   int64_t lines = 0;
   uint64_t records = 0;

@@ -309,6 +309,20 @@ void LogAnalyzer::on_context(const ContextMatch& match) {
     case MarkerEffect::kTracebackHeader:
       traceback_seq_ = seq_;
       break;
+    case MarkerEffect::kArgBatchSize:
+      if (match.n && *match.n > 0 && *match.n < 100000) arguments_.batch_size = int(*match.n);
+      break;
+    case MarkerEffect::kArgGradientAccumulation:
+      if (match.n && *match.n > 0 && *match.n < 100000) {
+        arguments_.gradient_accumulation = int(*match.n);
+      }
+      break;
+    case MarkerEffect::kArgResolution:
+      if (match.n && *match.n >= 64 && *match.n < 100000) arguments_.resolution = int(*match.n);
+      break;
+    case MarkerEffect::kArgGradientCheckpointing:
+      arguments_.gradient_checkpointing = match.flag == "True";
+      break;
     case MarkerEffect::kGpuIndex:
       if (match.n && *match.n < 4096) {
         gpu_hint_ = static_cast<int>(*match.n);
@@ -469,6 +483,7 @@ LogAnalysis LogAnalyzer::finish() {
   analysis.truncated_records = splitter_.truncated_records();
   analysis.binary_bytes = binary_bytes_;
   if (config_capture_ == ConfigCapture::kDone) analysis.printed_config = printed_config_;
+  analysis.arguments = arguments_;
 
   const bool progress_after_oom = train_advance_seq_ > last_event_seq_;
   const bool training_finished = train_n_ && train_total_ && *train_total_ > 0 &&

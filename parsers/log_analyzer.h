@@ -120,6 +120,7 @@ class LogAnalyzer {
   enum class ConfigCapture { kLooking, kCapturing, kDone };
   ConfigCapture config_capture_ = ConfigCapture::kLooking;
   std::string printed_config_;
+  PrintedArguments arguments_;
   std::array<int, 8> trainer_votes_{};
 
   std::optional<Incident> open_;

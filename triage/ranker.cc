@@ -73,6 +73,35 @@ bool big_text_encoder(ModelFamily f) {
   return f != ModelFamily::kSd1 && f != ModelFamily::kSdxl && f != ModelFamily::kOther;
 }
 
+// Another trainer takes command-line arguments, not AI Toolkit's config: keep the changes
+// that have a common argument ("args.gradient_checkpointing"), drop the rest.
+void to_command_line_arguments(std::vector<ConfigChange>& changes, parsers::Trainer trainer) {
+  const std::string batch = trainer == parsers::Trainer::kTransformers
+                                ? "args.per_device_train_batch_size"
+                                : "args.train_batch_size";
+  std::vector<ConfigChange> kept;
+  for (ConfigChange& change : changes) {
+    const std::string& path = change.path;
+    const auto ends_with = [&](std::string_view suffix) {
+      return path.size() >= suffix.size() &&
+             path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    if (path.rfind("config.", 0) != 0) {
+      kept.push_back(std::move(change));
+    } else if (ends_with(".train.gradient_checkpointing")) {
+      kept.push_back({"args.gradient_checkpointing", change.from_json, change.to_json});
+    } else if (ends_with(".train.batch_size")) {
+      kept.push_back({batch, change.from_json, change.to_json});
+    } else if (ends_with(".train.gradient_accumulation") ||
+               ends_with(".train.gradient_accumulation_steps")) {
+      kept.push_back({"args.gradient_accumulation_steps", change.from_json, change.to_json});
+    } else if (ends_with("].resolution")) {
+      kept.push_back({"args.resolution", change.from_json, change.to_json});
+    }
+  }
+  changes = std::move(kept);
+}
+
 class Planner {
  public:
   Planner(const TriageInput& input, const OomEvent& event, const JobConfig& config,
@@ -622,12 +651,9 @@ std::vector<Fix> Planner::plan() {
     Fix fix = std::move(candidate.fix);
     if (assumed_) {
       fix.confidence *= 0.6;
-      fix.why += fmt::format(" ({}; assuming AI Toolkit's defaults)", input_.config_problem);
-      if (input_.analysis->trainer != parsers::Trainer::kAiToolkit &&
-          input_.analysis->trainer != parsers::Trainer::kUnknown) {
-        // Another trainer's options have other names: keep the advice, drop the AI Toolkit paths.
-        std::erase_if(fix.changes,
-                      [](const ConfigChange& c) { return c.path.rfind("config.", 0) == 0; });
+      fix.why += fmt::format(" ({})", input_.config_problem);
+      if (input_.analysis->trainer != parsers::Trainer::kAiToolkit) {
+        to_command_line_arguments(fix.changes, input_.analysis->trainer);
       }
     }
     fix.rank = static_cast<int>(fixes.size()) + 1;
@@ -652,8 +678,33 @@ std::vector<Fix> rank_fixes(const TriageInput& input) {
   if (input.config != nullptr) {
     return Planner(input, *event, *input.config, false).plan();
   }
-  const JobConfig defaults;  // AI Toolkit's class defaults
-  return Planner(input, *event, defaults, true).plan();
+  // No config: start from AI Toolkit's class defaults, overlaid with what the log prints.
+  JobConfig assumed;
+  TriageInput with_note = input;
+  const parsers::PrintedArguments& args = input.analysis->arguments;
+  const bool ai_toolkit = input.analysis->trainer == parsers::Trainer::kAiToolkit;
+  if (!ai_toolkit) {
+    // Other trainers' precision and optimizer defaults are unknown: do not guess at them.
+    assumed.dtype = "bf16";
+    assumed.optimizer = "adamw8bit";
+  }
+  if (args.any()) {
+    if (args.batch_size) assumed.batch_size = *args.batch_size;
+    if (args.gradient_accumulation) assumed.gradient_accumulation = *args.gradient_accumulation;
+    if (args.gradient_checkpointing) {
+      assumed.gradient_checkpointing = *args.gradient_checkpointing;
+      assumed.gradient_checkpointing_explicit = true;
+    }
+    if (args.resolution) {
+      parsers::DatasetView dataset;
+      dataset.resolutions = {*args.resolution};
+      assumed.datasets.push_back(dataset);
+    }
+    with_note.config_problem += "; using the training arguments the log prints";
+  } else if (ai_toolkit) {
+    with_note.config_problem += "; assuming AI Toolkit's defaults";
+  }
+  return Planner(with_note, *event, assumed, true).plan();
 }
 
 }  // namespace oomtriage::triage

@@ -16,6 +16,7 @@
 #include <set>
 #include <sstream>
 
+#include "parsers/log_analyzer.h"
 #include "triage/config_patch.h"
 
 namespace fs = std::filesystem;
@@ -384,5 +385,33 @@ TEST_SUITE("triage::ranker") {
       }
     }
     CHECK(checked > 100);
+  }
+  TEST_CASE("without a config, the arguments a kohya log prints drive the rules") {
+    const std::string log =
+        "Namespace(pretrained_model_name_or_path='sdxl.safetensors', resolution='1024,1024', "
+        "train_batch_size=4, gradient_checkpointing=False, output_dir='out')\n"
+        "  batch size per device / バッチサイズ: 4\n"
+        "  gradient accumulation steps / 勾配を合計するステップ数 = 1\n"
+        "File \"/w/sd-scripts/sdxl_train_network.py\", line 9, in <module>\n"
+        "steps:   0%|          | 2/1000 [00:05<40:00,  2.40s/it, avr_loss=0.1]\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n";
+    const parsers::LogAnalysis analysis = parsers::analyze_log(log);
+    CHECK(analysis.trainer == parsers::Trainer::kSdScripts);
+    CHECK(analysis.arguments.batch_size == 4);
+    CHECK(analysis.arguments.gradient_accumulation == 1);
+    CHECK(analysis.arguments.resolution == 1024);
+    CHECK(analysis.arguments.gradient_checkpointing == false);
+    const auto fixes = triage::rank_fixes({&analysis, nullptr, "no job config was found"});
+    REQUIRE(fixes.size() >= 2);
+    CHECK(fixes[0].id == "enable_gradient_checkpointing");
+    REQUIRE(fixes[0].changes.size() == 1);
+    CHECK(fixes[0].changes[0].path == "args.gradient_checkpointing");
+    CHECK(fixes[1].id == "lower_batch_size");
+    CHECK(fixes[1].changes[0].path == "args.train_batch_size");
+    CHECK(fixes[1].changes[1].path == "args.gradient_accumulation_steps");
+    for (const auto& fix : fixes) {
+      CHECK(fix.why.find("the training arguments the log prints") != std::string::npos);
+      for (const auto& change : fix.changes) CHECK(change.path.rfind("config.", 0) != 0);
+    }
   }
 }
