@@ -11,6 +11,8 @@ ordered_json or_null(const std::optional<T>& value) {
   return value ? ordered_json(*value) : ordered_json(nullptr);
 }
 
+}  // namespace
+
 ordered_json fix_to_json(const triage::Fix& fix) {
   ordered_json changes = ordered_json::array();
   for (const auto& change : fix.changes) {
@@ -29,8 +31,6 @@ ordered_json fix_to_json(const triage::Fix& fix) {
           {"estimate", fix.estimate.empty() ? ordered_json(nullptr) : ordered_json(fix.estimate)},
           {"confidence", fix.confidence}};
 }
-
-}  // namespace
 
 ordered_json event_to_json(const parsers::OomEvent& event) {
   const auto& f = event.figures;

@@ -24,6 +24,7 @@ struct ScannedLog {
 };
 
 nlohmann::ordered_json event_to_json(const parsers::OomEvent& event);
+nlohmann::ordered_json fix_to_json(const triage::Fix& fix);
 nlohmann::ordered_json scan_to_json(const std::vector<ScannedLog>& logs);
 
 }  // namespace oomtriage::daemon

@@ -5,15 +5,37 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <cstdio>
+#include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "daemon/daemon.h"
+#include "daemon/daemon_config.h"
 #include "daemon/fix_command.h"
+#include "daemon/report_command.h"
 #include "daemon/scan_command.h"
+#include "db/state_dir.h"
 #include "parsers/event.h"
 
 namespace {
 
 constexpr const char* kVersion = "0.1.0";
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? std::optional<std::string>(value) : std::nullopt;
+}
+
+std::string store_path(const std::string& state_dir_option, const std::string& config_state_dir) {
+  std::string dir = state_dir_option.empty() ? config_state_dir : state_dir_option;
+  if (dir.empty()) {
+    dir = oomtriage::db::default_state_dir({env("STATE_DIRECTORY"), env("XDG_STATE_HOME"),
+                                            env("HOME"), ::geteuid() == 0});
+  }
+  return (std::filesystem::path(dir) / "oomtriage.db").string();
+}
 
 }  // namespace
 
@@ -21,6 +43,7 @@ int main(int argc, char** argv) {
   using namespace oomtriage;
   CLI::App app{"oomtriage: finds out-of-memory crashes in training logs and ranks the fixes"};
   app.require_subcommand(1);
+  app.fallthrough();  // global options may follow the subcommand
   app.set_version_flag("--version", kVersion);
 
   std::string state_dir;
@@ -50,6 +73,28 @@ int main(int argc, char** argv) {
   fix_cmd->add_option("--rank", fix.rank, "The fix at this rank")->excludes(fix_id);
   fix_cmd->add_option("--write", fix.write_to, "Write the patched config to this file");
 
+  std::string daemon_config_path = "/etc/oomtriage/oomtriage.yaml";
+  CLI::App* daemon_cmd = app.add_subcommand("daemon", "Run the service (systemd starts this)");
+  daemon_cmd->add_option("--config", daemon_config_path, "The daemon config");
+
+  std::vector<std::string> watch_dirs;
+  std::string webhook;
+  CLI::App* watch_cmd =
+      app.add_subcommand("watch", "Run the daemon in the foreground on training folders");
+  watch_cmd->add_option("DIR", watch_dirs, "Training folders (AI Toolkit: <dir>/<job>/log.txt)")
+      ->required();
+  watch_cmd->add_option("--webhook", webhook, "Send alerts to this webhook (alerts: next issue)");
+
+  bool jobs_json = false;
+  CLI::App* jobs_cmd = app.add_subcommand("jobs", "Jobs known to the store, newest first");
+  jobs_cmd->add_flag("--json", jobs_json, "Print JSON");
+
+  std::string report_job;
+  bool report_json = false;
+  CLI::App* report_cmd = app.add_subcommand("report", "The story of one job");
+  report_cmd->add_option("JOB", report_job, "The job's name")->required();
+  report_cmd->add_flag("--json", report_json, "Print JSON");
+
   CLI::App* version_cmd = app.add_subcommand("version", "Print the version");
 
   try {
@@ -65,6 +110,29 @@ int main(int argc, char** argv) {
   if (version_cmd->parsed()) {
     fmt::print("oomtriage {}\n", kVersion);
     return 0;
+  }
+  if (daemon_cmd->parsed()) {
+    auto config = daemon::load_daemon_config(daemon_config_path);
+    if (!config) {
+      fmt::print(stderr, "oomtriage: {}\n", config.error().message);
+      return config.error().code == ErrorCode::kIo ? 2 : 1;
+    }
+    const std::string path = store_path(state_dir, config->state_dir);
+    return daemon::run_daemon(std::move(*config), path, verbose);
+  }
+  if (watch_cmd->parsed()) {
+    for (const auto& dir : watch_dirs) {
+      if (!std::filesystem::is_directory(dir)) {
+        fmt::print(stderr, "oomtriage: {}: not a directory\n", dir);
+        return 1;
+      }
+    }
+    return daemon::run_daemon(daemon::inline_watch_config(watch_dirs), store_path(state_dir, ""),
+                              verbose);
+  }
+  if (jobs_cmd->parsed()) return daemon::run_jobs(store_path(state_dir, ""), jobs_json, color_mode);
+  if (report_cmd->parsed()) {
+    return daemon::run_report(store_path(state_dir, ""), report_job, report_json, color_mode);
   }
   if (fix_cmd->parsed()) {
     return daemon::run_fix(fix);

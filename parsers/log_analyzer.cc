@@ -3,6 +3,8 @@
 // cleaned and matched against the context and OOM tables, or noise that is skipped.
 #include "parsers/log_analyzer.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstring>
 
@@ -83,6 +85,8 @@ std::vector<OomEvent> LogAnalyzer::take_events() {
 
 void LogAnalyzer::on_record(const Record& record) {
   ++seq_;
+  current_record_offset_ = record.offset;
+  current_record_line_ = record.line;
   if (open_ && seq_ - open_->last_signal_seq > kIncidentWindow) {
     close_incident();
   }
@@ -147,9 +151,15 @@ void LogAnalyzer::flush_pending_frame() {
   if (!has_pending_frame_) return;
   has_pending_frame_ = false;
   const int64_t now = seq_;
+  const uint64_t now_offset = current_record_offset_;
+  const int64_t now_line = current_record_line_;
   seq_ = pending_seq_;
+  current_record_offset_ = pending_offset_;
+  current_record_line_ = pending_line_;
   process_text(pending_frame_, pending_offset_, pending_line_, 0);
   seq_ = now;
+  current_record_offset_ = now_offset;
+  current_record_line_ = now_line;
 }
 
 void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t line, int depth) {
@@ -252,6 +262,7 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame) {
     case BarRole::kOther:
       break;
   }
+  if (train_advance_seq_ == seq_) settled_.reset();
   // Training went on past the incident: the trainer survived it.
   if (open_ && train_advance_seq_ == seq_ && seq_ > open_->first_seq) {
     const auto step = open_->event.step;
@@ -285,6 +296,7 @@ void LogAnalyzer::on_context(const ContextMatch& match) {
       break;
     case MarkerEffect::kRunStart:
       if (open_) close_incident();
+      settled_.reset();
       if (!match.job.empty() && options_.job_name.empty()) job_name_.assign(match.job);
       train_n_.reset();
       epoch_n_.reset();
@@ -399,8 +411,16 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
     return;
   }
   if (open_) close_incident();
+  // The rest of an incident that settle() already reported (its traceback's last line, say).
+  if (settled_ && !pattern.recovered && seq_ - settled_->last_signal_seq <= kIncidentWindow &&
+      can_merge(*settled_, match.kind, figures, rank)) {
+    settled_->last_signal_seq = seq_;
+    return;
+  }
 
   Incident incident;
+  incident.record_offset = current_record_offset_;
+  incident.record_line = current_record_line_;
   OomEvent& event = incident.event;
   event.kind = match.kind;
   event.recovered = pattern.recovered;
@@ -485,24 +505,135 @@ LogAnalysis LogAnalyzer::finish() {
   if (config_capture_ == ConfigCapture::kDone) analysis.printed_config = printed_config_;
   analysis.arguments = arguments_;
 
+  analysis.outcome = decide_outcome(had_events);
+  analysis.events = std::move(events_);
+  events_.clear();
+  return analysis;
+}
+
+Outcome LogAnalyzer::decide_outcome(bool had_events) const {
   const bool progress_after_oom = train_advance_seq_ > last_event_seq_;
   const bool training_finished = train_n_ && train_total_ && *train_total_ > 0 &&
                                  *train_n_ >= *train_total_;
   if (stop_seq_ >= 0 && stop_seq_ >= crash_seq_ && stop_seq_ >= last_event_seq_) {
-    analysis.outcome = Outcome::kStopped;
-  } else if (had_events && !progress_after_oom &&
-             (!last_event_recovered_ || crash_seq_ > last_event_seq_)) {
-    analysis.outcome = Outcome::kCrashedOom;
-  } else if (crash_seq_ >= 0 && crash_seq_ > train_advance_seq_ && crash_seq_ > completed_seq_) {
-    analysis.outcome = Outcome::kCrashedOther;
-  } else if (completed_seq_ >= 0 || training_finished) {
-    analysis.outcome = Outcome::kCompleted;
-  } else if (any_text_) {
-    analysis.outcome = Outcome::kRunning;
+    return Outcome::kStopped;
   }
-  analysis.events = std::move(events_);
-  events_.clear();
-  return analysis;
+  if (had_events && !progress_after_oom &&
+      (!last_event_recovered_ || crash_seq_ > last_event_seq_)) {
+    return Outcome::kCrashedOom;
+  }
+  if (crash_seq_ >= 0 && crash_seq_ > train_advance_seq_ && crash_seq_ > completed_seq_) {
+    return Outcome::kCrashedOther;
+  }
+  if (completed_seq_ >= 0 || training_finished) return Outcome::kCompleted;
+  return any_text_ ? Outcome::kRunning : Outcome::kUnknown;
+}
+
+Outcome LogAnalyzer::outcome_so_far() const {
+  return decide_outcome(open_.has_value() || last_event_seq_ >= 0);
+}
+
+void LogAnalyzer::settle() {
+  flush_pending_frame();
+  if (!open_) return;
+  Incident copy = *open_;
+  close_incident();
+  settled_ = std::move(copy);
+}
+
+uint64_t LogAnalyzer::resume_offset() const {
+  uint64_t offset = splitter_.pending_record_offset();
+  if (has_pending_frame_) offset = std::min(offset, pending_offset_);
+  if (open_) offset = std::min(offset, open_->record_offset);
+  return offset;
+}
+
+int64_t LogAnalyzer::resume_line() const {
+  int64_t line = splitter_.pending_record_line();
+  if (has_pending_frame_) line = std::min(line, pending_line_);
+  if (open_) line = std::min(line, open_->record_line);
+  return line;
+}
+
+namespace {
+
+template <class T>
+nlohmann::json opt(const std::optional<T>& v) {
+  return v ? nlohmann::json(*v) : nlohmann::json();
+}
+
+template <class T>
+void read_opt(const nlohmann::json& j, const char* key, std::optional<T>& out) {
+  if (j.contains(key) && !j[key].is_null()) out = j[key].get<T>();
+}
+
+}  // namespace
+
+std::string LogAnalyzer::checkpoint() const {
+  nlohmann::json j = {
+      {"v", 1},
+      {"seq", seq_},
+      {"train_n", opt(train_n_)},
+      {"train_total", opt(train_total_)},
+      {"train_seq", train_seq_},
+      {"train_advance_seq", train_advance_seq_},
+      {"epoch_n", opt(epoch_n_)},
+      {"bar_phase", static_cast<int>(bar_phase_)},
+      {"bar_seq", bar_seq_},
+      {"marker_phase", static_cast<int>(marker_phase_)},
+      {"marker_seq", marker_seq_},
+      {"marker_step", opt(marker_step_)},
+      {"resume_step", opt(resume_step_)},
+      {"printed_total_steps", opt(printed_total_steps_)},
+      {"crash_seq", crash_seq_},
+      {"stop_seq", stop_seq_},
+      {"completed_seq", completed_seq_},
+      {"last_event_seq", last_event_seq_},
+      {"last_event_recovered", last_event_recovered_},
+      {"any_text", any_text_},
+      {"job_name", job_name_},
+      {"votes", trainer_votes_},
+  };
+  return j.dump();
+}
+
+LogAnalyzer::LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, uint64_t offset,
+                         int64_t line)
+    : LogAnalyzer(std::move(options)) {
+  splitter_.start_at(offset, line);
+  sampled_bytes_ = kBinarySampleBytes;  // only the start of a file is sampled for binary bytes
+  config_capture_ = ConfigCapture::kDone;
+  const auto j = nlohmann::json::parse(checkpoint, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("v", 0) != 1) return;
+  // A checkpoint from an older or damaged store is ignored: the file is read with no context.
+  try {
+    seq_ = j.value("seq", int64_t{0});
+    read_opt(j, "train_n", train_n_);
+    read_opt(j, "train_total", train_total_);
+    train_seq_ = j.value("train_seq", int64_t{-1});
+    train_advance_seq_ = j.value("train_advance_seq", int64_t{-1});
+    read_opt(j, "epoch_n", epoch_n_);
+    bar_phase_ = static_cast<Phase>(j.value("bar_phase", 0));
+    bar_seq_ = j.value("bar_seq", int64_t{-1});
+    marker_phase_ = static_cast<Phase>(j.value("marker_phase", 0));
+    marker_seq_ = j.value("marker_seq", int64_t{-1});
+    read_opt(j, "marker_step", marker_step_);
+    read_opt(j, "resume_step", resume_step_);
+    read_opt(j, "printed_total_steps", printed_total_steps_);
+    crash_seq_ = j.value("crash_seq", int64_t{-1});
+    stop_seq_ = j.value("stop_seq", int64_t{-1});
+    completed_seq_ = j.value("completed_seq", int64_t{-1});
+    last_event_seq_ = j.value("last_event_seq", int64_t{-1});
+    last_event_recovered_ = j.value("last_event_recovered", false);
+    any_text_ = j.value("any_text", false);
+    if (options_.job_name.empty()) job_name_ = j.value("job_name", std::string());
+    if (j.contains("votes") && j["votes"].is_array() && j["votes"].size() == trainer_votes_.size()) {
+      for (size_t i = 0; i < trainer_votes_.size(); ++i) trainer_votes_[i] = j["votes"][i].get<int>();
+    }
+  } catch (const nlohmann::json::exception&) {
+    *this = LogAnalyzer(options_);
+    splitter_.start_at(offset, line);
+  }
 }
 
 LogAnalysis analyze_log(std::string_view bytes, AnalyzerOptions options) {

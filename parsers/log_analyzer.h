@@ -35,6 +35,9 @@ class LogAnalyzer {
  public:
   explicit LogAnalyzer(AnalyzerOptions options = {});
 
+  // Resumes a stream at `offset` (line `line`) with the context saved by checkpoint().
+  LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, uint64_t offset, int64_t line);
+
   void feed(std::string_view bytes);
 
   // Moves out the events whose incident is complete. An incident stays open until the log
@@ -44,6 +47,23 @@ class LogAnalyzer {
   // Ends the stream: closes the open incident and decides the outcome. Returns every event not
   // taken before.
   LogAnalysis finish();
+
+  // Closes the open incident now. The daemon calls it when a file has been quiet for a moment:
+  // a crash ends the log, so no later record would close the incident. Signals of the same
+  // incident that still arrive afterwards are absorbed, not reported again.
+  void settle();
+
+  // Where the stream can be re-read from after a restart without losing an incident in progress
+  // (the start of the open incident or of the frame waiting to be parsed), and its line.
+  uint64_t resume_offset() const;
+  int64_t resume_line() const;
+  // The context a resumed analyzer needs (the training bar, phase markers, trainer, job), JSON.
+  std::string checkpoint() const;
+  // The outcome so far, as finish() would decide it.
+  Outcome outcome_so_far() const;
+  bool has_open_incident() const { return open_.has_value(); }
+  Trainer trainer() const { return trainer_guess(); }
+  const PrintedArguments& arguments() const { return arguments_; }
 
  private:
   struct Incident {
@@ -57,6 +77,8 @@ class LogAnalyzer {
     bool awaiting_continuation = false;
     int continuation_lines = 0;
     std::vector<int> ranks;
+    uint64_t record_offset = 0;  // where the record holding the first signal starts
+    int64_t record_line = 0;
   };
 
   void on_record(const Record& record);
@@ -72,6 +94,7 @@ class LogAnalyzer {
   bool can_merge(const Incident& incident, OomKind kind, const MemoryFigures& figures,
                  std::optional<int> rank) const;
   void close_incident();
+  Outcome decide_outcome(bool had_events) const;
   Phase context_phase() const;
   std::optional<int64_t> current_step() const;
   Trainer trainer_guess() const;
@@ -124,6 +147,9 @@ class LogAnalyzer {
   std::array<int, 8> trainer_votes_{};
 
   std::optional<Incident> open_;
+  std::optional<Incident> settled_;  // the last incident closed by settle(), for absorption
+  uint64_t current_record_offset_ = 0;
+  int64_t current_record_line_ = 0;
   std::vector<OomEvent> events_;
   uint64_t binary_bytes_ = 0;
   uint64_t sampled_bytes_ = 0;

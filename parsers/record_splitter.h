@@ -39,6 +39,14 @@ class RecordSplitter {
   void finish(OnRecord&& on_record);
 
   uint64_t bytes() const { return consumed_; }
+  // Where the first record not yet emitted starts, and its line: a safe place to resume.
+  uint64_t pending_record_offset() const { return record_offset_; }
+  int64_t pending_record_line() const { return record_line_; }
+  // Starts counting at `offset` and `line`, as if the bytes before had been fed.
+  void start_at(uint64_t offset, int64_t line) {
+    consumed_ = record_offset_ = offset;
+    line_ = record_line_ = line;
+  }
   int64_t lines() const { return line_; }
   uint64_t truncated_records() const { return truncated_records_; }
 

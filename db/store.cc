@@ -1,0 +1,445 @@
+// db/store.cc: schema, migrations and queries. A small Statement wrapper keeps binding and
+// stepping readable; every statement is prepared, none is built from strings with values.
+#include "db/store.h"
+
+#include <sqlite3.h>
+
+#include <string_view>
+
+namespace oomtriage::db {
+namespace {
+
+// Each entry moves the schema one version up; user_version says how many have run.
+constexpr const char* kMigrations[] = {
+    R"sql(
+CREATE TABLE jobs (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  trainer TEXT NOT NULL DEFAULT 'unknown',
+  log_dir TEXT NOT NULL DEFAULT '',
+  first_seen INTEGER NOT NULL,
+  last_seen INTEGER NOT NULL
+) STRICT;
+CREATE TABLE config_snapshots (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  path TEXT NOT NULL,
+  sha256 TEXT NOT NULL,
+  content TEXT NOT NULL,
+  seen_at INTEGER NOT NULL,
+  UNIQUE (job_id, sha256)
+) STRICT;
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  log_path TEXT NOT NULL,
+  snapshot_id INTEGER REFERENCES config_snapshots(id),
+  outcome TEXT NOT NULL DEFAULT 'running',
+  started_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE files (
+  id INTEGER PRIMARY KEY,
+  path TEXT NOT NULL,
+  dev INTEGER NOT NULL,
+  ino INTEGER NOT NULL,
+  fingerprint TEXT NOT NULL,
+  fingerprint_len INTEGER NOT NULL,
+  generation INTEGER NOT NULL DEFAULT 0,
+  offset INTEGER NOT NULL DEFAULT 0,
+  line INTEGER NOT NULL DEFAULT 1,
+  job_id INTEGER REFERENCES jobs(id),
+  run_id INTEGER REFERENCES runs(id),
+  analyzer_state TEXT NOT NULL DEFAULT '{}',
+  state TEXT NOT NULL DEFAULT 'active',
+  updated_at INTEGER NOT NULL,
+  UNIQUE (dev, ino)
+) STRICT;
+CREATE TABLE events (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  run_id INTEGER REFERENCES runs(id),
+  file_id INTEGER NOT NULL REFERENCES files(id),
+  generation INTEGER NOT NULL,
+  snapshot_id INTEGER REFERENCES config_snapshots(id),
+  offset INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  step INTEGER,
+  recovered INTEGER NOT NULL,
+  event_json TEXT NOT NULL,
+  fixes_json TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  UNIQUE (file_id, generation, offset)
+) STRICT;
+CREATE TABLE outbox (
+  id INTEGER PRIMARY KEY,
+  event_id INTEGER NOT NULL REFERENCES events(id),
+  receiver TEXT NOT NULL,
+  state TEXT NOT NULL DEFAULT 'pending',
+  attempts INTEGER NOT NULL DEFAULT 0,
+  next_attempt_at INTEGER NOT NULL,
+  last_error TEXT,
+  UNIQUE (event_id, receiver)
+) STRICT;
+CREATE INDEX events_by_job ON events (job_id, id);
+CREATE INDEX runs_by_job ON runs (job_id, id);
+)sql",
+};
+
+class Statement {
+ public:
+  Statement(sqlite3* db, const char* sql) : db_(db) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  bool ok() const { return rc_ == SQLITE_OK; }
+  Statement& bind(int i, int64_t v) {
+    sqlite3_bind_int64(stmt_, i, v);
+    return *this;
+  }
+  Statement& bind(int i, std::string_view v) {
+    sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  Statement& bind(int i, const std::optional<int64_t>& v) {
+    if (v) {
+      sqlite3_bind_int64(stmt_, i, *v);
+    } else {
+      sqlite3_bind_null(stmt_, i);
+    }
+    return *this;
+  }
+  // SQLITE_ROW, SQLITE_DONE or an error code.
+  int step() { return rc_ = sqlite3_step(stmt_); }
+  int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
+  std::optional<int64_t> optional_integer(int col) const {
+    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
+    return sqlite3_column_int64(stmt_, col);
+  }
+  std::string text(int col) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, col));
+    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(stmt_, col))) : "";
+  }
+  Error error(std::string_view what) const {
+    const ErrorCode code = rc_ == SQLITE_BUSY || rc_ == SQLITE_LOCKED ? ErrorCode::kDatabaseBusy
+                                                                      : ErrorCode::kDatabase;
+    return make_error(code, std::string(what) + ": " + sqlite3_errmsg(db_));
+  }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+  int rc_ = SQLITE_OK;
+};
+
+// Rolls back unless committed, so every early return leaves the store as it was.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) {
+    ok_ = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK;
+  }
+  ~Transaction() {
+    if (ok_ && !committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  bool ok() const { return ok_; }
+  bool commit() {
+    committed_ = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK;
+    return committed_;
+  }
+
+ private:
+  sqlite3* db_;
+  bool ok_ = false;
+  bool committed_ = false;
+};
+
+Error busy_or_database(sqlite3* db, std::string_view what) {
+  const int rc = sqlite3_errcode(db);
+  return make_error(rc == SQLITE_BUSY ? ErrorCode::kDatabaseBusy : ErrorCode::kDatabase,
+                    std::string(what) + ": " + sqlite3_errmsg(db));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_timeout_ms) {
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                                 nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message = "cannot open store " + path + ": " +
+                          (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close(db);
+    return make_error(ErrorCode::kIo, message);
+  }
+  std::unique_ptr<Store> store(new Store(db));
+  sqlite3_busy_timeout(db, busy_timeout_ms);
+  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+                             "PRAGMA foreign_keys=ON"}) {
+    if (auto r = store->exec(pragma); !r) return r.error();
+  }
+  if (auto r = store->migrate(); !r) return r.error();
+  return store;
+}
+
+Store::~Store() { sqlite3_close(db_); }
+
+Result<Ok> Store::exec(const char* sql) {
+  char* message = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
+    Error error = busy_or_database(db_, std::string_view(sql).substr(0, 40));
+    sqlite3_free(message);
+    return error;
+  }
+  return Ok{};
+}
+
+int Store::schema_version() const {
+  Statement s(db_, "PRAGMA user_version");
+  return s.step() == SQLITE_ROW ? static_cast<int>(s.integer(0)) : -1;
+}
+
+Result<Ok> Store::migrate() {
+  const int current = schema_version();
+  const int target = static_cast<int>(std::size(kMigrations));
+  if (current > target) {
+    return make_error(ErrorCode::kDatabase,
+                      "store schema version " + std::to_string(current) +
+                          " is newer than this oomtriage (" + std::to_string(target) + ")");
+  }
+  for (int version = current; version < target; ++version) {
+    Transaction tx(db_);
+    if (!tx.ok()) return busy_or_database(db_, "migrate");
+    if (auto r = exec(kMigrations[version]); !r) return r.error();
+    const std::string bump = "PRAGMA user_version=" + std::to_string(version + 1);
+    if (auto r = exec(bump.c_str()); !r) return r.error();
+    if (!tx.commit()) return busy_or_database(db_, "migrate");
+  }
+  return Ok{};
+}
+
+Result<int64_t> Store::upsert_job(const std::string& name, const std::string& trainer,
+                                  const std::string& log_dir, int64_t now) {
+  Statement s(db_,
+              "INSERT INTO jobs (name, trainer, log_dir, first_seen, last_seen) VALUES (?1, ?2, ?3, "
+              "?4, ?4) ON CONFLICT (name) DO UPDATE SET last_seen = ?4, log_dir = ?3, trainer = "
+              "CASE WHEN ?2 = 'unknown' THEN trainer ELSE ?2 END RETURNING id");
+  s.bind(1, name).bind(2, trainer).bind(3, log_dir).bind(4, now);
+  if (s.step() != SQLITE_ROW) return s.error("upsert job " + name);
+  return s.integer(0);
+}
+
+Result<int64_t> Store::add_config_snapshot(int64_t job_id, const std::string& path,
+                                           const std::string& sha256, const std::string& content,
+                                           int64_t now) {
+  {
+    Statement find(db_, "SELECT id FROM config_snapshots WHERE job_id = ?1 AND sha256 = ?2");
+    find.bind(1, job_id).bind(2, sha256);
+    if (find.step() == SQLITE_ROW) return find.integer(0);
+  }
+  Statement s(db_,
+              "INSERT INTO config_snapshots (job_id, path, sha256, content, seen_at) VALUES (?1, "
+              "?2, ?3, ?4, ?5) RETURNING id");
+  s.bind(1, job_id).bind(2, path).bind(3, sha256).bind(4, content).bind(5, now);
+  if (s.step() != SQLITE_ROW) return s.error("add config snapshot");
+  return s.integer(0);
+}
+
+Result<int64_t> Store::start_run(int64_t job_id, const std::string& log_path,
+                                 std::optional<int64_t> snapshot_id, int64_t now) {
+  Statement s(db_,
+              "INSERT INTO runs (job_id, log_path, snapshot_id, started_at, updated_at) VALUES (?1, "
+              "?2, ?3, ?4, ?4) RETURNING id");
+  s.bind(1, job_id).bind(2, log_path).bind(3, snapshot_id).bind(4, now);
+  if (s.step() != SQLITE_ROW) return s.error("start run");
+  return s.integer(0);
+}
+
+Result<std::optional<FileRow>> Store::find_file(uint64_t dev, uint64_t ino) {
+  Statement s(db_,
+              "SELECT id, path, fingerprint, fingerprint_len, offset, job_id, run_id, "
+              "analyzer_state, generation, line FROM files WHERE dev = ?1 AND ino = ?2");
+  s.bind(1, static_cast<int64_t>(dev)).bind(2, static_cast<int64_t>(ino));
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return std::optional<FileRow>();
+  if (rc != SQLITE_ROW) return s.error("find file");
+  FileRow row;
+  row.id = s.integer(0);
+  row.path = s.text(1);
+  row.dev = dev;
+  row.ino = ino;
+  row.fingerprint = s.text(2);
+  row.fingerprint_len = s.integer(3);
+  row.offset = static_cast<uint64_t>(s.integer(4));
+  row.job_id = s.integer(5);
+  row.run_id = s.integer(6);
+  row.analyzer_state = s.text(7);
+  row.generation = s.integer(8);
+  row.line = s.integer(9);
+  return std::optional<FileRow>(std::move(row));
+}
+
+Result<int64_t> Store::insert_file(const FileRow& file, int64_t now) {
+  // A (dev, ino) seen before belongs to a file that is gone: the inode was reused.
+  Statement s(db_,
+              "INSERT INTO files (path, dev, ino, fingerprint, fingerprint_len, offset, job_id, "
+              "run_id, analyzer_state, updated_at, generation, line) VALUES (?1, ?2, ?3, ?4, ?5, "
+              "?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (dev, ino) DO UPDATE SET path = ?1, "
+              "fingerprint = ?4, fingerprint_len = ?5, offset = ?6, job_id = ?7, run_id = ?8, "
+              "analyzer_state = ?9, state = 'active', updated_at = ?10, generation = ?11, "
+              "line = ?12 RETURNING id");
+  s.bind(1, file.path)
+      .bind(2, static_cast<int64_t>(file.dev))
+      .bind(3, static_cast<int64_t>(file.ino))
+      .bind(4, file.fingerprint)
+      .bind(5, file.fingerprint_len)
+      .bind(6, static_cast<int64_t>(file.offset))
+      .bind(7, file.job_id)
+      .bind(8, file.run_id)
+      .bind(9, file.analyzer_state)
+      .bind(10, now)
+      .bind(11, file.generation)
+      .bind(12, file.line);
+  if (s.step() != SQLITE_ROW) return s.error("insert file " + file.path);
+  return s.integer(0);
+}
+
+Result<Ok> Store::set_file_state(int64_t file_id, const std::string& state, int64_t now) {
+  Statement s(db_, "UPDATE files SET state = ?2, updated_at = ?3 WHERE id = ?1");
+  s.bind(1, file_id).bind(2, state).bind(3, now);
+  if (s.step() != SQLITE_DONE) return s.error("set file state");
+  return Ok{};
+}
+
+Result<int64_t> Store::commit_progress(const Progress& p, int64_t now) {
+  Transaction tx(db_);
+  if (!tx.ok()) return busy_or_database(db_, "begin");
+  int64_t inserted = 0;
+  for (const EventRow& e : p.events) {
+    Statement s(db_,
+                "INSERT INTO events (job_id, run_id, file_id, snapshot_id, offset, kind, phase, "
+                "step, recovered, event_json, fixes_json, created_at, generation) VALUES (?1, ?2, "
+                "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (file_id, generation, "
+                "offset) DO NOTHING RETURNING id");
+    s.bind(1, p.job_id)
+        .bind(2, p.run_id)
+        .bind(3, p.file_id)
+        .bind(4, p.snapshot_id)
+        .bind(5, static_cast<int64_t>(e.offset))
+        .bind(6, e.kind)
+        .bind(7, e.phase)
+        .bind(8, e.step)
+        .bind(9, int64_t{e.recovered})
+        .bind(10, e.event_json)
+        .bind(11, e.fixes_json)
+        .bind(12, now)
+        .bind(13, p.generation);
+    const int rc = s.step();
+    if (rc == SQLITE_DONE) continue;  // already stored: the same bytes were read again
+    if (rc != SQLITE_ROW) return s.error("insert event");
+    const int64_t event_id = s.integer(0);
+    ++inserted;
+    for (const std::string& receiver : p.receivers) {
+      Statement o(db_,
+                  "INSERT INTO outbox (event_id, receiver, next_attempt_at) VALUES (?1, ?2, ?3) "
+                  "ON CONFLICT DO NOTHING");
+      o.bind(1, event_id).bind(2, receiver).bind(3, now);
+      if (o.step() != SQLITE_DONE) return o.error("insert outbox row");
+    }
+  }
+  Statement f(db_,
+              "UPDATE files SET offset = ?2, analyzer_state = ?3, updated_at = ?4, line = ?5, "
+              "generation = ?6 WHERE id = ?1");
+  f.bind(1, p.file_id)
+      .bind(2, static_cast<int64_t>(p.offset))
+      .bind(3, p.analyzer_state)
+      .bind(4, now)
+      .bind(5, p.line)
+      .bind(6, p.generation);
+  if (f.step() != SQLITE_DONE) return f.error("update file offset");
+  if (p.run_id != 0) {
+    Statement r(db_, "UPDATE runs SET outcome = ?2, updated_at = ?3 WHERE id = ?1");
+    r.bind(1, p.run_id).bind(2, p.outcome).bind(3, now);
+    if (r.step() != SQLITE_DONE) return r.error("update run");
+  }
+  if (!tx.commit()) return busy_or_database(db_, "commit");
+  return inserted;
+}
+
+Result<std::vector<JobSummary>> Store::list_jobs() {
+  Statement s(db_,
+              "SELECT j.id, j.name, j.trainer, j.log_dir, j.last_seen, "
+              "(SELECT COUNT(*) FROM runs r WHERE r.job_id = j.id), "
+              "(SELECT COUNT(*) FROM events e WHERE e.job_id = j.id), "
+              "COALESCE((SELECT outcome FROM runs r WHERE r.job_id = j.id ORDER BY r.id DESC "
+              "LIMIT 1), 'unknown') FROM jobs j ORDER BY j.last_seen DESC, j.id DESC");
+  if (!s.ok()) return s.error("list jobs");
+  std::vector<JobSummary> jobs;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    JobSummary job;
+    job.id = s.integer(0);
+    job.name = s.text(1);
+    job.trainer = s.text(2);
+    job.log_dir = s.text(3);
+    job.last_seen = s.integer(4);
+    job.runs = s.integer(5);
+    job.events = s.integer(6);
+    job.outcome = s.text(7);
+    jobs.push_back(std::move(job));
+  }
+  if (rc != SQLITE_DONE) return s.error("list jobs");
+  return jobs;
+}
+
+Result<std::optional<JobStory>> Store::job_story(const std::string& name) {
+  auto jobs = list_jobs();
+  if (!jobs) return jobs.error();
+  JobStory story;
+  bool found = false;
+  for (const auto& job : *jobs) {
+    if (job.name == name) {
+      story.job = job;
+      found = true;
+    }
+  }
+  if (!found) return std::optional<JobStory>();
+  const int64_t id = story.job.id;
+  Statement runs(db_,
+                 "SELECT id, log_path, outcome, started_at, updated_at, snapshot_id FROM runs "
+                 "WHERE job_id = ?1 ORDER BY id");
+  runs.bind(1, id);
+  while (runs.step() == SQLITE_ROW) {
+    story.runs.push_back({runs.integer(0), runs.text(1), runs.text(2), runs.integer(3),
+                          runs.integer(4), runs.optional_integer(5)});
+  }
+  Statement snaps(db_,
+                  "SELECT id, path, sha256, content, seen_at FROM config_snapshots WHERE job_id = "
+                  "?1 ORDER BY id");
+  snaps.bind(1, id);
+  while (snaps.step() == SQLITE_ROW) {
+    story.snapshots.push_back(
+        {snaps.integer(0), snaps.text(1), snaps.text(2), snaps.text(3), snaps.integer(4)});
+  }
+  Statement events(db_,
+                   "SELECT id, COALESCE(run_id, 0), snapshot_id, event_json, fixes_json, "
+                   "created_at FROM events WHERE job_id = ?1 ORDER BY id");
+  events.bind(1, id);
+  while (events.step() == SQLITE_ROW) {
+    story.events.push_back({events.integer(0), events.integer(1), events.optional_integer(2),
+                            events.text(3), events.text(4), events.integer(5)});
+  }
+  return std::optional<JobStory>(std::move(story));
+}
+
+Result<int64_t> Store::count_events() {
+  Statement s(db_, "SELECT COUNT(*) FROM events");
+  if (s.step() != SQLITE_ROW) return s.error("count events");
+  return s.integer(0);
+}
+
+}  // namespace oomtriage::db

@@ -1,0 +1,145 @@
+// db/store.h
+//
+// The daemon's SQLite store: jobs, runs of a job, config snapshots, watched files with the offset
+// of their last complete record and the analyzer state to resume from, OOM events, and the alert
+// outbox. WAL mode with a busy timeout, so `oomtriage jobs` and `report` read while the daemon
+// writes; schema versioned with PRAGMA user_version; prepared statements only. A file's progress,
+// its new events and their outbox rows commit in one transaction, and an event is unique per
+// (file, offset), so a restart after kill -9 stores every event exactly once. Nothing above db/
+// writes SQL.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "parsers/result.h"
+
+struct sqlite3;
+
+namespace oomtriage::db {
+
+struct FileRow {
+  int64_t id = 0;
+  std::string path;
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  std::string fingerprint;  // sha256 of the file's first bytes
+  int64_t fingerprint_len = 0;
+  int64_t generation = 0;   // bumped when the file is truncated in place (copytruncate)
+  uint64_t offset = 0;      // start of the first record not yet fully analysed
+  int64_t line = 1;         // the line number at `offset`
+  int64_t job_id = 0;
+  int64_t run_id = 0;
+  std::string analyzer_state = "{}";
+};
+
+struct EventRow {
+  uint64_t offset = 0;
+  std::string kind;
+  std::string phase;
+  std::optional<int64_t> step;
+  bool recovered = false;
+  std::string event_json;
+  std::string fixes_json;
+};
+
+// Everything that one read of one file produced, committed atomically.
+struct Progress {
+  int64_t file_id = 0;
+  int64_t job_id = 0;
+  int64_t run_id = 0;
+  std::optional<int64_t> snapshot_id;
+  int64_t generation = 0;
+  uint64_t offset = 0;
+  int64_t line = 1;
+  std::string analyzer_state;
+  std::string outcome;
+  std::vector<EventRow> events;
+  std::vector<std::string> receivers;  // an outbox row per event and receiver
+};
+
+struct JobSummary {
+  int64_t id = 0;
+  std::string name;
+  std::string trainer;
+  std::string log_dir;
+  std::string outcome;  // of the newest run
+  int64_t runs = 0;
+  int64_t events = 0;
+  int64_t last_seen = 0;
+};
+
+struct RunRow {
+  int64_t id = 0;
+  std::string log_path;
+  std::string outcome;
+  int64_t started_at = 0;
+  int64_t updated_at = 0;
+  std::optional<int64_t> snapshot_id;
+};
+
+struct SnapshotRow {
+  int64_t id = 0;
+  std::string path;
+  std::string sha256;
+  std::string content;
+  int64_t seen_at = 0;
+};
+
+struct StoredEvent {
+  int64_t id = 0;
+  int64_t run_id = 0;
+  std::optional<int64_t> snapshot_id;
+  std::string event_json;
+  std::string fixes_json;
+  int64_t created_at = 0;
+};
+
+struct JobStory {
+  JobSummary job;
+  std::vector<RunRow> runs;
+  std::vector<SnapshotRow> snapshots;
+  std::vector<StoredEvent> events;
+};
+
+class Store {
+ public:
+  // Opens (creating and migrating) the store at `path`. `busy_timeout_ms` bounds how long a
+  // reader or writer waits for the other.
+  static Result<std::unique_ptr<Store>> open(const std::string& path, int busy_timeout_ms = 5000);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  int schema_version() const;
+
+  Result<int64_t> upsert_job(const std::string& name, const std::string& trainer,
+                             const std::string& log_dir, int64_t now);
+  // A new snapshot only when the hash changes; returns the snapshot's id either way.
+  Result<int64_t> add_config_snapshot(int64_t job_id, const std::string& path,
+                                      const std::string& sha256, const std::string& content,
+                                      int64_t now);
+  Result<int64_t> start_run(int64_t job_id, const std::string& log_path,
+                            std::optional<int64_t> snapshot_id, int64_t now);
+  Result<std::optional<FileRow>> find_file(uint64_t dev, uint64_t ino);
+  Result<int64_t> insert_file(const FileRow& file, int64_t now);
+  Result<Ok> set_file_state(int64_t file_id, const std::string& state, int64_t now);
+  // Offsets, events and outbox rows in one transaction. Returns the number of new events.
+  Result<int64_t> commit_progress(const Progress& progress, int64_t now);
+
+  Result<std::vector<JobSummary>> list_jobs();
+  Result<std::optional<JobStory>> job_story(const std::string& name);
+  Result<int64_t> count_events();
+
+ private:
+  explicit Store(sqlite3* db) : db_(db) {}
+  Result<Ok> exec(const char* sql);
+  Result<Ok> migrate();
+
+  sqlite3* db_;
+};
+
+}  // namespace oomtriage::db
