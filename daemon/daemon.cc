@@ -458,10 +458,10 @@ class Daemon {
       read_file(file);
       return;
     }
-    // Drain what the old file still holds, then let it go.
+    // Drain what the old file still holds, its last unterminated line included, then let it go.
     read_file(file);
-    file.analyzer->settle();
-    commit(file, file.analyzer->take_events());
+    parsers::LogAnalysis last = file.analyzer->finish();
+    commit(file, std::move(last.events));
     struct stat old {};
     const bool gone = ::fstat(file.fd, &old) != 0 || old.st_nlink == 0;
     (void)store_.set_file_state(file.file_id, gone ? "gone" : "rotated", unix_now());

@@ -1,0 +1,278 @@
+// tests/daemon/daemon_e2e_test.cc
+//
+// End to end: the real `oomtriage watch` on a temp training folder while a writer appends a log
+// in real time. Detection while the file grows; kill -9 mid-stream and restart (every event
+// stored exactly once); a job restarted into a new log.txt; rotation by the real logrotate in
+// create and copytruncate modes; a vanished file; files present at the first start; a broken
+// config; SIGTERM. Every wait is bounded; the store is read with the project's own db::Store.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <thread>
+
+#include "db/store.h"
+
+extern char** environ;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using namespace oomtriage;
+
+namespace {
+
+const fs::path kGolden = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata" / "logs";
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/oomtriage-e2e-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(25ms);
+  }
+  return done();
+}
+
+class DaemonProcess {
+ public:
+  DaemonProcess(const fs::path& state, std::vector<std::string> args, const fs::path& err)
+      : err_(err) {
+    std::vector<std::string> argv = {OOMTRIAGE_BINARY, "--state-dir", state.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    REQUIRE(posix_spawn(&pid_, raw[0], &actions, nullptr, raw.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+    // Ready once it says so on stderr.
+    REQUIRE(wait_until([&] { return stderr_text().find("store ready") != std::string::npos || !alive(); }));
+  }
+  ~DaemonProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool alive() {
+    if (pid_ <= 0) return false;
+    int status = 0;
+    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) {
+      exit_status_ = status;
+      pid_ = -1;
+      return false;
+    }
+    return true;
+  }
+  // Sends `signal` and waits for the exit; returns the exit code (or -signal).
+  int stop(int signal) {
+    ::kill(pid_, signal);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  }
+  std::string stderr_text() const { return slurp(err_); }
+
+ private:
+  pid_t pid_ = -1;
+  int exit_status_ = 0;
+  fs::path err_;
+};
+
+// Appends `text` to `path` in small pieces, like a trainer writing as it goes.
+void write_slowly(const fs::path& path, std::string_view text, size_t piece = 512) {
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  for (size_t i = 0; i < text.size(); i += piece) {
+    out << text.substr(i, piece);
+    out.flush();
+    std::this_thread::sleep_for(1ms);
+  }
+}
+
+struct StoreView {
+  fs::path db;
+  std::optional<db::JobStory> story(const std::string& job) {
+    if (!fs::exists(db)) return std::nullopt;
+    auto store = db::Store::open(db.string());
+    if (!store) return std::nullopt;
+    auto s = (*store)->job_story(job);
+    return s ? *s : std::nullopt;
+  }
+  size_t events(const std::string& job) {
+    auto s = story(job);
+    return s ? s->events.size() : 0;
+  }
+};
+
+
+}  // namespace
+
+TEST_SUITE("daemon::e2e") {
+  TEST_CASE("an OOM is stored while the log grows, in a job folder created after start") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    fs::create_directories(out);
+    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    const fs::path job = out / "my_lora";
+    fs::create_directories(job);
+    fs::copy_file(fs::path(OOMTRIAGE_SOURCE_DIR) / "examples/training_folder/my_lora/config.yaml",
+                  job / "config.yaml");
+    write_slowly(job / "log.txt", slurp(kGolden / "aitk_sampling_oom_step500.log"));
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    REQUIRE(wait_until([&] { return view.events("my_lora") == 1; }));
+    const auto story = view.story("my_lora");
+    REQUIRE(story);
+    const auto event = nlohmann::json::parse(story->events[0].event_json);
+    CHECK(event["kind"] == "cuda");
+    CHECK(event["phase"] == "sampling");
+    CHECK(event["step"] == 500);
+    REQUIRE(story->snapshots.size() == 1);
+    CHECK(story->events[0].snapshot_id == story->snapshots[0].id);
+    CHECK(nlohmann::json::parse(story->events[0].fixes_json)[0]["id"] == "cheapen_previews");
+    CHECK(wait_until([&] { return view.story("my_lora")->runs.at(0).outcome == "crashed_oom"; }));
+    CHECK(daemon.stderr_text().find("job my_lora: cuda OOM in sampling at step 500/3000") !=
+          std::string::npos);
+    CHECK(daemon.stop(SIGTERM) == 0);
+  }
+  TEST_CASE("kill -9 mid-stream and a restart store every event exactly once") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    const fs::path job = out / "zimage_buckets";
+    fs::create_directories(job);
+    const std::string log = slurp(kGolden / "aitk_bucket_oom_random_step_abort.log");
+    const size_t first_banner = log.find("skipping batch 2/3");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    {
+      DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+      write_slowly(job / "log.txt", log.substr(0, first_banner));
+      REQUIRE(wait_until([&] { return view.events("zimage_buckets") >= 1; }));
+      CHECK(daemon.stop(SIGKILL) == -SIGKILL);
+    }
+    write_slowly(job / "log.txt", log.substr(first_banner));
+    DaemonProcess again(dir.path / "state", {"watch", out.string()}, dir.path / "err2");
+    REQUIRE(wait_until([&] { return view.events("zimage_buckets") >= 4; }));
+    std::this_thread::sleep_for(600ms);  // longer than the settle delay: nothing more may come
+    const auto story = view.story("zimage_buckets");
+    REQUIRE(story->events.size() == 4);
+    std::vector<int64_t> steps;
+    for (const auto& e : story->events) steps.push_back(nlohmann::json::parse(e.event_json)["step"]);
+    CHECK(steps == std::vector<int64_t>{1337, 1338, 1339, 1340});
+    CHECK(story->runs.size() == 1);
+  }
+  TEST_CASE("a restarted job: log.txt moved to logs/, a new log.txt is a new run") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    const fs::path job = out / "flux_gc_off";
+    fs::create_directories(job);
+    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    write_slowly(job / "log.txt", slurp(kGolden / "aitk_gc_off_oom_step2.log"));
+    REQUIRE(wait_until([&] { return view.events("flux_gc_off") == 1; }));
+    fs::create_directories(job / "logs");
+    fs::rename(job / "log.txt", job / "logs" / "1_log.txt");
+    write_slowly(job / "log.txt", slurp(kGolden / "aitk_completed.log"));
+    REQUIRE(wait_until([&] {
+      auto s = view.story("flux_gc_off");
+      return s && s->runs.size() == 2 && s->runs[1].outcome == "completed";
+    }));
+    CHECK(view.events("flux_gc_off") == 1);
+    CHECK(view.story("flux_gc_off")->runs[0].outcome == "crashed_oom");
+  }
+  TEST_CASE("real logrotate, create and copytruncate, mid-run: no event lost or doubled") {
+    for (const char* mode : {"create", "copytruncate"}) {
+      CAPTURE(mode);
+      TempDir dir;
+      const fs::path out = dir.path / "output";
+      const fs::path job = out / "zimage_buckets";
+      fs::create_directories(job);
+      const fs::path conf = dir.path / "logrotate.conf";
+      std::ofstream(conf) << (job / "log.txt").string() << " {\n  " << mode
+                          << "\n  rotate 3\n  missingok\n  nocompress\n}\n";
+      DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+      StoreView view{dir.path / "state" / "oomtriage.db"};
+      const std::string log = slurp(kGolden / "aitk_bucket_oom_random_step_abort.log");
+      const size_t cut = log.find('\n', log.find("skipping batch 2/3")) + 1;
+      write_slowly(job / "log.txt", log.substr(0, cut));
+      REQUIRE(wait_until([&] { return view.events("zimage_buckets") >= 1; }));
+      const std::string command = "logrotate -f -s " + (dir.path / "state.lr").string() + " " +
+                                  conf.string() + " 2>&1";
+      REQUIRE(std::system(command.c_str()) == 0);
+      CHECK(fs::exists(job / "log.txt.1"));
+      write_slowly(job / "log.txt", log.substr(cut));  // the trainer reopens and goes on
+      REQUIRE(wait_until([&] { return view.events("zimage_buckets") >= 4; }));
+      std::this_thread::sleep_for(600ms);
+      CHECK(view.events("zimage_buckets") == 4);
+    }
+  }
+  TEST_CASE("a vanished file does not stop the others") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    fs::create_directories(out / "a");
+    fs::create_directories(out / "b");
+    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    write_slowly(out / "a" / "log.txt", "Running 1 job\n# Running job: a\nsteps: 1\n");
+    REQUIRE(wait_until([&] { return view.story("a").has_value(); }));
+    fs::remove_all(out / "a");
+    write_slowly(out / "b" / "log.txt", slurp(kGolden / "aitk_host_sigkill.log"));
+    REQUIRE(wait_until([&] { return view.events("b") == 1; }));
+    CHECK(daemon.alive());
+  }
+  TEST_CASE("logs present at the first start are read from their end") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    fs::create_directories(out / "old");
+    fs::copy_file(kGolden / "aitk_gc_off_oom_step2.log", out / "old" / "log.txt");
+    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    REQUIRE(wait_until([&] { return view.story("old").has_value(); }));
+    std::this_thread::sleep_for(300ms);
+    CHECK(view.events("old") == 0);  // no alert storm over an old crash
+    write_slowly(out / "old" / "log.txt", "Job process terminated with signal SIGKILL.\n");
+    REQUIRE(wait_until([&] { return view.events("old") == 1; }));
+    const auto event = nlohmann::json::parse(view.story("old")->events[0].event_json);
+    CHECK(event["kind"] == "host_killed");
+    // Line numbers count the lines skipped at the start.
+    const std::string old = slurp(kGolden / "aitk_gc_off_oom_step2.log");
+    CHECK(event["line"].get<int64_t>() == std::count(old.begin(), old.end(), '\n') + 1);
+  }
+  TEST_CASE("a broken daemon config is refused with its file, line and reason") {
+    TempDir dir;
+    const fs::path conf = dir.path / "oomtriage.yaml";
+    std::ofstream(conf) << "watch:\n  - logs: /x/*/log.txt\n    trainer: pytorch-lightning\n";
+    const std::string command = std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                                dir.path.string() + " daemon --config " + conf.string() + " 2>" +
+                                (dir.path / "err").string();
+    const int status = std::system(command.c_str());
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK(slurp(dir.path / "err").find(conf.string() + ":3: unknown trainer `pytorch-lightning`") !=
+          std::string::npos);
+  }
+}
