@@ -41,6 +41,9 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
       } else if (key == "settle_ms") {
         config.settle_ms = value.as<int>();
         if (config.settle_ms < 0) return bad(source, value, "settle_ms must be >= 0");
+      } else if (key == "read_interval_ms") {
+        config.read_interval_ms = value.as<int>();
+        if (config.read_interval_ms < 0) return bad(source, value, "read_interval_ms must be >= 0");
       } else if (key == "watch") {
         if (!value.IsSequence()) return bad(source, value, "watch must be a list");
         for (const auto& w : value) {

@@ -315,9 +315,24 @@ Result<Ok> Store::set_file_state(int64_t file_id, const std::string& state, int6
   return Ok{};
 }
 
-Result<int64_t> Store::commit_progress(const Progress& p, int64_t now) {
+Result<int64_t> Store::commit_progress(const Progress& progress, int64_t now) {
+  return commit_progress(std::vector<Progress>{progress}, now);
+}
+
+Result<int64_t> Store::commit_progress(const std::vector<Progress>& batch, int64_t now) {
   Transaction tx(db_);
   if (!tx.ok()) return busy_or_database(db_, "begin");
+  int64_t inserted = 0;
+  for (const Progress& progress : batch) {
+    auto r = write_progress(progress, now);
+    if (!r) return r.error();
+    inserted += *r;
+  }
+  if (!tx.commit()) return busy_or_database(db_, "commit");
+  return inserted;
+}
+
+Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
   int64_t inserted = 0;
   for (const EventRow& e : p.events) {
     Statement s(db_,
@@ -366,7 +381,6 @@ Result<int64_t> Store::commit_progress(const Progress& p, int64_t now) {
     r.bind(1, p.run_id).bind(2, p.outcome).bind(3, now);
     if (r.step() != SQLITE_DONE) return r.error("update run");
   }
-  if (!tx.commit()) return busy_or_database(db_, "commit");
   return inserted;
 }
 

@@ -129,6 +129,8 @@ class Store {
   Result<Ok> set_file_state(int64_t file_id, const std::string& state, int64_t now);
   // Offsets, events and outbox rows in one transaction. Returns the number of new events.
   Result<int64_t> commit_progress(const Progress& progress, int64_t now);
+  // Several files' progress in one transaction (the daemon's once-a-second checkpoint).
+  Result<int64_t> commit_progress(const std::vector<Progress>& batch, int64_t now);
 
   Result<std::vector<JobSummary>> list_jobs();
   Result<std::optional<JobStory>> job_story(const std::string& name);
@@ -138,6 +140,7 @@ class Store {
   explicit Store(sqlite3* db) : db_(db) {}
   Result<Ok> exec(const char* sql);
   Result<Ok> migrate();
+  Result<int64_t> write_progress(const Progress& progress, int64_t now);  // inside a transaction
 
   sqlite3* db_;
 };
