@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <random>
 #include <string>
 
@@ -178,5 +179,62 @@ TEST_SUITE("parsers::log_analyzer") {
       CHECK(split.outcome == whole.outcome);
       CHECK(split.lines == whole.lines);
     }
+  }
+  TEST_CASE("a checkpoint and resume offset reproduce the uninterrupted analysis") {
+    // Stop anywhere, resume from the saved offset with the saved context: the events (unique by
+    // offset, as the store keeps them) are the same as in one pass.
+    std::string log = "# Running job: my_lora\n";
+    for (int n = 0; n <= 40; ++n) {
+      log += "\rmy_lora:   1%|          | " + std::to_string(n) +
+             "/3000 [00:10<10:00,  1.00s/it, lr: 1.0e-04 loss: 4.1e-01]";
+    }
+    log += "\n\n################################################\n"
+           "# OOM during training step, skipping batch 1/3 #\n"
+           "################################################\n\n";
+    for (int n = 41; n <= 60; ++n) {
+      log += "\rmy_lora:   2%|          | " + std::to_string(n) +
+             "/3000 [00:10<10:00,  1.00s/it, lr: 1.0e-04 loss: 4.1e-01]";
+    }
+    log += "\rGenerating Samples:   0%|          | 0/3 [00:00<?, ?it/s]Error running job: ";
+    log += std::string(kOom).substr(24) + "\n\nTraceback (most recent call last):\n";
+    log += "  File \"/a/toolkit/models/base_model.py\", line 5, in generate_images\n";
+    log += std::string(kOom) + "\n";
+    const LogAnalysis whole = analyze_log(log);
+    REQUIRE(whole.events.size() == 2);
+    for (size_t cut = 1; cut < log.size(); cut += 37) {
+      CAPTURE(cut);
+      LogAnalyzer first;
+      first.feed(std::string_view(log).substr(0, cut));
+      std::vector<OomEvent> events = first.take_events();
+      const uint64_t offset = first.resume_offset();
+      REQUIRE(offset <= cut);
+      LogAnalyzer second({}, first.checkpoint(), offset, first.resume_line());
+      second.feed(std::string_view(log).substr(offset));
+      for (OomEvent& e : second.finish().events) {
+        const bool seen = std::any_of(events.begin(), events.end(),
+                                      [&](const OomEvent& x) { return x.offset == e.offset; });
+        if (!seen) events.push_back(std::move(e));
+      }
+      REQUIRE(events.size() == whole.events.size());
+      for (size_t i = 0; i < events.size(); ++i) {
+        CHECK(events[i].offset == whole.events[i].offset);
+        CHECK(events[i].line == whole.events[i].line);
+        CHECK(events[i].step == whole.events[i].step);
+        CHECK(events[i].phase == whole.events[i].phase);
+        CHECK(events[i].kind == whole.events[i].kind);
+      }
+    }
+  }
+  TEST_CASE("settle reports an open incident now and absorbs the rest of it") {
+    LogAnalyzer analyzer;
+    analyzer.feed("Error running job: CUDA out of memory. Tried to allocate 2.00 GiB.\n");
+    CHECK(analyzer.take_events().empty());  // still open: its traceback may follow
+    CHECK(analyzer.has_open_incident());
+    analyzer.settle();
+    CHECK(analyzer.take_events().size() == 1);
+    analyzer.feed("Traceback (most recent call last):\n  File \"x.py\", line 1, in run\n"
+                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n");
+    analyzer.settle();
+    CHECK(analyzer.finish().events.empty());
   }
 }

@@ -1,0 +1,139 @@
+// tests/db/store_test.cc: the SQLite store on a real file: migrations, snapshots only on a new
+// hash, progress + events + outbox in one transaction, exactly-once events, and a reader that
+// works while a writer holds the database.
+#include "db/store.h"
+
+#include <doctest/doctest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+
+namespace fs = std::filesystem;
+using namespace oomtriage;
+
+namespace {
+
+struct TempStore {
+  fs::path dir;
+  std::unique_ptr<db::Store> store;
+  TempStore() {
+    char tmpl[] = "/tmp/oomtriage-store-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    auto opened = db::Store::open((dir / "oomtriage.db").string());
+    REQUIRE(opened);
+    store = std::move(*opened);
+  }
+  ~TempStore() {
+    store.reset();
+    fs::remove_all(dir);
+  }
+};
+
+db::EventRow event_at(uint64_t offset) {
+  return {offset, "cuda", "sampling", 500, false, R"({"kind":"cuda"})", "[]"};
+}
+
+}  // namespace
+
+TEST_SUITE("db::store") {
+  TEST_CASE("a new store is migrated to the current schema, and reopening keeps it") {
+    TempStore t;
+    CHECK(t.store->schema_version() == 1);
+    t.store.reset();
+    auto again = db::Store::open((t.dir / "oomtriage.db").string());
+    REQUIRE(again);
+    CHECK((*again)->schema_version() == 1);
+  }
+  TEST_CASE("a store from a newer oomtriage is refused, not damaged") {
+    TempStore t;
+    t.store.reset();
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open((t.dir / "oomtriage.db").c_str(), &raw) == SQLITE_OK);
+    sqlite3_exec(raw, "PRAGMA user_version=99", nullptr, nullptr, nullptr);
+    sqlite3_close(raw);
+    auto opened = db::Store::open((t.dir / "oomtriage.db").string());
+    REQUIRE_FALSE(opened);
+    CHECK(opened.error().message.find("newer") != std::string::npos);
+  }
+  TEST_CASE("config snapshots are taken only when the hash changes") {
+    TempStore t;
+    const int64_t job = *t.store->upsert_job("j", "ai-toolkit", "/out/j", 100);
+    const int64_t a = *t.store->add_config_snapshot(job, "/out/j/config.yaml", "aaa", "x: 1", 100);
+    const int64_t same = *t.store->add_config_snapshot(job, "/out/j/config.yaml", "aaa", "x: 1", 200);
+    const int64_t b = *t.store->add_config_snapshot(job, "/out/j/config.yaml", "bbb", "x: 2", 300);
+    CHECK(a == same);
+    CHECK(b != a);
+    CHECK((*t.store->job_story("j"))->snapshots.size() == 2);
+    // The trainer is kept when a later upsert does not know it.
+    CHECK(*t.store->upsert_job("j", "unknown", "/out/j", 400) == job);
+    CHECK((*t.store->list_jobs())[0].trainer == "ai-toolkit");
+  }
+  TEST_CASE("progress, events and outbox rows commit together; an event is stored once") {
+    TempStore t;
+    const int64_t job = *t.store->upsert_job("j", "ai-toolkit", "/out/j", 100);
+    const int64_t run = *t.store->start_run(job, "/out/j/log.txt", std::nullopt, 100);
+    db::FileRow file;
+    file.path = "/out/j/log.txt";
+    file.dev = 1;
+    file.ino = 42;
+    file.fingerprint = "f";
+    file.job_id = job;
+    file.run_id = run;
+    const int64_t file_id = *t.store->insert_file(file, 100);
+    db::Progress progress;
+    progress.file_id = file_id;
+    progress.job_id = job;
+    progress.run_id = run;
+    progress.offset = 5000;
+    progress.line = 80;
+    progress.analyzer_state = R"({"v":1})";
+    progress.outcome = "crashed_oom";
+    progress.events = {event_at(4000), event_at(4500)};
+    progress.receivers = {"slack-1", "webhook-2"};
+    CHECK(*t.store->commit_progress(progress, 200) == 2);
+    // Read again after a restart (kill -9): the same offsets are not stored twice.
+    CHECK(*t.store->commit_progress(progress, 300) == 0);
+    progress.generation = 1;  // after copytruncate the same offsets are new bytes
+    progress.events = {event_at(4000)};
+    CHECK(*t.store->commit_progress(progress, 400) == 1);
+    CHECK(*t.store->count_events() == 3);
+    const auto row = *t.store->find_file(1, 42);
+    REQUIRE(row);
+    CHECK(row->offset == 5000);
+    CHECK(row->line == 80);
+    CHECK(row->generation == 1);
+    CHECK(row->analyzer_state == R"({"v":1})");
+    const auto story = *t.store->job_story("j");
+    CHECK(story->runs.at(0).outcome == "crashed_oom");
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open_v2((t.dir / "oomtriage.db").c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+    sqlite3_stmt* stmt = nullptr;
+    sqlite3_prepare_v2(raw, "SELECT COUNT(*) FROM outbox WHERE state = 'pending'", -1, &stmt, nullptr);
+    REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
+    CHECK(sqlite3_column_int(stmt, 0) == 6);  // 3 events x 2 receivers
+    sqlite3_finalize(stmt);
+    sqlite3_close(raw);
+  }
+  TEST_CASE("a reader sees the committed state while a writer holds a transaction") {
+    TempStore t;
+    (void)*t.store->upsert_job("visible", "unknown", "/x", 1);
+    sqlite3* writer = nullptr;
+    REQUIRE(sqlite3_open((t.dir / "oomtriage.db").c_str(), &writer) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(writer, "BEGIN IMMEDIATE; INSERT INTO jobs (name, first_seen, last_seen) "
+                                 "VALUES ('pending', 1, 1);",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    auto reader = db::Store::open((t.dir / "oomtriage.db").string(), 200);
+    REQUIRE(reader);
+    const auto jobs = (*reader)->list_jobs();
+    REQUIRE(jobs);
+    REQUIRE(jobs->size() == 1);  // WAL: the uncommitted row is invisible, the reader not blocked
+    CHECK((*jobs)[0].name == "visible");
+    sqlite3_exec(writer, "COMMIT", nullptr, nullptr, nullptr);
+    sqlite3_close(writer);
+    CHECK((*(*reader)->list_jobs()).size() == 2);
+  }
+  TEST_CASE("an unknown job has no story") {
+    TempStore t;
+    CHECK_FALSE(*t.store->job_story("nope"));
+  }
+}
