@@ -99,6 +99,7 @@ class DaemonProcess {
     return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
   }
   std::string stderr_text() const { return slurp(err_); }
+  pid_t pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -274,5 +275,27 @@ TEST_SUITE("daemon::e2e") {
     CHECK(WEXITSTATUS(status) == 1);
     CHECK(slurp(dir.path / "err").find(conf.string() + ":3: unknown trainer `pytorch-lightning`") !=
           std::string::npos);
+  }
+  TEST_CASE("SIGHUP reloads the config, and keeps the old one when the new one is bad") {
+    TempDir dir;
+    const fs::path a = dir.path / "a";
+    const fs::path b = dir.path / "b";
+    fs::create_directories(a / "job1");
+    fs::create_directories(b / "job2");
+    const fs::path conf = dir.path / "oomtriage.yaml";
+    std::ofstream(conf) << "watch:\n  - logs: " << (a / "*" / "log.txt").string() << "\n";
+    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", conf.string()}, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    std::ofstream(conf) << "watch: [unclosed\n";
+    ::kill(daemon.pid(), SIGHUP);
+    REQUIRE(wait_until([&] { return daemon.stderr_text().find("keeping the old config") != std::string::npos; }));
+    write_slowly(a / "job1" / "log.txt", "Job process terminated with signal SIGKILL.\n");
+    REQUIRE(wait_until([&] { return view.events("job1") == 1; }));
+    std::ofstream(conf) << "watch:\n  - logs: " << (b / "*" / "log.txt").string() << "\n";
+    ::kill(daemon.pid(), SIGHUP);
+    REQUIRE(wait_until([&] { return daemon.stderr_text().find("config reloaded") != std::string::npos; }));
+    write_slowly(b / "job2" / "log.txt", "Killed\n");
+    REQUIRE(wait_until([&] { return view.events("job2") == 1; }));
+    CHECK(daemon.stop(SIGTERM) == 0);
   }
 }
