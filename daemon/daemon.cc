@@ -24,6 +24,7 @@
 #include <memory>
 #include <set>
 
+#include "daemon/alert_dispatcher.h"
 #include "daemon/job_locator.h"
 #include "daemon/json_output.h"
 #include "db/store.h"
@@ -126,6 +127,12 @@ class Daemon {
         rescan_timer_(io), settle_timer_(io), checkpoint_timer_(io), read_timer_(io), batch_timer_(io), signals_(io, SIGINT, SIGTERM, SIGHUP) {}
 
   bool start() {
+    dispatcher_ = std::make_unique<AlertDispatcher>(io_, store_, config_);
+    std::string error;
+    if (!dispatcher_->start(error)) {
+      log_line(3, "{}", error);
+      return false;
+    }
     const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0) {
       log_line(4, "inotify unavailable ({}): polling every {} s", std::strerror(errno),
@@ -533,6 +540,7 @@ class Daemon {
   void commit(Tracked& file, std::vector<parsers::OomEvent> events) {
     db::Progress progress = progress_of(file, std::move(events));
     auto result = store_.commit_progress(progress, unix_now());
+    if (result && *result > 0 && dispatcher_) dispatcher_->poke();
     if (!result) {
       // Nothing was committed: the next read starts from the last committed offset again.
       log_line(3, "store: {}", result.error().message);
@@ -582,9 +590,17 @@ class Daemon {
       const auto dump = [](const nlohmann::ordered_json& j) {
         return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       };
-      progress.events.push_back({event.offset, std::string(parsers::to_string(event.kind)),
-                                 std::string(parsers::to_string(event.phase)), event.step,
-                                 event.recovered, dump(event_to_json(event)), dump(fixes_json)});
+      db::EventRow row;
+      row.offset = event.offset;
+      row.model_family = file.job.config ? std::string(parsers::to_string(file.job.config->family))
+                                         : "unknown";
+      row.kind = parsers::to_string(event.kind);
+      row.phase = parsers::to_string(event.phase);
+      row.step = event.step;
+      row.recovered = event.recovered;
+      row.event_json = dump(event_to_json(event));
+      row.fixes_json = dump(fixes_json);
+      progress.events.push_back(std::move(row));
       const std::string step =
           event.step ? (event.total_steps ? fmt::format(" at step {}/{}", *event.step, *event.total_steps)
                                           : fmt::format(" at step {}", *event.step))
@@ -703,6 +719,13 @@ class Daemon {
       commit(*file, file->analyzer->take_events());
     }
     files_.clear();
+    auto dispatcher = std::make_unique<AlertDispatcher>(io_, store_, *fresh);
+    std::string error;
+    if (!dispatcher->start(error)) {
+      log_line(3, "SIGHUP: keeping the old alert receivers: {}", error);
+    } else {
+      dispatcher_ = std::move(dispatcher);
+    }
     config_ = std::move(*fresh);
     scan_all();
     log_line(5, "SIGHUP: config reloaded from {} ({} rule(s))", config_.source, config_.watch.size());
@@ -724,6 +747,7 @@ class Daemon {
   std::array<char, 64 * 1024> inotify_buffer_{};
   std::vector<char> buffer_ = std::vector<char>(kReadChunk);
   std::map<std::string, std::unique_ptr<Tracked>> files_;
+  std::unique_ptr<AlertDispatcher> dispatcher_;
   std::map<int, std::string> watches_;
   std::set<std::string> watched_dirs_;
   std::set<std::string> unreadable_logged_;
@@ -751,7 +775,7 @@ int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose)
   }
   asio::io_context io;
   Daemon daemon(io, **store, std::move(config), verbose);
-  if (!daemon.start()) return 2;
+  if (!daemon.start()) return 1;
   io.run();
   return 0;
 }

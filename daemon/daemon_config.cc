@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,6 +17,73 @@ namespace {
 Error bad(const std::string& source, const YAML::Node& node, const std::string& reason) {
   return make_error(ErrorCode::kBadInput,
                     fmt::format("{}:{}: {}", source, node.Mark().line + 1, reason));
+}
+
+std::optional<std::string> read_secret(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string secret = text.str();
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) {
+    secret.pop_back();
+  }
+  return secret;
+}
+
+Result<Receiver> parse_receiver(const YAML::Node& a, const std::string& source, int index) {
+  if (!a.IsMap() || !a["type"]) return bad(source, a, "each alert needs `type:`");
+  Receiver r;
+  r.type = a["type"].as<std::string>();
+  if (r.type != "slack" && r.type != "discord" && r.type != "webhook" && r.type != "alertmanager") {
+    return bad(source, a["type"], "unknown alert type `" + r.type + "`");
+  }
+  r.name = a["name"] ? a["name"].as<std::string>() : fmt::format("{}-{}", r.type, index);
+  const bool token_in_url = r.type == "slack" || r.type == "discord";
+  if (a["url"]) {
+    if (token_in_url) {
+      return bad(source, a["url"],
+                 fmt::format("a {} webhook URL holds its token: give it with url_file or url_env",
+                             r.type));
+    }
+    r.url = a["url"].as<std::string>();
+  } else if (a["url_file"]) {
+    auto secret = read_secret(a["url_file"].as<std::string>());
+    if (!secret) {
+      return bad(source, a["url_file"],
+                 fmt::format("cannot read url_file {}: {}", a["url_file"].as<std::string>(),
+                             std::strerror(errno)));
+    }
+    r.url = *secret;
+  } else if (a["url_env"]) {
+    const char* value = std::getenv(a["url_env"].as<std::string>().c_str());
+    if (value == nullptr || *value == '\0') {
+      return bad(source, a["url_env"],
+                 "environment variable " + a["url_env"].as<std::string>() + " is not set");
+    }
+    r.url = value;
+  } else {
+    return bad(source, a, "alert `" + r.name + "` needs url, url_file or url_env");
+  }
+  if (r.url.rfind("http://", 0) != 0 && r.url.rfind("https://", 0) != 0) {
+    return bad(source, a, "alert `" + r.name + "`: the URL must start with http:// or https://");
+  }
+  if (a["hmac_secret_file"]) {
+    auto secret = read_secret(a["hmac_secret_file"].as<std::string>());
+    if (!secret || secret->empty()) {
+      return bad(source, a["hmac_secret_file"], "cannot read hmac_secret_file");
+    }
+    r.hmac_secret = *secret;
+  }
+  if (a["ca_file"]) r.ca_file = a["ca_file"].as<std::string>();
+  if (a["timeout_ms"]) r.timeout_ms = a["timeout_ms"].as<int>();
+  if (a["retry_initial_ms"]) r.retry_initial_ms = a["retry_initial_ms"].as<int>();
+  if (a["retry_max_ms"]) r.retry_max_ms = a["retry_max_ms"].as<int>();
+  if (a["retry_horizon_seconds"]) r.retry_horizon_seconds = a["retry_horizon_seconds"].as<int>();
+  if (r.timeout_ms < 1 || r.retry_initial_ms < 1 || r.retry_max_ms < r.retry_initial_ms) {
+    return bad(source, a, "alert `" + r.name + "`: timeouts and retry delays must be positive");
+  }
+  return r;
 }
 
 }  // namespace
@@ -66,18 +135,14 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
         if (!value.IsSequence()) return bad(source, value, "alerts must be a list");
         int index = 0;
         for (const auto& a : value) {
-          if (!a.IsMap() || !a["type"]) return bad(source, a, "each alert needs `type:`");
-          const std::string type = a["type"].as<std::string>();
-          if (type != "slack" && type != "discord" && type != "webhook" && type != "alertmanager") {
-            return bad(source, a["type"], "unknown alert type `" + type + "`");
-          }
-          if (a["url"] && type == "slack") {
-            return bad(source, a["url"], "a Slack webhook URL is a secret: use url_file");
-          }
-          ++index;
-          config.alerts.push_back(
-              {a["name"] ? a["name"].as<std::string>() : fmt::format("{}-{}", type, index), type});
+          auto receiver = parse_receiver(a, source, ++index);
+          if (!receiver) return receiver.error();
+          config.alerts.push_back(std::move(*receiver));
         }
+      } else if (key == "alert_group_seconds") {
+        config.alert_group_seconds = value.as<int>();
+      } else if (key == "host") {
+        config.host = value.as<std::string>();
       } else if (key == "metrics") {
         if (value["listen"]) config.metrics_listen = value["listen"].as<std::string>();
       } else {

@@ -21,9 +21,18 @@ struct WatchRule {
   std::string config;            // "{dir}/.job_config.json"; empty: the trainer's default
 };
 
+// An alert receiver. Secrets (a Slack or Discord URL carries its token; an HMAC key) come from
+// files or the environment and are never logged: logs name the receiver and redact_url() it.
 struct Receiver {
-  std::string name;  // "slack", "webhook-2": the outbox's receiver key
-  std::string type;
+  std::string name;  // the outbox's receiver key: `name:` or "<type>-<n>"
+  std::string type;  // slack | discord | webhook | alertmanager
+  std::string url;
+  std::string hmac_secret;  // webhook only: signs the body (Standard Webhooks headers)
+  std::string ca_file;      // trust this CA instead of the system store (private receivers)
+  int timeout_ms = 10000;
+  int retry_initial_ms = 1000;   // backoff: initial delay, doubled per attempt, +-50% jitter
+  int retry_max_ms = 300000;
+  int retry_horizon_seconds = 86400;  // then the alert is kept as failed
 };
 
 struct DaemonConfig {
@@ -33,6 +42,10 @@ struct DaemonConfig {
   std::vector<Receiver> alerts;
   std::string metrics_listen;
   int rescan_seconds = 10;
+  // Recovered OOMs of one job within this window are one message (AI Toolkit skips batches in
+  // bursts); a fatal OOM of the same job sends the burst at once.
+  int alert_group_seconds = 30;
+  std::string host;  // in alerts; default: this machine's host name
   // How long a file must be quiet before an open incident is reported: AI Toolkit prints the
   // error line and then the traceback that names the phase, in one burst.
   int settle_ms = 25;

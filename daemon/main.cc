@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "daemon/alert_dispatcher.h"
 #include "daemon/daemon.h"
 #include "daemon/daemon_config.h"
 #include "daemon/fix_command.h"
@@ -83,7 +84,8 @@ int main(int argc, char** argv) {
       app.add_subcommand("watch", "Run the daemon in the foreground on training folders");
   watch_cmd->add_option("DIR", watch_dirs, "Training folders (AI Toolkit: <dir>/<job>/log.txt)")
       ->required();
-  watch_cmd->add_option("--webhook", webhook, "Send alerts to this webhook (alerts: next issue)");
+  watch_cmd->add_option("--webhook", webhook,
+                        "Also send alerts to this webhook (Alertmanager webhook v4 JSON)");
 
   bool jobs_json = false;
   CLI::App* jobs_cmd = app.add_subcommand("jobs", "Jobs known to the store, newest first");
@@ -94,6 +96,14 @@ int main(int argc, char** argv) {
   CLI::App* report_cmd = app.add_subcommand("report", "The story of one job");
   report_cmd->add_option("JOB", report_job, "The job's name")->required();
   report_cmd->add_flag("--json", report_json, "Print JSON");
+
+  std::string alert_config_path = "/etc/oomtriage/oomtriage.yaml";
+  std::optional<std::string> alert_receiver;
+  CLI::App* alert_cmd = app.add_subcommand("alert", "Alert receivers");
+  alert_cmd->require_subcommand(1);
+  CLI::App* alert_test_cmd = alert_cmd->add_subcommand("test", "Send a sample alert");
+  alert_test_cmd->add_option("--config", alert_config_path, "The daemon config");
+  alert_test_cmd->add_option("--receiver", alert_receiver, "Only this receiver (its name)");
 
   CLI::App* version_cmd = app.add_subcommand("version", "Print the version");
 
@@ -111,6 +121,14 @@ int main(int argc, char** argv) {
     fmt::print("oomtriage {}\n", kVersion);
     return 0;
   }
+  if (alert_test_cmd->parsed()) {
+    auto config = daemon::load_daemon_config(alert_config_path);
+    if (!config) {
+      fmt::print(stderr, "oomtriage: {}\n", config.error().message);
+      return config.error().code == ErrorCode::kIo ? 2 : 1;
+    }
+    return daemon::run_alert_test(*config, alert_receiver);
+  }
   if (daemon_cmd->parsed()) {
     auto config = daemon::load_daemon_config(daemon_config_path);
     if (!config) {
@@ -127,8 +145,19 @@ int main(int argc, char** argv) {
         return 1;
       }
     }
-    return daemon::run_daemon(daemon::inline_watch_config(watch_dirs), store_path(state_dir, ""),
-                              verbose);
+    daemon::DaemonConfig inline_config = daemon::inline_watch_config(watch_dirs);
+    if (!webhook.empty()) {
+      if (webhook.rfind("http://", 0) != 0 && webhook.rfind("https://", 0) != 0) {
+        fmt::print(stderr, "oomtriage: --webhook must be an http:// or https:// URL\n");
+        return 1;
+      }
+      daemon::Receiver receiver;
+      receiver.name = "webhook";
+      receiver.type = "webhook";
+      receiver.url = webhook;
+      inline_config.alerts.push_back(receiver);
+    }
+    return daemon::run_daemon(std::move(inline_config), store_path(state_dir, ""), verbose);
   }
   if (jobs_cmd->parsed()) return daemon::run_jobs(store_path(state_dir, ""), jobs_json, color_mode);
   if (report_cmd->parsed()) {

@@ -65,6 +65,7 @@ CREATE TABLE events (
   offset INTEGER NOT NULL,
   kind TEXT NOT NULL,
   phase TEXT NOT NULL,
+  model_family TEXT NOT NULL DEFAULT 'unknown',
   step INTEGER,
   recovered INTEGER NOT NULL,
   event_json TEXT NOT NULL,
@@ -83,6 +84,7 @@ CREATE TABLE outbox (
   UNIQUE (event_id, receiver)
 ) STRICT;
 CREATE INDEX events_by_job ON events (job_id, id);
+CREATE INDEX outbox_due ON outbox (receiver, state, next_attempt_at);
 CREATE INDEX runs_by_job ON runs (job_id, id);
 )sql",
 };
@@ -337,9 +339,9 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
   for (const EventRow& e : p.events) {
     Statement s(db_,
                 "INSERT INTO events (job_id, run_id, file_id, snapshot_id, offset, kind, phase, "
-                "step, recovered, event_json, fixes_json, created_at, generation) VALUES (?1, ?2, "
-                "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (file_id, generation, "
-                "offset) DO NOTHING RETURNING id");
+                "step, recovered, event_json, fixes_json, created_at, generation, model_family) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT "
+                "(file_id, generation, offset) DO NOTHING RETURNING id");
     s.bind(1, p.job_id)
         .bind(2, p.run_id)
         .bind(3, p.file_id)
@@ -352,7 +354,8 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
         .bind(10, e.event_json)
         .bind(11, e.fixes_json)
         .bind(12, now)
-        .bind(13, p.generation);
+        .bind(13, p.generation)
+        .bind(14, e.model_family);
     const int rc = s.step();
     if (rc == SQLITE_DONE) continue;  // already stored: the same bytes were read again
     if (rc != SQLITE_ROW) return s.error("insert event");
@@ -448,6 +451,67 @@ Result<std::optional<JobStory>> Store::job_story(const std::string& name) {
                             events.text(3), events.text(4), events.integer(5)});
   }
   return std::optional<JobStory>(std::move(story));
+}
+
+Result<std::vector<OutboxItem>> Store::due_alerts(const std::string& receiver, int64_t now,
+                                                  int limit) {
+  Statement s(db_,
+              "SELECT o.id, o.event_id, o.receiver, o.attempts, e.created_at, j.name, j.trainer, "
+              "e.model_family, COALESCE(r.log_path, ''), e.recovered, e.event_json, e.fixes_json "
+              "FROM outbox o JOIN events e ON e.id = o.event_id JOIN jobs j ON j.id = e.job_id "
+              "LEFT JOIN runs r ON r.id = e.run_id WHERE o.receiver = ?1 AND o.state = 'pending' "
+              "AND o.next_attempt_at <= ?2 ORDER BY o.id LIMIT ?3");
+  s.bind(1, receiver).bind(2, now).bind(3, int64_t{limit});
+  std::vector<OutboxItem> items;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    OutboxItem item;
+    item.id = s.integer(0);
+    item.event_id = s.integer(1);
+    item.receiver = s.text(2);
+    item.attempts = s.integer(3);
+    item.created_at = s.integer(4);
+    item.job = s.text(5);
+    item.trainer = s.text(6);
+    item.model_family = s.text(7);
+    item.log_path = s.text(8);
+    item.recovered = s.integer(9) != 0;
+    item.event_json = s.text(10);
+    item.fixes_json = s.text(11);
+    items.push_back(std::move(item));
+  }
+  if (rc != SQLITE_DONE) return s.error("due alerts");
+  return items;
+}
+
+Result<std::optional<int64_t>> Store::next_alert_due(const std::string& receiver) {
+  Statement s(db_,
+              "SELECT MIN(next_attempt_at) FROM outbox WHERE receiver = ?1 AND state = 'pending'");
+  s.bind(1, receiver);
+  if (s.step() != SQLITE_ROW) return s.error("next alert");
+  return s.optional_integer(0);
+}
+
+Result<Ok> Store::mark_alerts(const std::vector<int64_t>& ids, const std::string& state,
+                              int64_t attempts, int64_t next_attempt_at, const std::string& error) {
+  Transaction tx(db_);
+  if (!tx.ok()) return busy_or_database(db_, "begin");
+  for (int64_t id : ids) {
+    Statement s(db_,
+                "UPDATE outbox SET state = ?2, attempts = ?3, next_attempt_at = ?4, last_error = "
+                "NULLIF(?5, '') WHERE id = ?1");
+    s.bind(1, id).bind(2, state).bind(3, attempts).bind(4, next_attempt_at).bind(5, error);
+    if (s.step() != SQLITE_DONE) return s.error("mark alert");
+  }
+  if (!tx.commit()) return busy_or_database(db_, "commit");
+  return Ok{};
+}
+
+Result<int64_t> Store::count_alerts(const std::string& state) {
+  Statement s(db_, "SELECT COUNT(*) FROM outbox WHERE state = ?1");
+  s.bind(1, state);
+  if (s.step() != SQLITE_ROW) return s.error("count alerts");
+  return s.integer(0);
 }
 
 Result<int64_t> Store::count_events() {

@@ -38,6 +38,7 @@ struct FileRow {
 
 struct EventRow {
   uint64_t offset = 0;
+  std::string model_family = "unknown";
   std::string kind;
   std::string phase;
   std::optional<int64_t> step;
@@ -98,6 +99,22 @@ struct StoredEvent {
   int64_t created_at = 0;
 };
 
+// One pending alert: an outbox row with what is needed to write the message.
+struct OutboxItem {
+  int64_t id = 0;
+  int64_t event_id = 0;
+  std::string receiver;
+  int64_t attempts = 0;
+  int64_t created_at = 0;  // the event's
+  std::string job;
+  std::string trainer;
+  std::string model_family;
+  std::string log_path;
+  bool recovered = false;
+  std::string event_json;
+  std::string fixes_json;
+};
+
 struct JobStory {
   JobSummary job;
   std::vector<RunRow> runs;
@@ -135,6 +152,15 @@ class Store {
   Result<std::vector<JobSummary>> list_jobs();
   Result<std::optional<JobStory>> job_story(const std::string& name);
   Result<int64_t> count_events();
+
+  // Pending outbox rows of `receiver` due at `now`, oldest first.
+  Result<std::vector<OutboxItem>> due_alerts(const std::string& receiver, int64_t now, int limit);
+  // When the next pending row of `receiver` is due (nullopt: none pending).
+  Result<std::optional<int64_t>> next_alert_due(const std::string& receiver);
+  // state: delivered | pending (retry at next_attempt_at) | failed.
+  Result<Ok> mark_alerts(const std::vector<int64_t>& ids, const std::string& state,
+                         int64_t attempts, int64_t next_attempt_at, const std::string& error);
+  Result<int64_t> count_alerts(const std::string& state);
 
  private:
   explicit Store(sqlite3* db) : db_(db) {}

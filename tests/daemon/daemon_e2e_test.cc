@@ -20,120 +20,13 @@
 #include <sstream>
 #include <thread>
 
-#include "db/store.h"
+#include "tests/support/e2e.h"
 
-extern char** environ;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using namespace oomtriage;
 
-namespace {
-
-const fs::path kGolden = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata" / "logs";
-
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    char tmpl[] = "/tmp/oomtriage-e2e-XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(25ms);
-  }
-  return done();
-}
-
-class DaemonProcess {
- public:
-  DaemonProcess(const fs::path& state, std::vector<std::string> args, const fs::path& err)
-      : err_(err) {
-    std::vector<std::string> argv = {OOMTRIAGE_BINARY, "--state-dir", state.string()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> raw;
-    for (auto& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    REQUIRE(posix_spawn(&pid_, raw[0], &actions, nullptr, raw.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&actions);
-    // Ready once it says so on stderr.
-    REQUIRE(wait_until([&] { return stderr_text().find("store ready") != std::string::npos || !alive(); }));
-  }
-  ~DaemonProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  bool alive() {
-    if (pid_ <= 0) return false;
-    int status = 0;
-    const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-    if (r == pid_) {
-      exit_status_ = status;
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-  // Sends `signal` and waits for the exit; returns the exit code (or -signal).
-  int stop(int signal) {
-    ::kill(pid_, signal);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-  }
-  std::string stderr_text() const { return slurp(err_); }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  int exit_status_ = 0;
-  fs::path err_;
-};
-
-// Appends `text` to `path` in small pieces, like a trainer writing as it goes.
-void write_slowly(const fs::path& path, std::string_view text, size_t piece = 512) {
-  std::ofstream out(path, std::ios::binary | std::ios::app);
-  for (size_t i = 0; i < text.size(); i += piece) {
-    out << text.substr(i, piece);
-    out.flush();
-    std::this_thread::sleep_for(1ms);
-  }
-}
-
-struct StoreView {
-  fs::path db;
-  std::optional<db::JobStory> story(const std::string& job) {
-    if (!fs::exists(db)) return std::nullopt;
-    auto store = db::Store::open(db.string());
-    if (!store) return std::nullopt;
-    auto s = (*store)->job_story(job);
-    return s ? *s : std::nullopt;
-  }
-  size_t events(const std::string& job) {
-    auto s = story(job);
-    return s ? s->events.size() : 0;
-  }
-};
-
-
-}  // namespace
+using namespace oomtriage::testing;
 
 TEST_SUITE("daemon::e2e") {
   TEST_CASE("an OOM is stored while the log grows, in a job folder created after start") {

@@ -30,7 +30,14 @@ struct TempStore {
 };
 
 db::EventRow event_at(uint64_t offset) {
-  return {offset, "cuda", "sampling", 500, false, R"({"kind":"cuda"})", "[]"};
+  db::EventRow row;
+  row.offset = offset;
+  row.kind = "cuda";
+  row.phase = "sampling";
+  row.step = 500;
+  row.event_json = R"({"kind":"cuda"})";
+  row.fixes_json = "[]";
+  return row;
 }
 
 }  // namespace

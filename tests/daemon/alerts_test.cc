@@ -1,0 +1,310 @@
+// tests/daemon/alerts_test.cc
+//
+// Alerts: the payloads (escaping, limits, Alertmanager's webhook v4 shape, Standard Webhooks
+// signatures), then the real daemon delivering its outbox to real HTTP servers on loopback:
+// a receiver down for a while, 429 with Retry-After, 500s, one that never answers, a slow one
+// beside a fast one, HMAC checked by the receiver, TLS with a test CA (and refused with the wrong
+// one), a real Alertmanager, and `oomtriage alert test`.
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon/alert_dispatcher.h"
+#include "daemon/alert_payload.h"
+#include "tests/support/e2e.h"
+#include "tests/support/http_test_server.h"
+
+using namespace oomtriage;
+using namespace oomtriage::testing;
+using nlohmann::json;
+
+namespace {
+
+daemon::AlertContent sample_alert(const std::string& message) {
+  daemon::AlertContent a;
+  a.event_id = 7;
+  a.job = "my_lora";
+  a.host = "gpu-node-1";
+  a.trainer = "ai-toolkit";
+  a.model_family = "flux.1";
+  a.kind = "cuda";
+  a.phase = "sampling";
+  a.step = "500 of 3000";
+  a.figures = "tried 1.50 GiB";
+  a.message = message;
+  a.log_path = "/out/my_lora/log.txt";
+  a.line = 67;
+  a.starts_at = "2026-11-30T08:00:00Z";
+  a.fixes.push_back({"cheapen_previews", "Make preview samples cheaper",
+                     {"config.process[0].sample.sample_steps: 30 -> 20"}, "Lower-quality previews"});
+  return a;
+}
+
+// A training folder with one AI Toolkit job, and a daemon config with these receivers.
+struct AlertRig {
+  TempDir dir;
+  fs::path out = dir.path / "output";
+  fs::path config = dir.path / "oomtriage.yaml";
+  explicit AlertRig(const std::string& receivers_yaml) {
+    fs::create_directories(out);
+    std::ofstream(config) << "watch:\n  - logs: " << (out / "*" / "log.txt").string()
+                          << "\nalert_group_seconds: 1\nalerts:\n"
+                          << receivers_yaml;
+  }
+  void crash(const std::string& job, const std::string& golden = "aitk_gc_off_oom_step2.log") {
+    fs::create_directories(out / job);
+    write_slowly(out / job / "log.txt", slurp(kGolden / golden), 4096);
+  }
+};
+
+std::string receiver(const std::string& name, const std::string& type, const std::string& url,
+                     const std::string& extra = "") {
+  return "  - name: " + name + "\n    type: " + type + "\n    url: " + url +
+         "\n    retry_initial_ms: 200\n    timeout_ms: 500\n" + extra;
+}
+
+const ScriptedResponse kOk{};
+
+}  // namespace
+
+TEST_SUITE("daemon::alerts") {
+  TEST_CASE("Slack: log text arrives inert, sections within 3,000 characters") {
+    const auto payload =
+        daemon::slack_payload(sample_alert("@everyone <!channel> *bold* ```code``` " +
+                                           std::string(5000, 'x')));
+    const std::string dumped = payload.dump();
+    CHECK(dumped.find("<!channel>") == std::string::npos);
+    CHECK(dumped.find("&lt;!channel&gt;") != std::string::npos);
+    for (const auto& block : payload["blocks"]) {
+      if (block.contains("text") && block["text"].contains("text")) {
+        CHECK(block["text"]["text"].get<std::string>().size() <= 3000 * 3);
+        CHECK(daemon::truncate_utf8(block["text"]["text"].get<std::string>(), 3000) ==
+              block["text"]["text"].get<std::string>());
+      }
+    }
+    const std::string log_block = payload["blocks"][2]["text"]["text"];
+    CHECK(log_block.rfind("```", 0) == 0);
+    CHECK(log_block.find("```code```") == std::string::npos);  // cannot close the code block
+    CHECK(payload["text"].get<std::string>().find("my_lora") != std::string::npos);
+  }
+  TEST_CASE("Discord: no mentions, markdown escaped, limits kept") {
+    const auto payload = daemon::discord_payload(sample_alert("@everyone **pwn** <@123> " + std::string(9000, 'y')));
+    CHECK(payload["allowed_mentions"]["parse"] == json::array());
+    const std::string description = payload["embeds"][0]["description"];
+    CHECK(description.find("@everyone") == std::string::npos);
+    CHECK(description.find("@\u200beveryone") != std::string::npos);
+    CHECK(description.find("\\*\\*pwn\\*\\*") != std::string::npos);
+    CHECK(daemon::truncate_utf8(description, 4096) == description);
+    CHECK(payload["content"].get<std::string>().size() <= 2000 * 4);
+  }
+  TEST_CASE("generic webhook: Prometheus Alertmanager's webhook v4 JSON") {
+    const auto payload = daemon::alertmanager_webhook_payload(sample_alert("CUDA out of memory."), "hook");
+    CHECK(payload["version"] == "4");
+    CHECK(payload["status"] == "firing");
+    CHECK(payload["receiver"] == "hook");
+    REQUIRE(payload["alerts"].size() == 1);
+    const auto& alert = payload["alerts"][0];
+    CHECK(alert["labels"]["alertname"] == "TrainingOOM");
+    CHECK(alert["labels"]["job"] == "my_lora");
+    CHECK(alert["labels"]["kind"] == "cuda");
+    CHECK(alert["labels"]["phase"] == "sampling");
+    CHECK(alert["annotations"]["report"] == "oomtriage report my_lora");
+    CHECK(alert["annotations"]["top_fix"] == "cheapen_previews");
+    CHECK(alert["startsAt"] == "2026-11-30T08:00:00Z");
+    CHECK(alert["fingerprint"].get<std::string>().size() == 16);
+  }
+  TEST_CASE("Standard Webhooks signature matches the spec's example") {
+    CHECK(daemon::standard_webhook_signature("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+                                             "msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330",
+                                             R"({"test": 2432232314})") ==
+          "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
+  }
+  TEST_CASE("a receiver down for a while gets every alert when it comes back, once, in order") {
+    const unsigned short port = free_port();
+    AlertRig rig(receiver("hook", "webhook", "http://127.0.0.1:" + std::to_string(port) + "/oom"));
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    rig.crash("job_a");
+    rig.crash("job_b", "aitk_host_sigkill.log");
+    StoreView view{rig.dir.path / "state" / "oomtriage.db"};
+    REQUIRE(wait_until([&] { return view.events("job_a") == 1 && view.events("job_b") == 1; }));
+    std::this_thread::sleep_for(1500ms);  // retries fail meanwhile
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; }, port);
+    REQUIRE(wait_until([&] { return server.count() >= 2; }, 15s));
+    std::this_thread::sleep_for(1500ms);
+    const auto requests = server.requests();
+    REQUIRE(requests.size() == 2);
+    CHECK(requests[0].headers.at("webhook-id") == "evt_1");
+    CHECK(requests[1].headers.at("webhook-id") == "evt_2");
+    CHECK(json::parse(requests[0].body)["alerts"][0]["labels"]["job"] == "job_a");
+    CHECK(json::parse(requests[1].body)["alerts"][0]["labels"]["kind"] == "host_killed");
+    CHECK(daemon.stderr_text().find("retrying") != std::string::npos);
+  }
+  TEST_CASE("429 with Retry-After is honoured; 500s are retried; each alert lands once") {
+    HttpTestServer limited([](const ReceivedRequest&, size_t i) {
+      return i == 0 ? ScriptedResponse{.status = 429, .body = "rate_limited", .retry_after = "2"} : kOk;
+    });
+    HttpTestServer failing([](const ReceivedRequest&, size_t i) {
+      return i < 2 ? ScriptedResponse{.status = 503, .body = "busy"} : kOk;
+    });
+    AlertRig rig(receiver("limited", "webhook", limited.url()) +
+                 receiver("failing", "webhook", failing.url()));
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    rig.crash("job");
+    REQUIRE(wait_until([&] { return limited.count() >= 2 && failing.count() >= 3; }, 15s));
+    std::this_thread::sleep_for(1500ms);
+    const auto l = limited.requests();
+    REQUIRE(l.size() == 2);
+    CHECK(l[1].at - l[0].at >= 1900ms);
+    CHECK(failing.count() == 3);
+  }
+  TEST_CASE("a receiver that never answers times out and is retried; a slow one delays no other") {
+    HttpTestServer hanging([](const ReceivedRequest&, size_t i) {
+      return i == 0 ? ScriptedResponse{.hang = true} : kOk;
+    });
+    HttpTestServer slow([](const ReceivedRequest&, size_t) {
+      return ScriptedResponse{.delay = 3000ms};
+    });
+    HttpTestServer fast([](const ReceivedRequest&, size_t) { return kOk; });
+    AlertRig rig(receiver("hanging", "webhook", hanging.url()) +
+                 receiver("slow", "webhook", slow.url(), "    timeout_ms: 10000\n") +
+                 receiver("fast", "webhook", fast.url()));
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    const auto start = std::chrono::steady_clock::now();
+    rig.crash("job");
+    REQUIRE(wait_until([&] { return fast.count() == 1; }, 5s));
+    CHECK(std::chrono::steady_clock::now() - start < 2500ms);  // not behind the slow one
+    REQUIRE(wait_until([&] { return hanging.count() >= 2 && slow.count() >= 1; }, 15s));
+    CHECK(daemon.stderr_text().find("timed out") != std::string::npos);
+  }
+  TEST_CASE("the receiver verifies the HMAC signature over the raw body") {
+    TempDir keys;
+    const std::string secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    std::ofstream(keys.path / "hook.key") << secret << "\n";
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; });
+    AlertRig rig(receiver("signed", "webhook", server.url(),
+                          "    hmac_secret_file: " + (keys.path / "hook.key").string() + "\n"));
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    rig.crash("job");
+    REQUIRE(wait_until([&] { return server.count() == 1; }));
+    const auto request = server.requests()[0];
+    const std::string expected = daemon::standard_webhook_signature(
+        secret, request.headers.at("webhook-id"), request.headers.at("webhook-timestamp"),
+        request.body);
+    CHECK(request.headers.at("webhook-signature") == expected);
+    CHECK(std::abs(std::stoll(request.headers.at("webhook-timestamp")) -
+                   std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count()) < 60);
+    CHECK(slurp(rig.dir.path / "err").find(secret) == std::string::npos);
+  }
+  TEST_CASE("TLS to a local server with a test CA, and refused with the wrong CA") {
+    TempDir pki;
+    const std::string p = pki.path.string();
+    const std::string script =
+        "cd " + p + " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "
+        "-days 2 -subj /CN=oomtriage-test-ca 2>/dev/null && "
+        "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1 "
+        "2>/dev/null && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > san.ext && "
+        "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem "
+        "-days 2 -extfile san.ext 2>/dev/null && "
+        "openssl req -x509 -newkey rsa:2048 -nodes -keyout other.key -out other.pem -days 2 "
+        "-subj /CN=other-ca 2>/dev/null";
+    REQUIRE(std::system(script.c_str()) == 0);
+    auto tls = std::make_shared<boost::asio::ssl::context>(boost::asio::ssl::context::tls_server);
+    tls->use_certificate_chain_file(p + "/server.pem");
+    tls->use_private_key_file(p + "/server.key", boost::asio::ssl::context::pem);
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; }, 0, tls);
+    AlertRig rig(receiver("trusted", "webhook", server.url(), "    ca_file: " + p + "/ca.pem\n") +
+                 receiver("untrusted", "webhook", server.url(), "    ca_file: " + p + "/other.pem\n"));
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    rig.crash("job");
+    REQUIRE(wait_until([&] { return server.count() == 1; }));
+    REQUIRE(wait_until([&] { return daemon.stderr_text().find("alert untrusted") != std::string::npos; }));
+    CHECK(daemon.stderr_text().find("tls handshake") != std::string::npos);
+    std::this_thread::sleep_for(500ms);
+    CHECK(server.count() == 1);  // the untrusted lane never completed a request
+  }
+  TEST_CASE("a real Alertmanager receives the alert and shows it in its API") {
+    const char* binary = "/usr/bin/prometheus-alertmanager";
+    if (!fs::exists(binary)) {
+      MESSAGE("skipped: prometheus-alertmanager is not installed (scripts/setup.sh installs it)");
+      return;
+    }
+    TempDir am;
+    std::ofstream(am.path / "am.yml") << "route:\n  receiver: none\nreceivers:\n  - name: none\n";
+    const unsigned short port = free_port();
+    const std::string address = "127.0.0.1:" + std::to_string(port);
+    const std::string start = std::string(binary) + " --config.file=" + (am.path / "am.yml").string() +
+                              " --storage.path=" + (am.path / "data").string() +
+                              " --web.listen-address=" + address +
+                              " --cluster.listen-address= > " + (am.path / "am.log").string() +
+                              " 2>&1 & echo $! > " + (am.path / "pid").string();
+    REQUIRE(std::system(start.c_str()) == 0);
+    struct Stop {
+      fs::path pid;
+      ~Stop() { std::system(("kill $(cat " + pid.string() + ") 2>/dev/null").c_str()); }
+    } stop{am.path / "pid"};
+    const std::string query = "curl -s http://" + address + "/api/v2/alerts > " +
+                              (am.path / "alerts.json").string() + " 2>/dev/null";
+    REQUIRE(wait_until([&] { return std::system(query.c_str()) == 0; }, 15s));
+    AlertRig rig(receiver("am", "alertmanager", "http://" + address));
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    rig.crash("my_job");
+    REQUIRE(wait_until([&] {
+      std::system(query.c_str());
+      return slurp(am.path / "alerts.json").find("TrainingOOM") != std::string::npos;
+    }, 15s));
+    const auto alerts = json::parse(slurp(am.path / "alerts.json"));
+    REQUIRE(alerts.size() == 1);
+    CHECK(alerts[0]["labels"]["job"] == "my_job");
+    CHECK(alerts[0]["labels"]["kind"] == "cuda");
+    CHECK(alerts[0]["labels"]["phase"] == "train_step");
+    CHECK(alerts[0]["annotations"]["report"] == "oomtriage report my_job");
+  }
+  TEST_CASE("a log line with @everyone, <!channel> and markdown arrives inert in Slack and Discord") {
+    HttpTestServer slack([](const ReceivedRequest&, size_t) { return kOk; });
+    HttpTestServer discord([](const ReceivedRequest&, size_t) { return ScriptedResponse{.status = 204, .body = ""}; });
+    TempDir secrets;
+    std::ofstream(secrets.path / "slack.url") << slack.url("/services/T000/B000/SECRET") << "\n";
+    std::ofstream(secrets.path / "discord.url") << discord.url("/api/webhooks/1/SECRET") << "\n";
+    AlertRig rig("  - type: slack\n    url_file: " + (secrets.path / "slack.url").string() +
+                 "\n  - type: discord\n    url_file: " + (secrets.path / "discord.url").string() + "\n");
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    fs::create_directories(rig.out / "evil");
+    write_slowly(rig.out / "evil" / "log.txt",
+                 "RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB @everyone <!channel> "
+                 "*bold* [link](http://x)\n");
+    REQUIRE(wait_until([&] { return slack.count() == 1 && discord.count() == 1; }));
+    const std::string slack_body = slack.requests()[0].body;
+    CHECK(slack_body.find("<!channel>") == std::string::npos);
+    CHECK(slack_body.find("&lt;!channel&gt;") != std::string::npos);
+    const auto discord_body = json::parse(discord.requests()[0].body);
+    CHECK(discord_body["allowed_mentions"]["parse"] == json::array());
+    CHECK(discord_body.dump().find("@everyone") == std::string::npos);
+    CHECK(discord.requests()[0].target == "/api/webhooks/1/SECRET");
+    CHECK(daemon.stderr_text().find("SECRET") == std::string::npos);
+  }
+  TEST_CASE("a Slack URL written inline in the config is refused: it is a secret") {
+    auto config = daemon::parse_daemon_config(
+        "watch:\n  - logs: /x/*/log.txt\nalerts:\n  - type: slack\n    url: https://hooks.slack.com/services/T/B/X\n",
+        "c.yaml");
+    REQUIRE_FALSE(config);
+    CHECK(config.error().message.find("c.yaml:5:") == 0);
+    CHECK(config.error().message.find("url_file or url_env") != std::string::npos);
+  }
+  TEST_CASE("oomtriage alert test sends a sample alert") {
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; });
+    AlertRig rig(receiver("hook", "webhook", server.url()));
+    const std::string command = std::string(OOMTRIAGE_BINARY) + " alert test --config " +
+                                rig.config.string() + " > " + (rig.dir.path / "out").string();
+    CHECK(std::system(command.c_str()) == 0);
+    REQUIRE(server.count() == 1);
+    CHECK(json::parse(server.requests()[0].body)["alerts"][0]["labels"]["job"] == "oomtriage-test");
+    CHECK(slurp(rig.dir.path / "out").find("delivered") != std::string::npos);
+  }
+}
