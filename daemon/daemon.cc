@@ -41,7 +41,8 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kReadChunk = 1 << 20;
 constexpr size_t kReadBudgetPerTurn = 8 << 20;  // then other files get a turn
 constexpr size_t kFingerprintBytes = 1024;
-constexpr auto kInotifyBatch = std::chrono::milliseconds(10);
+constexpr auto kInotifyBatch = std::chrono::milliseconds(5);
+constexpr double kReadBurst = 4.0;
 
 int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -110,6 +111,10 @@ struct Tracked {
   bool queued = false;  // already in this inotify batch's read list
   bool read_scheduled = false;
   Clock::time_point last_read{};
+  // Reads on inotify events come from a token bucket: a quiet log is read at once, a burst of
+  // a few writes too, and a busy log settles to one read per read_interval_ms.
+  double read_tokens = kReadBurst;
+  Clock::time_point tokens_at{};
   std::optional<parsers::Outcome> committed_outcome;
   bool read_error_logged = false;
 
@@ -284,7 +289,13 @@ class Daemon {
       auto it = files_.find(path);
       if (it == files_.end()) continue;
       Tracked& file = *it->second;
-      if (now - file.last_read >= interval) {
+      const double refill = interval.count() > 0
+                                ? std::chrono::duration<double>(now - file.tokens_at) / interval
+                                : kReadBurst;
+      file.read_tokens = std::min(kReadBurst, file.read_tokens + refill);
+      file.tokens_at = now;
+      if (file.read_tokens >= 1.0) {
+        file.read_tokens -= 1.0;
         read_file(file);
       } else if (!file.read_scheduled) {
         file.read_scheduled = true;

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Alert latency: from an OOM line's write to the webhook's receipt, on loopback.
+
+Starts a webhook receiver (Python's http.server) and `oomtriage daemon` with a webhook receiver
+pointing at it, then writes INCIDENTS crash logs one after the other (each into a new job's
+log.txt, as a crashing trainer does) and records, per incident, the time from the write of the
+OOM line to the receipt of the alert. Prints p50/p99. Usage: alert_latency.py [INCIDENTS]
+"""
+import http.server
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, "build", "oomtriage")
+OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
+       "capacity of 23.55 GiB of which 812.00 MiB is free.\n")
+received = {}
+lock = threading.Lock()
+
+
+class Receiver(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        now = time.monotonic()
+        job = body.split(b'"job":"', 1)[1].split(b'"', 1)[0].decode()
+        with lock:
+            received.setdefault(job, now)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    incidents = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    work = tempfile.mkdtemp(prefix="oomtriage-alert-bench-")
+    out = os.path.join(work, "output")
+    os.makedirs(out)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    config = os.path.join(work, "oomtriage.yaml")
+    with open(config, "w") as f:
+        f.write(f"watch:\n  - logs: {out}/*/log.txt\nalerts:\n  - type: webhook\n"
+                f"    url: http://127.0.0.1:{server.server_port}/oom\n")
+    daemon = subprocess.Popen([BINARY, "--state-dir", os.path.join(work, "state"), "daemon",
+                               "--config", config], stderr=open(os.path.join(work, "err"), "w"))
+    time.sleep(0.5)
+    written = {}
+    for i in range(incidents):
+        job = f"job{i:04d}"
+        os.makedirs(os.path.join(out, job))
+        with open(os.path.join(out, job, "log.txt"), "a") as f:
+            f.write("Running 1 job\n# Running job: " + job + "\n")
+            f.flush()
+            time.sleep(0.02)  # the job runs a moment before it crashes
+            written[job] = time.monotonic()
+            f.write(OOM)
+            f.flush()
+        deadline = time.monotonic() + 5
+        while job not in received and time.monotonic() < deadline:
+            time.sleep(0.0005)
+    daemon.terminate()
+    daemon.wait(timeout=30)
+    server.shutdown()
+    latencies = sorted((received[j] - written[j]) * 1000 for j in written if j in received)
+    missing = incidents - len(latencies)
+    p50 = latencies[len(latencies) // 2]
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    print(f"{incidents} incidents, {missing} missing: OOM line -> webhook receipt "
+          f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {latencies[-1]:.1f} ms")
+    subprocess.run(["rm", "-rf", work])
+
+
+if __name__ == "__main__":
+    main()
