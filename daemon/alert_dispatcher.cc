@@ -116,9 +116,10 @@ struct AlertDispatcher::Lane {
   explicit Lane(asio::io_context& io) : timer(io) {}
 };
 
-AlertDispatcher::AlertDispatcher(asio::io_context& io, db::Store& store, const DaemonConfig& config)
+AlertDispatcher::AlertDispatcher(asio::io_context& io, db::Store& store, const DaemonConfig& config,
+                                 Metrics* metrics)
     : io_(io), store_(store), host_(config.host.empty() ? this_host() : config.host),
-      group_seconds_(config.alert_group_seconds) {
+      group_seconds_(config.alert_group_seconds), metrics_(metrics) {
   for (const Receiver& receiver : config.alerts) {
     auto lane = std::make_unique<Lane>(io);
     lane->receiver = receiver;
@@ -219,16 +220,22 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
                    redact_url(r.url), what);
       }
     };
+    const auto count = [&](const char* result) {
+      if (metrics_) ++metrics_->alerts[{r.name, result}];
+    };
     if (response.status >= 200 && response.status < 300) {
+      count("delivered");
       (void)store_.mark_alerts(ids, "delivered", attempts, now, "");
     } else if (response.status >= 400 && response.status < 500 && response.status != 429 &&
                response.status != 408) {
+      count("failed");
       log_once(3, fmt::format("HTTP {}: the receiver refused the alert; kept as failed",
                               response.status));
       (void)store_.mark_alerts(ids, "failed", attempts, now, fmt::format("HTTP {}", response.status));
     } else {
       const std::string why = response.status ? fmt::format("HTTP {}", response.status) : response.error;
       if (now - group.front().created_at > r.retry_horizon_seconds) {
+        count("failed");
         log_once(3, "giving up after " + std::to_string(attempts) + " attempts: " + why);
         (void)store_.mark_alerts(ids, "failed", attempts, now, why);
       } else {
@@ -244,6 +251,7 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
             delay_ms = body["retry_after"].get<double>() * 1000.0;
           }
         }
+        count("retry");
         log_once(4, why + ": retrying");
         const int64_t next = now + static_cast<int64_t>(std::ceil(delay_ms / 1000.0));
         (void)store_.mark_alerts(ids, "pending", attempts, next, why);

@@ -19,6 +19,7 @@
 #include "daemon/alert_payload.h"
 #include "daemon/daemon_config.h"
 #include "daemon/http_client.h"
+#include "daemon/metrics.h"
 #include "db/store.h"
 
 namespace oomtriage::daemon {
@@ -33,7 +34,8 @@ std::string standard_webhook_signature(const std::string& secret, const std::str
 
 class AlertDispatcher {
  public:
-  AlertDispatcher(boost::asio::io_context& io, db::Store& store, const DaemonConfig& config);
+  AlertDispatcher(boost::asio::io_context& io, db::Store& store, const DaemonConfig& config,
+                  Metrics* metrics = nullptr);
   ~AlertDispatcher();
   // Builds each receiver's TLS trust store; false (with `error`) when one cannot be read.
   bool start(std::string& error);
@@ -50,6 +52,7 @@ class AlertDispatcher {
   db::Store& store_;
   std::string host_;
   int group_seconds_;
+  Metrics* metrics_;
   std::vector<std::unique_ptr<Lane>> lanes_;
 };
 

@@ -15,17 +15,22 @@
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio.hpp>
 #include <fmt/format.h>
+#include <systemd/sd-daemon.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
 
 #include "daemon/alert_dispatcher.h"
 #include "daemon/job_locator.h"
+#include "daemon/metrics.h"
+#include "daemon/metrics_server.h"
+#include "daemon/version.h"
 #include "daemon/json_output.h"
 #include "db/store.h"
 #include "parsers/log_analyzer.h"
@@ -117,6 +122,8 @@ struct Tracked {
   Clock::time_point tokens_at{};
   std::optional<parsers::Outcome> committed_outcome;
   bool read_error_logged = false;
+  uint64_t records_counted = 0;
+  uint64_t truncated_counted = 0;
 
   ~Tracked() {
     if (fd >= 0) ::close(fd);
@@ -132,7 +139,16 @@ class Daemon {
         rescan_timer_(io), settle_timer_(io), checkpoint_timer_(io), read_timer_(io), batch_timer_(io), signals_(io, SIGINT, SIGTERM, SIGHUP) {}
 
   bool start() {
-    dispatcher_ = std::make_unique<AlertDispatcher>(io_, store_, config_);
+    metrics_.version = kVersion;
+    if (!config_.metrics_listen.empty()) {
+      metrics_server_ = std::make_unique<MetricsServer>(io_, [this] { return render_metrics(); });
+      std::string error;
+      if (!metrics_server_->listen(config_.metrics_listen, error)) {
+        log_line(3, "{}", error);
+        return false;
+      }
+    }
+    dispatcher_ = std::make_unique<AlertDispatcher>(io_, store_, config_, &metrics_);
     std::string error;
     if (!dispatcher_->start(error)) {
       log_line(3, "{}", error);
@@ -154,10 +170,51 @@ class Daemon {
     wait_signals();
     log_line(6, "watching {} file(s) from {} rule(s); store ready", files_.size(),
              config_.watch.size());
+    notify(fmt::format("READY=1\nSTATUS=watching {} log(s)", files_.size()));
+    uint64_t watchdog_usec = 0;
+    if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+      watchdog_interval_ = std::chrono::microseconds(watchdog_usec / 2);
+      arm_watchdog();
+    }
+    write_textfile();
     return true;
   }
 
  private:
+  // --- service manager and metrics -----------------------------------------------------------
+  static void notify(const std::string& state) { sd_notify(0, state.c_str()); }
+
+  void arm_watchdog() {
+    watchdog_timer_.expires_after(watchdog_interval_);
+    watchdog_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      notify("WATCHDOG=1");
+      arm_watchdog();
+    });
+  }
+
+  std::string render_metrics() {
+    metrics_.files_watched = files_.size();
+    if (auto pending = store_.count_alerts("pending")) metrics_.outbox_pending = static_cast<uint64_t>(*pending);
+    return metrics_.render();
+  }
+
+  // node_exporter's textfile collector reads whole files: write aside, then rename.
+  void write_textfile() {
+    if (config_.metrics_textfile.empty()) return;
+    const std::string tmp = config_.metrics_textfile + ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      out << render_metrics();
+      if (!out) {
+        if (textfile_error_logged_++ == 0) log_line(4, "cannot write {}", tmp);
+        return;
+      }
+    }
+    std::error_code ec;
+    fs::rename(tmp, config_.metrics_textfile, ec);
+  }
+
   // --- discovery ---------------------------------------------------------------------------
   void scan_all() {
     for (const WatchRule& rule : config_.watch) {
@@ -313,6 +370,7 @@ class Daemon {
   void track(const std::string& path, const WatchRule& rule, StartAt start) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
+      if (errno != ENOENT) ++metrics_.parse_errors["unreadable_file"];
       if (errno != ENOENT && unreadable_logged_.insert(path).second) {
         log_line(4, "cannot read {}: {} (will retry on the next rescan)", path, std::strerror(errno));
       }
@@ -436,6 +494,7 @@ class Daemon {
     JobLookup lookup = locate_job(file.path, explicit_config, empty);
     Job& job = file.job;
     if (!lookup.warning.empty() && warned_configs_.insert(lookup.warning).second) {
+      ++metrics_.parse_errors["bad_job_config"];
       log_line(4, "{}", lookup.warning);
     }
     job.config = std::move(lookup.config);
@@ -489,9 +548,19 @@ class Daemon {
       }
       file.analyzer->feed(data);
       file.read_pos += data.size();
+      metrics_.bytes_read += data.size();
       budget -= std::min(budget, static_cast<size_t>(n));
     }
     std::vector<parsers::OomEvent> events = file.analyzer->take_events();
+    const uint64_t records = file.analyzer->records();
+    metrics_.records += records - std::min(records, file.records_counted);
+    file.records_counted = records;
+    const uint64_t truncated = file.analyzer->truncated_records();
+    if (truncated > file.truncated_counted) {
+      metrics_.parse_errors["record_too_long"] += truncated - file.truncated_counted;
+      log_line(4, "{}: a record longer than {} bytes was cut", file.path, parsers::kMaxRecordBytes);
+      file.truncated_counted = truncated;
+    }
     const parsers::Outcome outcome = file.analyzer->outcome_so_far();
     if (!events.empty() || outcome != file.committed_outcome) {
       commit(file, std::move(events));
@@ -551,7 +620,10 @@ class Daemon {
   void commit(Tracked& file, std::vector<parsers::OomEvent> events) {
     db::Progress progress = progress_of(file, std::move(events));
     auto result = store_.commit_progress(progress, unix_now());
-    if (result && *result > 0 && dispatcher_) dispatcher_->poke();
+    if (result && *result > 0) {
+      for (const auto& row : progress.events) ++metrics_.events[{row.kind, row.phase}];
+      if (dispatcher_) dispatcher_->poke();
+    }
     if (!result) {
       // Nothing was committed: the next read starts from the last committed offset again.
       log_line(3, "store: {}", result.error().message);
@@ -672,6 +744,8 @@ class Daemon {
       if (ec) return;
       scan_all();
       for (auto& [path, file] : files_) read_file(*file);
+      write_textfile();
+      notify(fmt::format("STATUS=watching {} log(s)", files_.size()));
       arm_rescan();
     });
   }
@@ -706,15 +780,23 @@ class Daemon {
         return;
       }
       log_line(6, "signal {}: draining {} file(s) and stopping", signal, files_.size());
+      notify("STOPPING=1");
       for (auto& [path, file] : files_) {
         read_file(*file);
         commit(*file, file->analyzer->take_events());
       }
+      write_textfile();
       io_.stop();
     });
   }
 
   void reload() {
+    notify("RELOADING=1");
+    reload_config();
+    notify(fmt::format("READY=1\nSTATUS=watching {} log(s)", files_.size()));
+  }
+
+  void reload_config() {
     if (config_.source == "inline") {
       log_line(5, "SIGHUP: the inline config has nothing to reload");
       return;
@@ -730,7 +812,7 @@ class Daemon {
       commit(*file, file->analyzer->take_events());
     }
     files_.clear();
-    auto dispatcher = std::make_unique<AlertDispatcher>(io_, store_, *fresh);
+    auto dispatcher = std::make_unique<AlertDispatcher>(io_, store_, *fresh, &metrics_);
     std::string error;
     if (!dispatcher->start(error)) {
       log_line(3, "SIGHUP: keeping the old alert receivers: {}", error);
@@ -759,6 +841,11 @@ class Daemon {
   std::vector<char> buffer_ = std::vector<char>(kReadChunk);
   std::map<std::string, std::unique_ptr<Tracked>> files_;
   std::unique_ptr<AlertDispatcher> dispatcher_;
+  Metrics metrics_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+  asio::steady_timer watchdog_timer_{io_};
+  std::chrono::microseconds watchdog_interval_{0};
+  int textfile_error_logged_ = 0;
   std::map<int, std::string> watches_;
   std::set<std::string> watched_dirs_;
   std::set<std::string> unreadable_logged_;

@@ -144,7 +144,17 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
       } else if (key == "host") {
         config.host = value.as<std::string>();
       } else if (key == "metrics") {
-        if (value["listen"]) config.metrics_listen = value["listen"].as<std::string>();
+        if (!value.IsMap()) return bad(source, value, "metrics must be a mapping");
+        for (const auto& m : value) {
+          const std::string mkey = m.first.as<std::string>();
+          if (mkey == "listen") {
+            config.metrics_listen = m.second.as<std::string>();
+          } else if (mkey == "textfile") {
+            config.metrics_textfile = m.second.as<std::string>();
+          } else {
+            return bad(source, m.first, "unknown metrics key `" + mkey + "`");
+          }
+        }
       } else {
         return bad(source, item.first, "unknown key `" + key + "`");
       }

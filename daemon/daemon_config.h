@@ -40,7 +40,8 @@ struct DaemonConfig {
   std::string state_dir;
   std::vector<WatchRule> watch;
   std::vector<Receiver> alerts;
-  std::string metrics_listen;
+  std::string metrics_listen;    // "127.0.0.1:9839": serve /metrics there
+  std::string metrics_textfile;  // write the metrics here for node_exporter's textfile collector
   int rescan_seconds = 10;
   // Recovered OOMs of one job within this window are one message (AI Toolkit skips batches in
   // bursts); a fatal OOM of the same job sends the burst at once.

@@ -17,12 +17,11 @@
 #include "daemon/fix_command.h"
 #include "daemon/report_command.h"
 #include "daemon/scan_command.h"
+#include "daemon/version.h"
 #include "db/state_dir.h"
 #include "parsers/event.h"
 
 namespace {
-
-constexpr const char* kVersion = "0.1.0";
 
 std::optional<std::string> env(const char* name) {
   const char* value = std::getenv(name);

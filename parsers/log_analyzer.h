@@ -62,6 +62,8 @@ class LogAnalyzer {
   // The outcome so far, as finish() would decide it.
   Outcome outcome_so_far() const;
   bool has_open_incident() const { return open_.has_value(); }
+  uint64_t records() const { return static_cast<uint64_t>(seq_); }
+  uint64_t truncated_records() const { return splitter_.truncated_records(); }
   Trainer trainer() const { return trainer_guess(); }
   const PrintedArguments& arguments() const { return arguments_; }
 
