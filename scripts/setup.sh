@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 packages=(
   cmake g++ ninja-build pkg-config ccache python3 logrotate
   libre2-dev libfmt-dev nlohmann-json3-dev doctest-dev libyaml-cpp-dev libcli11-dev libssl-dev
-  libsqlite3-dev libboost-dev prometheus-alertmanager curl openssl
+  libsqlite3-dev libboost-dev libsystemd-dev prometheus-alertmanager prometheus curl openssl
+  help2man systemd dpkg
 )
 
 missing=()
