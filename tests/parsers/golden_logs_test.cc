@@ -99,3 +99,29 @@ TEST_CASE("each golden log analyses to its expectation, whatever the chunking") 
   }
   CHECK(checked >= 15);
 }
+
+TEST_CASE("splitting a log at every byte of the window around an incident changes nothing") {
+  const fs::path dir = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata" / "logs";
+  for (const char* name : {"aitk_sampling_oom_step500.log", "aitk_bucket_oom_random_step_abort.log",
+                           "hf_trainer_eval_oom_two_ranks.log"}) {
+    CAPTURE(name);
+    const std::string bytes = slurp(dir / name);
+    const nlohmann::json whole = summarize(analyze_log(bytes));
+    size_t anchor = bytes.find("out of memory");
+    if (anchor == std::string::npos) anchor = bytes.find("OOM during");
+    REQUIRE(anchor != std::string::npos);
+    const size_t from = anchor > 400 ? anchor - 400 : 0;
+    const size_t to = std::min(bytes.size(), anchor + 400);
+    for (size_t cut = from; cut <= to; ++cut) {
+      LogAnalyzer analyzer;
+      analyzer.feed(std::string_view(bytes).substr(0, cut));
+      analyzer.feed(std::string_view(bytes).substr(cut));
+      const nlohmann::json split = summarize(analyzer.finish());
+      if (split != whole) {
+        CAPTURE(cut);
+        CHECK(split == whole);
+        break;
+      }
+    }
+  }
+}
