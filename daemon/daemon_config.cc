@@ -1,6 +1,8 @@
 // daemon/daemon_config.cc: YAML in, validated config out (line numbers from yaml-cpp marks).
 #include "daemon/daemon_config.h"
 
+#include "parsers/job_config.h"
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
@@ -92,6 +94,10 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
   DaemonConfig config;
   config.source = source;
   YAML::Node root;
+  std::string depth_error;
+  if (!parsers::yaml_nesting_ok(text, &depth_error)) {
+    return make_error(ErrorCode::kBadInput, source + ":" + depth_error);
+  }
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {

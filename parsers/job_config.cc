@@ -118,7 +118,9 @@ class Reader {
     error_ = it != lines_.end()
                  ? std::string(source_) + ":" + std::to_string(it->second) + ": "
                  : std::string(source_) + ": ";
-    error_ += display_path(path) + " " + reason + ", got " + value.dump();
+    // The value may hold any bytes: invalid UTF-8 is replaced, never thrown on.
+    error_ += display_path(path) + " " + reason + ", got " +
+              value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
 
   static std::string display_path(const std::string& path) {
@@ -340,8 +342,58 @@ int JobConfig::effective_batch_size() const {
   return best;
 }
 
+bool yaml_nesting_ok(std::string_view text, std::string* error) {
+  // A rough depth: indentation, "- " items opened on one line, and open flow brackets. Real
+  // configs stay far below the limit; a crafted one would otherwise exhaust the stack.
+  constexpr int kMaxDepth = 400;
+  int flow = 0;
+  int line = 1;
+  size_t i = 0;
+  while (i < text.size()) {
+    int indent = 0;
+    while (i < text.size() && text[i] == ' ') {
+      ++indent;
+      ++i;
+    }
+    int dashes = 0;
+    while (i + 1 < text.size() && text[i] == '-' && text[i + 1] == ' ') {
+      ++dashes;
+      i += 2;
+      while (i < text.size() && text[i] == ' ') ++i;
+    }
+    char quote = 0;
+    for (; i < text.size() && text[i] != '\n'; ++i) {
+      const char c = text[i];
+      if (quote) {
+        if (c == quote) quote = 0;
+      } else if (c == '"' || c == '\'') {
+        quote = c;
+      } else if (c == '[' || c == '{') {
+        ++flow;
+      } else if ((c == ']' || c == '}') && flow > 0) {
+        --flow;
+      } else if (c == '#') {
+        while (i < text.size() && text[i] != '\n') ++i;
+        break;
+      }
+      if (indent / 2 + dashes + flow > kMaxDepth) {
+        if (error) *error = std::to_string(line) + ": nested deeper than " + std::to_string(kMaxDepth) + " levels";
+        return false;
+      }
+    }
+    if (indent / 2 + dashes + flow > kMaxDepth) {
+      if (error) *error = std::to_string(line) + ": nested deeper than " + std::to_string(kMaxDepth) + " levels";
+      return false;
+    }
+    ++i;
+    ++line;
+  }
+  return true;
+}
+
 std::optional<ordered_json> yaml_to_json(std::string_view text, std::map<std::string, int>* lines,
                                          std::string* error) {
+  if (!yaml_nesting_ok(text, error)) return std::nullopt;
   try {
     const YAML::Node root = YAML::Load(std::string(text));
     return convert(root, "", lines);

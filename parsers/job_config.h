@@ -120,6 +120,10 @@ struct ConfigLoad {
 // `source` names the file in error messages.
 ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::string_view source);
 
+// Refuses documents nested deeper than any config needs, before a recursive parser sees them:
+// true when `text` is fine, else false with the line in `error`.
+bool yaml_nesting_ok(std::string_view text, std::string* error);
+
 // Converts a YAML document to JSON, remembering the line of every path ("config.process[0]...").
 // Throws nothing; returns the error in `error`.
 std::optional<nlohmann::ordered_json> yaml_to_json(std::string_view text,

@@ -594,7 +594,7 @@ std::string LogAnalyzer::checkpoint() const {
       {"job_name", job_name_},
       {"votes", trainer_votes_},
   };
-  return j.dump();
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 LogAnalyzer::LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, uint64_t offset,

@@ -1,6 +1,8 @@
 // triage/config_patch.cc: path walking over yaml-cpp's node marks, line edits, and an LCS diff.
 #include "triage/config_patch.h"
 
+#include "parsers/job_config.h"
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -85,7 +87,7 @@ std::string yaml_value(const nlohmann::json& value, char quote) {
                           s.front() != ' ' && s.back() != ' ' && s != "true" && s != "false" &&
                           s != "null" && !std::isdigit(static_cast<unsigned char>(s.front()));
     if (quote == '\'') return "'" + s + "'";
-    if (quote == '"' || !plain_ok) return value.dump();
+    if (quote == '"' || !plain_ok) return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return s;
   }
   if (value.is_array()) {
@@ -93,7 +95,7 @@ std::string yaml_value(const nlohmann::json& value, char quote) {
     for (const auto& item : value) items.push_back(yaml_value(item, 0));
     return fmt::format("[{}]", fmt::join(items, ", "));
   }
-  return value.dump();
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // End column (exclusive) of the scalar or flow collection starting at `col` on `line`.
@@ -146,8 +148,14 @@ class YamlEditor {
       return false;
     }
     YAML::Node root;
+    const std::string current = join_lines(lines_, trailing_newline_);
+    std::string depth_error;
+    if (!parsers::yaml_nesting_ok(current, &depth_error)) {
+      error = "line " + depth_error;
+      return false;
+    }
     try {
-      root = YAML::Load(join_lines(lines_, trailing_newline_));
+      root = YAML::Load(current);
     } catch (const YAML::Exception& e) {
       error = fmt::format("line {}: {}", e.mark.line + 1, e.msg);
       return false;

@@ -27,7 +27,8 @@ std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", bytes / doubl
 
 template <class T>
 std::string js(const T& value) {
-  return nlohmann::json(value).dump();
+  // Config strings may hold any bytes: invalid UTF-8 is replaced, never thrown on.
+  return nlohmann::json(value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 // How a fix changes the memory model's two parts.

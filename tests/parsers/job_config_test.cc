@@ -234,4 +234,10 @@ config:
     }
     CHECK(loaded >= 6);
   }
+  TEST_CASE("regression (fuzz): a wrong-typed value with invalid UTF-8 is an error, not a throw") {
+    const std::string yaml = "config:\n  process:\n    - datasets:\n        - resolution: \"a\xff\"\n";
+    ConfigLoad load = parse_job_config(yaml, ConfigFormat::kYaml, "c.yaml");
+    CHECK_FALSE(load.config);
+    CHECK(load.error.find("c.yaml:4: datasets[0].resolution must be an integer") == 0);
+  }
 }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh: builds the libFuzzer targets with clang (ASan + UBSan + LeakSanitizer) and runs
+# each for FUZZ_SECONDS (default 60) on seed corpora from the project's fixtures. Any crash, leak
+# or timeout fails the script and leaves the input under build-fuzz/findings/ (turn it into a
+# regression test). Usage: scripts/fuzz.sh [SECONDS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-${FUZZ_SECONDS:-60}}"
+command -v clang++ >/dev/null || { echo "fuzz: clang++ is not installed" >&2; exit 2; }
+if [[ ! -f build-fuzz/build.ninja ]]; then
+  cmake -S . -B build-fuzz -G Ninja -DOOMTRIAGE_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+ninja -C build-fuzz -j "${OOMTRIAGE_JOBS:-2}" analyzer_fuzz job_config_fuzz config_patch_fuzz \
+  daemon_config_fuzz
+
+work=$(mktemp -d /tmp/oomtriage-fuzz-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir -p build-fuzz/findings
+seed() {  # seed TARGET FILES...
+  local dir="$work/$1"
+  mkdir -p "$dir"
+  shift
+  for f in "$@"; do [[ -f $f ]] && cp "$f" "$dir/"; done
+  return 0
+}
+seed analyzer tests/testdata/logs/*.log ../shared/corpus/real-logs/*.log
+seed job_config examples/training_folder/*/config.yaml ../shared/configs/ai-toolkit/*.yaml
+seed config_patch examples/training_folder/*/config.yaml ../shared/configs/ai-toolkit/*.yaml
+seed daemon_config systemd/oomtriage.yaml
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+status=0
+for target in analyzer job_config config_patch daemon_config; do
+  echo "fuzz: ${target}_fuzz for ${seconds}s"
+  if ! ./build-fuzz/${target}_fuzz -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_len=65536 -artifact_prefix=build-fuzz/findings/${target}- "$work/$target" \
+      >"$work/$target.log" 2>&1; then
+    echo "fuzz: ${target}_fuzz FAILED" >&2
+    tail -n 40 "$work/$target.log" >&2
+    status=1
+  else
+    grep -E "^Done [0-9]+ runs" "$work/$target.log" | sed "s/^/fuzz: ${target}_fuzz: /"
+  fi
+done
+exit $status
