@@ -166,6 +166,7 @@ class Daemon {
     first_start_ = jobs && jobs->empty();
     scan_all();
     first_start_ = false;
+    drain_rotated_while_down();
     arm_rescan();
     wait_signals();
     log_line(6, "watching {} file(s) from {} rule(s); store ready", files_.size(),
@@ -443,6 +444,58 @@ class Daemon {
     Tracked& ref = *file;
     files_[path] = std::move(file);
     read_file(ref);
+  }
+
+  // A log followed before a restart may have been rotated while the daemon was down: find it
+  // beside its old name by (device, inode) and read what it got after the stored offset.
+  void drain_rotated_while_down() {
+    auto rows = store_.active_files();
+    if (!rows) return;
+    for (const db::FileRow& row : *rows) {
+      if (auto it = files_.find(row.path); it != files_.end() && it->second->file_id == row.id) {
+        continue;
+      }
+      std::optional<std::string> found;
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(fs::path(row.path).parent_path(), ec)) {
+        struct stat st {};
+        if (::stat(entry.path().c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+            static_cast<uint64_t>(st.st_dev) == row.dev && static_cast<uint64_t>(st.st_ino) == row.ino) {
+          found = entry.path().string();
+          break;
+        }
+      }
+      const WatchRule* rule = rule_for(row.path);
+      if (!found || !rule) {
+        (void)store_.set_file_state(row.id, "gone", unix_now());
+        continue;
+      }
+      Tracked file;
+      file.path = *found;
+      file.rule = rule;
+      file.fd = ::open(found->c_str(), O_RDONLY | O_CLOEXEC);
+      if (file.fd < 0) continue;
+      file.dev = row.dev;
+      file.ino = row.ino;
+      file.file_id = row.id;
+      file.generation = row.generation;
+      file.read_pos = row.offset;
+      parsers::AnalyzerOptions options;
+      options.trainer = rule->trainer;
+      file.analyzer = std::make_unique<parsers::LogAnalyzer>(options, row.analyzer_state, row.offset, row.line);
+      file.path = row.path;  // the job is named after where the log lived
+      if (!register_job(file, row.run_id)) continue;
+      if (verbose_) log_line(7, "draining {} (rotated to {} while oomtriage was down)", row.path, *found);
+      struct stat st {};
+      for (int turn = 0; turn < 4096 && ::fstat(file.fd, &st) == 0 &&
+                         static_cast<uint64_t>(st.st_size) > file.read_pos;
+           ++turn) {
+        read_file(file);
+      }
+      parsers::LogAnalysis last = file.analyzer->finish();
+      commit(file, std::move(last.events));
+      (void)store_.set_file_state(row.id, "rotated", unix_now());
+    }
   }
 
   static int64_t count_lines(int fd, uint64_t upto) {

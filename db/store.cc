@@ -310,6 +310,32 @@ Result<int64_t> Store::insert_file(const FileRow& file, int64_t now) {
   return s.integer(0);
 }
 
+Result<std::vector<FileRow>> Store::active_files() {
+  Statement s(db_,
+              "SELECT id, path, dev, ino, fingerprint, fingerprint_len, offset, job_id, run_id, "
+              "analyzer_state, generation, line FROM files WHERE state = 'active' ORDER BY id");
+  std::vector<FileRow> rows;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    FileRow row;
+    row.id = s.integer(0);
+    row.path = s.text(1);
+    row.dev = static_cast<uint64_t>(s.integer(2));
+    row.ino = static_cast<uint64_t>(s.integer(3));
+    row.fingerprint = s.text(4);
+    row.fingerprint_len = s.integer(5);
+    row.offset = static_cast<uint64_t>(s.integer(6));
+    row.job_id = s.integer(7);
+    row.run_id = s.integer(8);
+    row.analyzer_state = s.text(9);
+    row.generation = s.integer(10);
+    row.line = s.integer(11);
+    rows.push_back(std::move(row));
+  }
+  if (rc != SQLITE_DONE) return s.error("active files");
+  return rows;
+}
+
 Result<Ok> Store::set_file_state(int64_t file_id, const std::string& state, int64_t now) {
   Statement s(db_, "UPDATE files SET state = ?2, updated_at = ?3 WHERE id = ?1");
   s.bind(1, file_id).bind(2, state).bind(3, now);

@@ -144,6 +144,8 @@ class Store {
   Result<std::optional<FileRow>> find_file(uint64_t dev, uint64_t ino);
   Result<int64_t> insert_file(const FileRow& file, int64_t now);
   Result<Ok> set_file_state(int64_t file_id, const std::string& state, int64_t now);
+  // Files still marked active (followed when the daemon last ran).
+  Result<std::vector<FileRow>> active_files();
   // Offsets, events and outbox rows in one transaction. Returns the number of new events.
   Result<int64_t> commit_progress(const Progress& progress, int64_t now);
   // Several files' progress in one transaction (the daemon's once-a-second checkpoint).
