@@ -921,7 +921,7 @@ int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose)
   fs::create_directories(fs::path(store_path).parent_path(), ec);
   auto store = db::Store::open(store_path);
   if (!store) {
-    log_line(3, "{}", store.error().message);
+    log_line(3, "store {}: {}", store_path, store.error().message);
     return 2;
   }
   asio::io_context io;

@@ -45,7 +45,7 @@ std::optional<std::unique_ptr<db::Store>> open_store(const std::string& path, in
   }
   auto store = db::Store::open(path);
   if (!store) {
-    fmt::print(stderr, "oomtriage: {}\n", store.error().message);
+    fmt::print(stderr, "oomtriage: store {}: {}\n", path, store.error().message);
     exit_code = kExitEnvironment;
     return std::nullopt;
   }
