@@ -73,7 +73,15 @@ void LogAnalyzer::feed(std::string_view bytes) {
     }
     sampled_bytes_ += n;
   }
+  chunk_begin_ = bytes.data();
+  chunk_end_ = bytes.data() + bytes.size();
   splitter_.feed(bytes, [this](const Record& record) { on_record(record); });
+  // The chunk's memory is the caller's: keep the waiting frame in our own.
+  if (has_pending_frame_ && pending_frame_.data() != pending_copy_.data()) {
+    pending_copy_.assign(pending_frame_);
+    pending_frame_ = pending_copy_;
+  }
+  chunk_begin_ = chunk_end_ = nullptr;
 }
 
 std::vector<OomEvent> LogAnalyzer::take_events() {
@@ -139,7 +147,13 @@ bool LogAnalyzer::defer_frame(const Record& record) {
     const size_t n = std::min({kBarPrefixBytes, text.size(), pending_frame_.size()});
     if (pending_frame_.compare(0, n, text.data(), n) != 0) flush_pending_frame();
   }
-  pending_frame_.assign(record.text);
+  const char* p = record.text.data();
+  if (p >= chunk_begin_ && p + record.text.size() <= chunk_end_) {
+    pending_frame_ = record.text;  // valid until feed() returns
+  } else {
+    pending_copy_.assign(record.text);  // the splitter's carry buffer: copy now
+    pending_frame_ = pending_copy_;
+  }
   has_pending_frame_ = true;
   pending_seq_ = seq_;
   pending_offset_ = record.offset;
@@ -156,7 +170,8 @@ void LogAnalyzer::flush_pending_frame() {
   seq_ = pending_seq_;
   current_record_offset_ = pending_offset_;
   current_record_line_ = pending_line_;
-  process_text(pending_frame_, pending_offset_, pending_line_, 0);
+  const std::string_view frame = pending_frame_;
+  process_text(frame, pending_offset_, pending_line_, 0);
   seq_ = now;
   current_record_offset_ = now_offset;
   current_record_line_ = now_line;

@@ -106,8 +106,13 @@ class LogAnalyzer {
   std::string scratch_;
   // Consecutive frames of one bar are most of a log; only the last one before anything else
   // matters, so it waits here and is parsed when the bar changes or other text arrives.
-  std::string pending_frame_;
+  // The waiting frame is a view into the chunk being fed while it lasts (no copy per frame);
+  // it is copied into pending_copy_ only when the chunk ends.
+  std::string_view pending_frame_;
+  std::string pending_copy_;
   bool has_pending_frame_ = false;
+  const char* chunk_begin_ = nullptr;
+  const char* chunk_end_ = nullptr;
   int64_t pending_seq_ = 0;
   uint64_t pending_offset_ = 0;
   int64_t pending_line_ = 0;
