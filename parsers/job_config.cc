@@ -112,8 +112,6 @@ class Reader {
 
   void fail(const std::string& path, const std::string& reason, const ordered_json& value) {
     if (!error_.empty()) return;
-    std::string key = path;
-    const std::string prefix = "config.process[0].";
     auto it = lines_.find(path);
     error_ = it != lines_.end()
                  ? std::string(source_) + ":" + std::to_string(it->second) + ": "
