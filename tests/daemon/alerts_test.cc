@@ -139,7 +139,7 @@ TEST_SUITE("daemon::alerts") {
     CHECK(json::parse(requests[1].body)["alerts"][0]["labels"]["kind"] == "host_killed");
     CHECK(daemon.stderr_text().find("retrying") != std::string::npos);
   }
-  TEST_CASE("429 with Retry-After is honoured; 500s are retried; each alert lands once") {
+  TEST_CASE("429 with Retry-After is honoured, 500s are retried, each alert lands once") {
     HttpTestServer limited([](const ReceivedRequest&, size_t i) {
       return i == 0 ? ScriptedResponse{.status = 429, .body = "rate_limited", .retry_after = "2"} : kOk;
     });
@@ -158,7 +158,7 @@ TEST_SUITE("daemon::alerts") {
     CHECK(l[1].at - l[0].at >= 1900ms);
     CHECK(failing.count() == 3);
   }
-  TEST_CASE("a receiver that never answers times out and is retried; a slow one delays no other") {
+  TEST_CASE("a receiver that never answers times out and is retried, a slow one delays no other") {
     HttpTestServer hanging([](const ReceivedRequest&, size_t i) {
       return i == 0 ? ScriptedResponse{.hang = true} : kOk;
     });
@@ -245,7 +245,12 @@ TEST_SUITE("daemon::alerts") {
     REQUIRE(std::system(start.c_str()) == 0);
     struct Stop {
       fs::path pid;
-      ~Stop() { std::system(("kill $(cat " + pid.string() + ") 2>/dev/null").c_str()); }
+      // Kill and wait for the exit, so nothing writes into the folder while it is removed.
+      ~Stop() {
+        const std::string p = "$(cat " + pid.string() + ")";
+        std::system(("kill " + p + " 2>/dev/null; for i in $(seq 100); do kill -0 " + p +
+                     " 2>/dev/null || break; sleep 0.05; done").c_str());
+      }
     } stop{am.path / "pid"};
     const std::string query = "curl -s http://" + address + "/api/v2/alerts > " +
                               (am.path / "alerts.json").string() + " 2>/dev/null";

@@ -25,7 +25,10 @@ struct TempDir {
     char tmpl[] = "/tmp/oomtriage-test-XXXXXX";
     path = ::mkdtemp(tmpl);
   }
-  ~TempDir() { fs::remove_all(path); }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
 };
 
 std::string slurp(const fs::path& path) {

@@ -99,7 +99,7 @@ TEST_SUITE("daemon::service") {
     CHECK(messages.find("WATCHDOG=1") != std::string::npos);
     CHECK(messages.find("STOPPING=1") != std::string::npos);
   }
-  TEST_CASE("/metrics passes promtool and counts events; the textfile is written; a real Prometheus scrapes it") {
+  TEST_CASE("/metrics passes promtool and counts events, the textfile is written, a real Prometheus scrapes it") {
     TempDir dir;
     const fs::path out = dir.path / "output";
     fs::create_directories(out / "job");
@@ -143,7 +143,12 @@ TEST_SUITE("daemon::service") {
     REQUIRE(run(start) == 0);
     struct Stop {
       fs::path pid;
-      ~Stop() { std::system(("kill $(cat " + pid.string() + ") 2>/dev/null").c_str()); }
+      // Kill and wait for the exit, so nothing writes into the folder while it is removed.
+      ~Stop() {
+        const std::string p = "$(cat " + pid.string() + ")";
+        std::system(("kill " + p + " 2>/dev/null; for i in $(seq 100); do kill -0 " + p +
+                     " 2>/dev/null || break; sleep 0.05; done").c_str());
+      }
     } stop{dir.path / "prom.pid"};
     const std::string query = "curl -sf 'http://127.0.0.1:" + std::to_string(prom_port) +
                               "/api/v1/query?query=oomtriage_events_total' > " + (dir.path / "q.json").string();

@@ -25,7 +25,8 @@ struct TempStore {
   }
   ~TempStore() {
     store.reset();
-    fs::remove_all(dir);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
   }
 };
 
@@ -75,7 +76,7 @@ TEST_SUITE("db::store") {
     CHECK(*t.store->upsert_job("j", "unknown", "/out/j", 400) == job);
     CHECK((*t.store->list_jobs())[0].trainer == "ai-toolkit");
   }
-  TEST_CASE("progress, events and outbox rows commit together; an event is stored once") {
+  TEST_CASE("progress, events and outbox rows commit together, and an event is stored once") {
     TempStore t;
     const int64_t job = *t.store->upsert_job("j", "ai-toolkit", "/out/j", 100);
     const int64_t run = *t.store->start_run(job, "/out/j/log.txt", std::nullopt, 100);

@@ -45,7 +45,7 @@ TEST_SUITE("parsers::oom_figures") {
     CHECK(f.allocated_by_pytorch_bytes == 14742475244u);
     CHECK(f.reserved_unallocated_bytes == 772653711u);
   }
-  TEST_CASE("1.x format: already allocated, free, reserved in total; 'cached' is left out") {
+  TEST_CASE("1.x format: already allocated, free, reserved in total, and 'cached' is left out") {
     auto f = extract_figures(
         "CUDA out of memory. Tried to allocate 512.00 MiB (GPU 0; 12.00 GiB total capacity; 1.33 "
         "GiB already allocated; 8.57 GiB free; 1.36 GiB reserved in total by PyTorch)",

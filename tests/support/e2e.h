@@ -46,7 +46,10 @@ struct TempDir {
     char tmpl[] = "/tmp/oomtriage-e2e-XXXXXX";
     path = ::mkdtemp(tmpl);
   }
-  ~TempDir() { fs::remove_all(path); }
+  ~TempDir() {
+    std::error_code ec;  // never throw from a destructor; a leftover temp folder is harmless
+    fs::remove_all(path, ec);
+  }
 };
 
 inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit = 10s) {

@@ -100,7 +100,7 @@ TEST_SUITE("triage::config_patch") {
           "         width: 1024\n"
           " meta:\n");
   }
-  TEST_CASE("quoted strings keep their quotes; a block list becomes a flow list") {
+  TEST_CASE("quoted strings keep their quotes, and a block list becomes a flow list") {
     CHECK(patch({{"config.process[0].model.qtype", "\"qfloat8\"", "\"uint4\""},
                  {"config.process[0].datasets[0].resolution", "[512,768,1024]", "[512,768]"}}) ==
           "--- a/config.yaml\n+++ b/config.yaml\n"
