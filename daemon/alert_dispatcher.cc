@@ -1,6 +1,8 @@
 // daemon/alert_dispatcher.cc: outbox lanes, retry policy, request building, HMAC, alert test.
 #include "daemon/alert_dispatcher.h"
 
+#include "daemon/clock.h"
+
 #include <unistd.h>
 
 #include <boost/asio/post.hpp>
@@ -21,20 +23,7 @@ namespace {
 
 namespace asio = boost::asio;
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
-std::string rfc3339(int64_t unix_seconds) {
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buffer;
-}
 
 std::string this_host() {
   char name[256] = {};
@@ -202,7 +191,7 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
   const db::OutboxItem& last = group.back();
   AlertContent alert = alert_content(group.front().event_id, last.job, host_, last.trainer,
                                      last.model_family, last.log_path, last.event_json,
-                                     last.fixes_json, rfc3339(group.front().created_at));
+                                     last.fixes_json, utc_time(group.front().created_at));
   alert.grouped = static_cast<int>(group.size());
   const int64_t now = unix_now();
   HttpRequest request = alert_request(lane.receiver, alert, now);
@@ -282,7 +271,7 @@ int run_alert_test(const DaemonConfig& config, const std::optional<std::string>&
   sample.message = "CUDA out of memory. Tried to allocate 1.50 GiB. (a test alert from oomtriage)";
   sample.log_path = "/srv/ai-toolkit/output/oomtriage-test/log.txt";
   sample.line = 1234;
-  sample.starts_at = rfc3339(unix_now());
+  sample.starts_at = utc_time(unix_now());
   sample.fixes.push_back({"cheapen_previews", "Make preview samples cheaper",
                           {"config.process[0].sample.sample_steps: 30 -> 20"}, "Lower-quality previews"});
   int failures = 0;

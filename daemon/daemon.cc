@@ -27,6 +27,7 @@
 #include <set>
 
 #include "daemon/alert_dispatcher.h"
+#include "daemon/clock.h"
 #include "daemon/job_locator.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_server.h"
@@ -49,11 +50,6 @@ constexpr size_t kFingerprintBytes = 1024;
 constexpr auto kInotifyBatch = std::chrono::milliseconds(5);
 constexpr double kReadBurst = 4.0;
 
-int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // journald reads "<N>" at the start of a stderr line as the priority.
 template <class... Args>

@@ -1,6 +1,8 @@
 // daemon/report_command.cc: the store's rows back into words and JSON.
 #include "daemon/report_command.h"
 
+#include "daemon/clock.h"
+
 #include <unistd.h>
 
 #include <fmt/color.h>
@@ -22,20 +24,14 @@ namespace {
 
 using nlohmann::ordered_json;
 
+std::string when(int64_t unix_seconds) { return utc_time(unix_seconds, "%Y-%m-%d %H:%M:%SZ"); }
+
 bool color_on(ColorMode mode) {
   if (mode != ColorMode::kAuto) return mode == ColorMode::kAlways;
   const char* no_color = std::getenv("NO_COLOR");
   return ::isatty(STDOUT_FILENO) && (no_color == nullptr || *no_color == '\0');
 }
 
-std::string when(int64_t unix_seconds) {
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M:%SZ", &tm);
-  return buffer;
-}
 
 // Opens the store read-side; a missing store is "no jobs yet", not an error.
 std::optional<std::unique_ptr<db::Store>> open_store(const std::string& path, int& exit_code) {

@@ -243,15 +243,7 @@ TEST_SUITE("daemon::alerts") {
                               " --cluster.listen-address= > " + (am.path / "am.log").string() +
                               " 2>&1 & echo $! > " + (am.path / "pid").string();
     REQUIRE(std::system(start.c_str()) == 0);
-    struct Stop {
-      fs::path pid;
-      // Kill and wait for the exit, so nothing writes into the folder while it is removed.
-      ~Stop() {
-        const std::string p = "$(cat " + pid.string() + ")";
-        std::system(("kill " + p + " 2>/dev/null; for i in $(seq 100); do kill -0 " + p +
-                     " 2>/dev/null || break; sleep 0.05; done").c_str());
-      }
-    } stop{am.path / "pid"};
+    const KillOnExit stop{am.path / "pid"};
     const std::string query = "curl -s http://" + address + "/api/v2/alerts > " +
                               (am.path / "alerts.json").string() + " 2>/dev/null";
     REQUIRE(wait_until([&] { return std::system(query.c_str()) == 0; }, 15s));

@@ -9,6 +9,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/files.h"
+
+using oomtriage::testing::slurp;
 namespace fs = std::filesystem;
 
 namespace {
@@ -31,12 +34,6 @@ struct TempDir {
   }
 };
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 void write(const fs::path& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary);

@@ -141,15 +141,7 @@ TEST_SUITE("daemon::service") {
                               " --web.listen-address=127.0.0.1:" + std::to_string(prom_port) + " > " +
                               (dir.path / "prom.log").string() + " 2>&1 & echo $! > " + (dir.path / "prom.pid").string();
     REQUIRE(run(start) == 0);
-    struct Stop {
-      fs::path pid;
-      // Kill and wait for the exit, so nothing writes into the folder while it is removed.
-      ~Stop() {
-        const std::string p = "$(cat " + pid.string() + ")";
-        std::system(("kill " + p + " 2>/dev/null; for i in $(seq 100); do kill -0 " + p +
-                     " 2>/dev/null || break; sleep 0.05; done").c_str());
-      }
-    } stop{dir.path / "prom.pid"};
+    const KillOnExit stop{dir.path / "prom.pid"};
     const std::string query = "curl -sf 'http://127.0.0.1:" + std::to_string(prom_port) +
                               "/api/v1/query?query=oomtriage_events_total' > " + (dir.path / "q.json").string();
     CHECK(wait_until([&] {

@@ -12,17 +12,14 @@
 
 #include "parsers/log_analyzer.h"
 
+#include "tests/support/files.h"
+
+using oomtriage::testing::slurp;
 namespace fs = std::filesystem;
 using namespace oomtriage::parsers;
 
 namespace {
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 LogAnalysis analyze_in_chunks(std::string_view bytes, size_t chunk) {
   LogAnalyzer analyzer;

@@ -8,6 +8,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "tests/support/files.h"
+
+using oomtriage::testing::slurp;
 namespace fs = std::filesystem;
 using namespace oomtriage::parsers;
 
@@ -20,12 +23,6 @@ JobConfig load_yaml(const std::string& text) {
   return *load.config;
 }
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 }  // namespace
 

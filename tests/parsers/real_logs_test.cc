@@ -15,17 +15,14 @@
 
 #include "parsers/log_analyzer.h"
 
+#include "tests/support/files.h"
+
+using oomtriage::testing::slurp;
 namespace fs = std::filesystem;
 using namespace oomtriage::parsers;
 
 namespace {
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 // The event the label describes: the first one carrying allocator figures, else the first.
 const OomEvent* primary_event(const LogAnalysis& analysis) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "db/store.h"
+#include "tests/support/files.h"
 
 extern char** environ;
 
@@ -33,12 +34,6 @@ using namespace std::chrono_literals;
 
 inline const fs::path kGolden = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata" / "logs";
 
-inline std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 struct TempDir {
   fs::path path;
@@ -138,5 +133,16 @@ struct StoreView {
 };
 
 
+
+// Kills the process whose pid is in `pid_file` (a server a test started in the background) and
+// waits for it to exit, so nothing writes into the test's folder while it is removed.
+struct KillOnExit {
+  fs::path pid_file;
+  ~KillOnExit() {
+    const std::string pid = "$(cat " + pid_file.string() + ")";
+    std::system(("kill " + pid + " 2>/dev/null; for i in $(seq 100); do kill -0 " + pid +
+                 " 2>/dev/null || break; sleep 0.05; done").c_str());
+  }
+};
 
 }  // namespace oomtriage::testing

@@ -10,6 +10,9 @@
 
 #include "parsers/job_config.h"
 
+#include "tests/support/files.h"
+
+using oomtriage::testing::slurp;
 namespace fs = std::filesystem;
 using namespace oomtriage;
 using triage::ConfigChange;
@@ -52,12 +55,6 @@ std::string patch(const std::vector<ConfigChange>& changes) {
   return triage::unified_diff(kYaml, *result.text, "a/config.yaml", "b/config.yaml");
 }
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 }  // namespace
 

@@ -19,6 +19,9 @@
 #include "parsers/log_analyzer.h"
 #include "triage/config_patch.h"
 
+#include "tests/support/files.h"
+
+using oomtriage::testing::slurp;
 namespace fs = std::filesystem;
 using namespace oomtriage;
 using parsers::OomKind;
@@ -105,12 +108,6 @@ struct Scenario {
   std::vector<std::string> absent;
 };
 
-std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 std::string replace(std::string text, const std::string& from, const std::string& to) {
   const size_t at = text.find(from);
