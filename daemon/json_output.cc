@@ -11,6 +11,13 @@ ordered_json or_null(const std::optional<T>& value) {
   return value ? ordered_json(*value) : ordered_json(nullptr);
 }
 
+ordered_json evidence_json(const std::optional<parsers::Evidence>& evidence) {
+  if (!evidence) return nullptr;
+  return {{"line", evidence->line},
+          {"source", parsers::to_string(evidence->source)},
+          {"text", evidence->text}};
+}
+
 }  // namespace
 
 ordered_json fix_to_json(const triage::Fix& fix) {
@@ -55,7 +62,9 @@ ordered_json event_to_json(const parsers::OomEvent& event) {
           {"line", event.line},
           {"offset", event.offset},
           {"exception", or_null(event.exception)},
-          {"message", event.message}};
+          {"message", event.message},
+          {"phase_evidence", evidence_json(event.phase_evidence)},
+          {"step_evidence", evidence_json(event.step_evidence)}};
 }
 
 ordered_json scan_to_json(const std::vector<ScannedLog>& logs) {

@@ -20,6 +20,7 @@
 #include "daemon/version.h"
 #include "db/state_dir.h"
 #include "parsers/event.h"
+#include "parsers/log_analyzer.h"
 
 namespace {
 
@@ -119,6 +120,11 @@ int main(int argc, char** argv) {
   if (version_cmd->parsed()) {
     fmt::print("oomtriage {}\n", kVersion);
     return 0;
+  }
+  // A pattern that does not compile would match nothing and miss every OOM in silence.
+  if (std::string error; !parsers::parser_patterns_ok(&error)) {
+    fmt::print(stderr, "oomtriage: internal error: {}\n", error);
+    return 2;
   }
   if (alert_test_cmd->parsed()) {
     auto config = daemon::load_daemon_config(alert_config_path);

@@ -251,6 +251,13 @@ int run_report(const std::string& store_path, const std::string& name, bool json
     std::string message = event["message"].get<std::string>();
     if (message.size() > 150) message = message.substr(0, 150) + "…";
     fmt::print("     {}\n", message);
+    // Why this phase and this step: the line that showed each.
+    for (const auto& [key, what] : {std::pair{"phase_evidence", "phase"}, std::pair{"step_evidence", "step"}}) {
+      if (!event.contains(key) || !event[key].is_object()) continue;
+      const auto& evidence = event[key];
+      fmt::print("     {} from {} at line {}: {}\n", what, evidence.value("source", "?"),
+                 evidence.value("line", int64_t{0}), evidence.value("text", ""));
+    }
   }
   if (!fixes.is_discarded() && !fixes.empty()) {
     fmt::print("\n{}\n", bold("fixes for the last incident, best first"));

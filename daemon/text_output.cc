@@ -104,6 +104,12 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
     message += event.message;
     out += fmt::format("    {}\n", paint(color, fmt::fg(fmt::terminal_color::bright_black),
                                          printable(message, 160)));
+    for (const auto& [evidence, what] : {std::pair{&event.phase_evidence, "phase"},
+                                         std::pair{&event.step_evidence, "step"}}) {
+      if (!*evidence) continue;
+      out += fmt::format("    {} from {} at line {}: {}\n", what, parsers::to_string((*evidence)->source),
+                         (*evidence)->line, printable((*evidence)->text, 120));
+    }
   }
   if (!log.fixes.empty()) out += "  fixes, best first:\n";
   for (const auto& fix : log.fixes) {

@@ -2,9 +2,12 @@
 // Toolkit's exact strings, docs/formats.md §3 for the other trainers.
 #include "parsers/context_patterns.h"
 
+#include "parsers/stage_lexicon.h"
+
 #include <re2/re2.h>
 #include <re2/set.h>
 
+#include <cctype>
 #include <charconv>
 #include <memory>
 
@@ -97,9 +100,9 @@ const std::vector<ContextPattern>& context_patterns() {
        E::kNone, P::kUnknown, T::kDiffusers,
        {"File \"/w/diffusers/examples/dreambooth/train_dreambooth_lora.py\", line 9, in main"}},
       // HF transformers Trainer (and what wraps it: autotrain, LLaMA-Factory).
-      {"hf-running-training", R"(\*{5} Running training \*{5})", E::kRunStart, P::kTrainStep,
+      {"running-training", R"(\*{5} Running training \*{5})", E::kRunStart, P::kTrainStep,
        T::kUnknown, {"***** Running training *****"}},
-      {"hf-total-steps", R"(Total optimization steps = (?P<n>[\d,]+))", E::kTotalSteps,
+      {"total-steps", R"(Total optimization steps = (?P<n>[\d,]+))", E::kTotalSteps,
        P::kUnknown, T::kUnknown, {"  Total optimization steps = 1,500"}},
       {"hf-evaluation", R"(\*{5} Running (?:Evaluation|Prediction) \*{5})", E::kPhase,
        P::kSampling, T::kTransformers, {"***** Running Evaluation *****"}},
@@ -205,7 +208,8 @@ bool may_be_context(std::string_view line) {
       R"(\{'|Trainer|autotrain|llama|LLaMA|Validation|imple[Tt]uner|OneTrainer|Comfy|comfy|)"
       R"(!!!|execution\.py|training|[Ss]anity|Traceback|KeyboardInterrupt|memory summary|)"
       R"(batch size|ccumulation|gradient_checkpointing=|train_batch_size=|resolution=|)"
-      R"([Cc]omplete|finished|Stop signal|File "|File ~|frame #|Error|Exception|Interrupt)",
+      R"([Cc]omplete|finished|Stop signal|File "|File ~|frame #|Error|Exception|Interrupt|)"
+      R"([Nn]ode[ _][Tt]ype|node \d|\.py:\d+ in )",
       quiet_options());
   return RE2::PartialMatch(line, kLiterals);
 }
@@ -236,44 +240,144 @@ void match_context(std::string_view line, std::vector<ContextMatch>& out) {
   }
 }
 
-std::optional<Phase> traceback_frame_phase(std::string_view line) {
-  static const RE2 kPythonFrame(R"(^File (?:"[^"]*"|\S+), line \d+, in ([\w.<>]+))",
+Trainer rules_of(const ContextPattern& pattern) {
+  static const std::pair<std::string_view, Trainer> kPrefixes[] = {
+      {"aitk-", Trainer::kAiToolkit},          {"kohya-", Trainer::kSdScripts},
+      {"diffusers-", Trainer::kDiffusers},     {"hf-", Trainer::kTransformers},
+      {"simpletuner-", Trainer::kSimpleTuner}, {"onetrainer-", Trainer::kOneTrainer},
+      {"comfyui-", Trainer::kComfyUi},
+  };
+  for (const auto& [prefix, trainer] : kPrefixes) {
+    if (pattern.name.substr(0, prefix.size()) == prefix) return trainer;
+  }
+  return Trainer::kUnknown;
+}
+
+namespace {
+
+std::string_view last_name(std::string_view function) {
+  const size_t dot = function.rfind('.');
+  return dot == std::string_view::npos ? function : function.substr(dot + 1);
+}
+
+// "/w/sd-scripts/library/train_util.py" -> "library/train_util": the folder and the file, where a
+// module says what it is for; the rest of a path is installation detail.
+std::string_view module_tail(std::string_view path) {
+  size_t end = path.size();
+  if (const size_t dot = path.rfind('.'); dot != std::string_view::npos &&
+                                          path.find_first_of("/\\", dot) == std::string_view::npos) {
+    end = dot;
+  }
+  const size_t slash = path.find_last_of("/\\", end == 0 ? 0 : end - 1);
+  if (slash == std::string_view::npos || slash == 0) return path.substr(0, end);
+  const size_t folder = path.find_last_of("/\\", slash - 1);
+  const size_t from = folder == std::string_view::npos ? 0 : folder + 1;
+  return path.substr(from, end - from);
+}
+
+}  // namespace
+
+std::optional<FrameEvidence> traceback_frame(std::string_view line) {
+  static const RE2 kPythonFrame(R"re(^File (?:"([^"]*)"|(\S+)), line \d+, in ([\w.<>]+))re",
                                 quiet_options());
-  static const RE2 kIpythonFrame(R"(^File \S+:\d+, in ([\w.<>]+))", quiet_options());
+  static const RE2 kIpythonFrame(R"(^File (\S+):\d+, in ([\w.<>]+))", quiet_options());
+  static const RE2 kRichFrame(R"(^(?:│\s*)?(\S+\.py):\d+ in ([\w.<>]+))", quiet_options());
   static const RE2 kCppFrame(R"(^frame #\d+: (.*))", quiet_options());
-  re2::StringPiece function;
-  if (!RE2::PartialMatch(line, kPythonFrame, &function) &&
-      !RE2::PartialMatch(line, kIpythonFrame, &function) &&
-      !RE2::PartialMatch(line, kCppFrame, &function)) {
+  // What every traceback passes through: entry points and call wrappers name no stage.
+  static const RE2 kEntryPoint(
+      R"(^(?:main|run|train|fit|forward|__call__|_call_impl|_wrapped_call_impl|wrapper|inner|)"
+      R"(decorate_context|<module>|<lambda>|execute|new_func|_fn|fn|func|call|__init__|run_job|)"
+      R"(launch|start|process|_run|run_training|training|trainer|_run_stage|_run_train|_fit_impl|)"
+      R"(_call_and_handle_interrupt|get_output_data|_map_node_over_list|map_node_over_list|)"
+      R"(_async_map_node_over_list|process_inputs|wrapped_func|async_execute|run_cli|cli_main)$)",
+      quiet_options());
+  // Train-step words specific enough to stand against a marker: not the entry point "train".
+  static const RE2 kSpecificTraining(
+      R"(\b(?:backward|step|steps|loop|accumulat\w*|loss|iteration|batch|epoch|optimizer|predict)\b)",
+      quiet_options());
+  static const RE2 kDeviceMove(R"(^(?:_apply|to|cuda|_to|to_empty)$)", quiet_options());
+
+  re2::StringPiece quoted, bare, function;
+  std::string_view path;
+  bool python = false;
+  if (RE2::PartialMatch(line, kPythonFrame, &quoted, &bare, &function)) {
+    path = quoted.empty() ? std::string_view(bare) : std::string_view(quoted);
+    python = true;
+  } else if (RE2::PartialMatch(line, kIpythonFrame, &bare, &function) ||
+             RE2::PartialMatch(line, kRichFrame, &bare, &function)) {
+    path = bare;
+  } else if (RE2::PartialMatch(line, kCppFrame, &function)) {
+    const Phase phase = stage_of(function, false);
+    return FrameEvidence{phase, phase != Phase::kUnknown, false};
+  } else {
     return std::nullopt;
   }
-  // Ordered by precedence: a sampling frame inside the training loop means sampling.
-  static const std::pair<Phase, RE2*> kRules[] = {
-      {Phase::kSampling,
-       new RE2(R"(generate_images|generate_single_image|^sample$|sample_images|log_validation|)"
-               R"(validat|evaluat|^eval|prediction_step|predict_step|decode_inner|)"
-               R"(decode_first_stage|vae_decode)",
-               quiet_options())},
-      {Phase::kCacheLatents,
-       new RE2(R"(cache_latent|_cache_one_latent|encode_images)", quiet_options())},
-      {Phase::kCacheTextEmbeddings,
-       new RE2(R"(cache_text_embeddings|encode_prompt|cache_text_encoder_outputs)",
-               quiet_options())},
-      {Phase::kQuantize, new RE2(R"(quantiz)", quiet_options())},
-      {Phase::kModelLoad,
-       new RE2(R"(load_model|from_pretrained|load_checkpoint|load_state_dict|^load_|_load_model)",
-               quiet_options())},
-      {Phase::kSaving, new RE2(R"(^save|save_model|save_file|save_checkpoint|save_weights)",
-                               quiet_options())},
-      {Phase::kTrainStep,
-       new RE2(R"(backward|hook_train_loop|train_single_accumulation|predict_noise|training_step|)"
-               R"(train_step|_inner_training_loop|train_loop|^train$|\.train$)",
-               quiet_options())},
-  };
-  for (const auto& [phase, regex] : kRules) {
-    if (RE2::PartialMatch(function, *regex)) return phase;
+  const std::string_view name = last_name(function);
+  const std::string_view module = module_tail(path);
+  // A model moved to the GPU: `.to(device)` reaches torch's Module._apply.
+  if (RE2::FullMatch(name, kDeviceMove) &&
+      (module.ends_with("module") || module.ends_with("modeling_utils"))) {
+    return FrameEvidence{Phase::kModelLoad, true, false};
   }
-  return Phase::kUnknown;
+  if (!RE2::FullMatch(name, kEntryPoint)) {
+    const Phase phase = stage_of(function, false);
+    if (phase != Phase::kUnknown) {
+      const bool strong = phase != Phase::kTrainStep ||
+                          RE2::PartialMatch(stage_tokens(function), kSpecificTraining);
+      return FrameEvidence{phase, strong, false};
+    }
+  }
+  const Phase module_phase = stage_of(module, false);
+  if (module_phase != Phase::kUnknown) {
+    return FrameEvidence{module_phase, module_phase != Phase::kTrainStep, false};
+  }
+  if (name == "train" || name == "fit" || name == "training") {
+    return FrameEvidence{Phase::kTrainStep, false, python};
+  }
+  return FrameEvidence{Phase::kUnknown, false, python};
+}
+
+std::optional<Phase> traceback_frame_phase(std::string_view line) {
+  const auto frame = traceback_frame(line);
+  if (!frame) return std::nullopt;
+  return frame->phase;
+}
+
+Phase source_line_phase(std::string_view line) {
+  const Phase phase = stage_of(line, false);
+  return phase == Phase::kQuantize || phase == Phase::kModelLoad ? phase : Phase::kUnknown;
+}
+
+std::string_view node_type(std::string_view line) {
+  static const RE2 kNode(
+      R"((?i)\bnode[ _]type\W{0,6}(\w+)|\b(?:in|executing|error in|exception in|failed in) node #?\d+ \((\w+)\))",
+      quiet_options());
+  re2::StringPiece a, b;
+  if (!RE2::PartialMatch(line, kNode, &a, &b)) return {};
+  return a.empty() ? std::string_view(b) : std::string_view(a);
+}
+
+bool may_announce_stage(std::string_view line) {
+  // The first word, past leading punctuation, ends in "ing": "Caching", "Loading", "Running".
+  size_t i = 0;
+  while (i < line.size() && i < 8 && !std::isalpha(static_cast<unsigned char>(line[i]))) ++i;
+  const size_t start = i;
+  while (i < line.size() && std::isalpha(static_cast<unsigned char>(line[i]))) ++i;
+  return i - start >= 5 && line.substr(i - 3, 3) == "ing";
+}
+
+Phase announced_stage(std::string_view line) {
+  if (!may_announce_stage(line)) return Phase::kUnknown;
+  return stage_of(line.substr(0, 200), false);
+}
+
+Phase failed_stage(std::string_view line) {
+  static const RE2 kFailure(R"((?i)\bfail|\berror\b|\bexception\b|\babort|\bcrash)", quiet_options());
+  if (line.size() > 300 || line.find(".py") != std::string_view::npos ||
+      !RE2::PartialMatch(line, kFailure)) {
+    return Phase::kUnknown;
+  }
+  return stage_of(line, true);
 }
 
 bool is_exception_line(std::string_view line) {
@@ -281,6 +385,22 @@ bool is_exception_line(std::string_view line) {
       R"(^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)(?::|$))",
       quiet_options());
   return RE2::PartialMatch(line, kException);
+}
+
+}  // namespace oomtriage::parsers
+
+namespace oomtriage::parsers {
+
+bool context_patterns_ok(std::string* error) {
+  const auto& patterns = context_patterns();
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    RE2 regex(patterns[i].regex, quiet_options());
+    if (!regex.ok()) {
+      if (error) *error = "context pattern " + std::string(patterns[i].name) + ": " + regex.error();
+      return false;
+    }
+  }
+  return stage_lexicon_ok(error);
 }
 
 }  // namespace oomtriage::parsers

@@ -60,10 +60,44 @@ void match_context(std::string_view line, std::vector<ContextMatch>& out);
 // Cheap literal check: false means no row can match.
 bool may_be_context(std::string_view line);
 
-// "  File "x.py", line 3, in generate_images", IPython's "File ~/t.py:12, in Trainer.train(...)",
-// and C++ "frame #4: at::native::..._backward_...": the phase the frame's function implies.
-// nullopt when the line is no frame; Phase::kUnknown when the frame says nothing.
+// The trainer whose output a row was written from (its name's prefix: "aitk-", "kohya-", ...);
+// kUnknown for rows that hold for any trainer. The leave-one-trainer-out test switches a
+// trainer's own rows off to prove the generic evidence finds its phase and step.
+Trainer rules_of(const ContextPattern& pattern);
+
+// A traceback frame: Python's "File "x.py", line 3, in generate_images", IPython's "File
+// ~/t.py:12, in Trainer.train(...)", rich's "│ /w/train_network.py:1045 in train", C++'s
+// "frame #4: at::native::..._backward_...". The stage lexicon reads the function, then the
+// module path (its folder and file), and the caller reads the source line below a frame that
+// said nothing. `strong` is false for what every traceback shows (an entry point named "train"
+// or "main", a training script's file name): weaker than the markers before the error.
+struct FrameEvidence {
+  Phase phase = Phase::kUnknown;
+  bool strong = false;
+  bool wants_source_line = false;  // a Python frame that named no stage: its source line may
+};
+std::optional<FrameEvidence> traceback_frame(std::string_view line);
+// The phase alone, for callers that need no strength.
 std::optional<Phase> traceback_frame_phase(std::string_view line);
+// What a frame's source line adds ("self.transformer = quantize(...)", "load_file(path)"): only
+// model loading and quantizing, the stages a line of code names without ambiguity.
+Phase source_line_phase(std::string_view line);
+
+// A UI node type that names its stage: "- **Node Type:** KSampler", "Exception in node 12
+// (VAEDecode)": the type, or empty.
+std::string_view node_type(std::string_view line);
+
+// A line that announces a stage in any trainer's words: a gerund first ("Caching latents for
+// /data", "Loading Flux model", "Running validation...", "Encoding prompts"). kUnknown otherwise.
+bool may_announce_stage(std::string_view line);
+Phase announced_stage(std::string_view line);
+
+// A failure line printed after an error that names the stage that failed ("stage 'latents'
+// failed, see above", "Validation run failed at step 500"). kUnknown otherwise.
+Phase failed_stage(std::string_view line);
+
+// Whether every regex of the marker table and of the frame, node and announcement rules compiled.
+bool context_patterns_ok(std::string* error);
 
 // The final line of a Python traceback: "torch.OutOfMemoryError: ...", "KeyboardInterrupt".
 bool is_exception_line(std::string_view line);

@@ -73,6 +73,28 @@ std::optional<Trainer> trainer_from_string(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view to_string(EvidenceSource source) {
+  switch (source) {
+    case EvidenceSource::kBar: return "bar";
+    case EvidenceSource::kCounter: return "counter";
+    case EvidenceSource::kMarker: return "marker";
+    case EvidenceSource::kFrame: return "frame";
+    case EvidenceSource::kNode: return "node";
+    case EvidenceSource::kEpilogue: return "epilogue";
+    case EvidenceSource::kSaveName: return "save_name";
+  }
+  return "marker";
+}
+
+std::optional<EvidenceSource> evidence_source_from_string(std::string_view name) {
+  for (EvidenceSource s : {EvidenceSource::kBar, EvidenceSource::kCounter, EvidenceSource::kMarker,
+                           EvidenceSource::kFrame, EvidenceSource::kNode, EvidenceSource::kEpilogue,
+                           EvidenceSource::kSaveName}) {
+    if (to_string(s) == name) return s;
+  }
+  return std::nullopt;
+}
+
 bool MemoryFigures::has_any() const {
   return gpu_index || tried_to_allocate_bytes || total_capacity_bytes || free_bytes ||
          allocated_by_pytorch_bytes || reserved_unallocated_bytes || reserved_total_bytes ||

@@ -39,6 +39,9 @@ enum class Phase {
   kSaving,
 };
 
+// Where a verdict came from (the Evidence below).
+enum class EvidenceSource { kBar, kCounter, kMarker, kFrame, kNode, kEpilogue, kSaveName };
+
 enum class Outcome { kUnknown, kRunning, kCompleted, kStopped, kCrashedOom, kCrashedOther };
 
 enum class Trainer {
@@ -56,6 +59,8 @@ std::string_view to_string(OomKind kind);
 std::string_view to_string(Phase phase);
 std::string_view to_string(Outcome outcome);
 std::string_view to_string(Trainer trainer);
+std::string_view to_string(EvidenceSource source);
+std::optional<EvidenceSource> evidence_source_from_string(std::string_view name);
 std::optional<Trainer> trainer_from_string(std::string_view name);
 
 struct OtherProcess {
@@ -81,6 +86,14 @@ struct MemoryFigures {
   void fill_from(const MemoryFigures& other);
 };
 
+// Where a verdict came from, for people: the line that named the phase or showed the step.
+struct Evidence {
+  int64_t line = 0;  // 1-based
+  EvidenceSource source = EvidenceSource::kMarker;
+  std::string text;  // the line, cleaned and cut to a readable length
+  bool operator==(const Evidence&) const = default;
+};
+
 struct OomEvent {
   OomKind kind = OomKind::kCuda;
   bool recovered = false;
@@ -92,6 +105,8 @@ struct OomEvent {
   uint64_t offset = 0;  // byte offset of the record holding the message
   std::optional<std::string> exception;
   std::string message;
+  std::optional<Evidence> phase_evidence;
+  std::optional<Evidence> step_evidence;
 };
 
 // Training arguments the log itself prints (kohya, diffusers, HF Trainer); used when the job has

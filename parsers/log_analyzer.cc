@@ -13,6 +13,8 @@
 #include "parsers/oom_figures.h"
 #include "parsers/oom_patterns.h"
 #include "parsers/progress.h"
+#include "parsers/stage_lexicon.h"
+#include "parsers/step_counters.h"
 
 namespace oomtriage::parsers {
 namespace {
@@ -25,15 +27,17 @@ constexpr int64_t kTracebackLookback = 300;
 constexpr size_t kMaxMessageBytes = 4096;
 constexpr int kMaxContinuationLines = 8;
 constexpr size_t kBinarySampleBytes = 64 * 1024;
-constexpr size_t kFramePhaseHistory = 512;
+constexpr size_t kFrameHistory = 512;
+constexpr size_t kMaxBars = 32;
+constexpr size_t kEvidenceTextBytes = 200;
 
 bool is_gpu_family(OomKind kind) {
   return kind == OomKind::kCuda || kind == OomKind::kHip || kind == OomKind::kCublas ||
          kind == OomKind::kCudnn || kind == OomKind::kNccl;
 }
 
-// Higher wins when a traceback shows several phases: a sample inside the training loop is
-// sampling, a quantize inside the model load is quantize.
+// Higher wins when a traceback shows several phases, innermost activity first: a sample inside
+// the training loop is sampling, a quantize inside the model load is quantize.
 int phase_precedence(Phase phase) {
   switch (phase) {
     case Phase::kSampling: return 7;
@@ -54,6 +58,14 @@ bool starts_with(std::string_view s, std::string_view prefix) {
 
 bool is_blank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t'; });
+}
+
+std::string evidence_text(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  if (text.size() <= kEvidenceTextBytes) return std::string(text);
+  size_t cut = kEvidenceTextBytes;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+  return std::string(text.substr(0, cut)) + "\u2026";
 }
 
 bool is_binary_byte(unsigned char c) {
@@ -98,6 +110,7 @@ void LogAnalyzer::on_record(const Record& record) {
   if (open_ && seq_ - open_->last_signal_seq > kIncidentWindow) {
     close_incident();
   }
+  if (watch_ && seq_ - watch_->from_seq > 2 * kIncidentWindow) watch_.reset();
   if (config_capture_ != ConfigCapture::kDone) capture_printed_config(record.text);
   if (defer_frame(record)) {
     return;
@@ -134,7 +147,8 @@ bool LogAnalyzer::defer_frame(const Record& record) {
   constexpr size_t kBarPrefixBytes = 16;
   std::string_view text = record.text;
   while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
-  if (text.empty() || text.back() != ']' || text.size() > 1024 ||
+  // After a signal every frame counts: is it tqdm's one redraw at exit, or training going on?
+  if (text.empty() || text.back() != ']' || text.size() > 1024 || watch_ ||
       (open_ && open_->awaiting_continuation)) {
     return false;
   }
@@ -178,6 +192,8 @@ void LogAnalyzer::flush_pending_frame() {
 }
 
 void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t line, int depth) {
+  const bool source_line = source_line_next_;
+  source_line_next_ = false;
   if (is_blank(text)) {
     if (open_) open_->awaiting_continuation = false;
     return;
@@ -185,7 +201,7 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
   any_text_ = true;
   if (auto frame = parse_progress_frame(text)) {
     if (open_) open_->awaiting_continuation = false;
-    on_frame(*frame);
+    on_frame(*frame, text.substr(0, frame->end), line);
     // Output glued to the end of a frame: "...[00:00<?, ?it/s]Killed".
     if (frame->end < text.size() && depth < 8) {
       process_text(text.substr(frame->end), offset + frame->end, line, depth + 1);
@@ -194,7 +210,12 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
   }
   const bool awaiting = open_ && open_->awaiting_continuation;
   const bool oom_literal = may_mention_oom(text);
-  if (!awaiting && !oom_literal && !may_be_context(text)) {
+  const bool context_literal = may_be_context(text);
+  const bool counter_literal = may_be_counter(text);
+  const bool announcing = text.substr(0, 96).find("ing ") != std::string_view::npos;
+  // While an incident is open every line may name the stage that failed (the epilogue).
+  if (!awaiting && !oom_literal && !context_literal && !counter_literal && !announcing &&
+      !source_line && !open_) {
     return;
   }
   const CleanLine clean = clean_line(text, scratch_);
@@ -202,21 +223,53 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
     return;
   }
 
-  std::vector<ContextMatch> contexts;
-  match_context(clean.text, contexts);
-  for (const ContextMatch& match : contexts) {
-    on_context(match);
-  }
-  if (auto frame_phase = traceback_frame_phase(clean.text)) {
-    if (*frame_phase != Phase::kUnknown) {
-      frame_phases_.emplace_back(seq_, *frame_phase);
-      if (frame_phases_.size() > kFramePhaseHistory) frame_phases_.pop_front();
+  bool named_phase = false;
+  if (context_literal) {
+    std::vector<ContextMatch> contexts;
+    match_context(clean.text, contexts);
+    for (const ContextMatch& match : contexts) {
+      if (!rules_on(rules_of(*match.pattern))) continue;
+      const MarkerEffect effect = match.pattern->effect;
+      named_phase |= effect == MarkerEffect::kPhase || effect == MarkerEffect::kBaselineSample ||
+                     effect == MarkerEffect::kRunStart;
+      on_context(match, clean.text, line);
     }
+  }
+  if (auto frame = traceback_frame(clean.text)) {
+    frames_.push_back({EvidenceSource::kFrame, frame->phase, std::nullopt, seq_, line,
+                       evidence_text(clean.text), frame->strong});
+    if (frames_.size() > kFrameHistory) frames_.pop_front();
+    source_line_next_ = frame->wants_source_line;
     return;
+  }
+  if (source_line && !frames_.empty() && frames_.back().phase == Phase::kUnknown &&
+      !is_exception_line(clean.text)) {
+    // The line below a frame that said nothing: "    self.transformer = quantize(...)".
+    if (const Phase phase = source_line_phase(clean.text); phase != Phase::kUnknown) {
+      Clue& frame = frames_.back();
+      frame.phase = phase;
+      frame.strong = true;
+      frame.text = evidence_text(frame.text + " / " + std::string(clean.text));
+    }
   }
   if (traceback_seq_ >= 0 && seq_ - traceback_seq_ <= 2 * kIncidentWindow &&
       is_exception_line(clean.text)) {
     crash_seq_ = seq_;
+  }
+  if (const std::string_view type = node_type(clean.text); !type.empty()) {
+    if (const Phase phase = stage_of(type); phase != Phase::kUnknown) {
+      Clue clue{EvidenceSource::kNode, phase, std::nullopt, seq_, line, evidence_text(clean.text)};
+      if (open_ && !open_->node) open_->node = clue;
+      node_ = std::move(clue);
+    }
+  }
+  if (counter_literal) {
+    if (auto counter = match_counter(clean.text)) on_counter(*counter, clean.text, line);
+  }
+  if (!named_phase && announcing) {
+    if (const Phase phase = announced_stage(clean.text); phase != Phase::kUnknown) {
+      set_context(EvidenceSource::kMarker, phase, clean.text, line);
+    }
   }
   if (oom_literal) {
     if (auto match = match_oom(clean.text)) {
@@ -225,70 +278,189 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
         message_offset += static_cast<uint64_t>(clean.text.data() - text.data()) + match->begin;
       }
       on_signal(*match, clean.text, clean.rank, message_offset, line);
+      return;
+    }
+  }
+  if (open_ && !open_->epilogue && seq_ > open_->first_seq) {
+    if (const Phase phase = failed_stage(clean.text); phase != Phase::kUnknown) {
+      open_->epilogue =
+          Clue{EvidenceSource::kEpilogue, phase, std::nullopt, seq_, line, evidence_text(clean.text)};
     }
   }
 }
 
-void LogAnalyzer::on_frame(const ProgressFrame& frame) {
+bool LogAnalyzer::rules_on(Trainer trainer) const {
+  return trainer == Trainer::kUnknown || trainer != options_.without_rules_of;
+}
+
+void LogAnalyzer::set_context(EvidenceSource source, Phase phase, std::string_view text,
+                              int64_t line) {
+  if (phase == Phase::kUnknown) {
+    context_.reset();  // "Model Loaded": the stage it ended is over, the next one unnamed
+    return;
+  }
+  if (context_ && context_->seq == seq_ && context_->source == source && context_->phase == phase) {
+    return;
+  }
+  context_ = Clue{source, phase, std::nullopt, seq_, line, evidence_text(text)};
+}
+
+void LogAnalyzer::set_step(EvidenceSource source, int64_t step, std::string_view text,
+                           int64_t line) {
+  step_ = Clue{source, Phase::kUnknown, step, seq_, line, evidence_text(text)};
+}
+
+void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, int64_t line) {
+  const int64_t total = frame.total.value_or(-1);
   BarClass cls;
   if (frame.notebook) {
-    cls = {BarRole::kTrainingSteps, Phase::kTrainStep};
-  } else if (frame.desc == last_desc_ && !last_desc_.empty()) {
-    cls = {static_cast<BarRole>(last_desc_role_), static_cast<Phase>(last_desc_phase_)};
+    cls = {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
+  } else if (frame.desc == last_desc_ && total == last_desc_total_ && seq_ > 1) {
+    cls = last_class_;
   } else {
-    cls = classify_bar(frame.desc, job_name_, trainer_guess());
+    cls = classify_bar(frame.desc, job_name_, trainer_guess(), rules_on(trainer_guess()));
+    // A bar without a description whose total is the printed number of training steps is the
+    // training bar (HF Trainer's, and any loop over range(max_train_steps)).
+    if (cls.role == BarRole::kOther && frame.desc.empty() && frame.total &&
+        printed_total_steps_ && *frame.total == *printed_total_steps_) {
+      cls = {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
+    }
+    // HF Trainer's eval bar has no description either; its total differs from the training one.
+    if (cls.role == BarRole::kTrainingSteps && frame.desc.empty() && train_total_ &&
+        frame.total && *frame.total != *train_total_ &&
+        !(printed_total_steps_ && *frame.total == *printed_total_steps_)) {
+      cls = {BarRole::kPhase, Phase::kSampling, std::nullopt};
+    }
     last_desc_.assign(frame.desc);
-    last_desc_role_ = static_cast<int>(cls.role);
-    last_desc_phase_ = static_cast<int>(cls.phase);
+    last_desc_total_ = total;
+    last_class_ = cls;
   }
-  // HF Trainer's training bar has no description; its total is the printed number of steps.
-  if (cls.role == BarRole::kOther && frame.desc.empty() && frame.total && printed_total_steps_ &&
-      *frame.total == *printed_total_steps_) {
-    cls = {BarRole::kTrainingSteps, Phase::kTrainStep};
+
+  std::string key(frame.desc);
+  key.push_back('\x1f');
+  key.append(std::to_string(total));
+  auto bar = std::find_if(bars_.begin(), bars_.end(), [&](const Bar& b) { return b.key == key; });
+  const std::optional<int64_t> previous_n = bar != bars_.end() ? bar->n : std::nullopt;
+  const bool seen_before_signal = bar != bars_.end() && watch_ && bar->seq < watch_->from_seq;
+  if (bar == bars_.end()) {
+    if (bars_.size() >= kMaxBars) {
+      bars_.erase(std::min_element(bars_.begin(), bars_.end(),
+                                   [](const Bar& x, const Bar& y) { return x.seq < y.seq; }));
+    }
+    bars_.push_back({key, std::nullopt, -1});
+    bar = bars_.end() - 1;
   }
-  // HF Trainer's eval bar has no description either; its total differs from the training one.
-  if (cls.role == BarRole::kTrainingSteps && frame.desc.empty() && !frame.notebook &&
-      train_total_ && frame.total && *frame.total != *train_total_) {
-    cls = {BarRole::kPhase, Phase::kSampling};
-  }
+  bar->n = frame.n;
+  bar->seq = seq_;
+
+  bool step_evidence = false;
   switch (cls.role) {
     case BarRole::kTrainingSteps:
-      if (frame.n) {
-        if (!train_n_ || *frame.n > *train_n_) train_advance_seq_ = seq_;
-        train_n_ = frame.n;
-      }
+      if (frame.n && (!train_n_ || *frame.n > *train_n_)) train_advance_seq_ = seq_;
+      if (frame.n) train_n_ = frame.n;
       if (frame.total) train_total_ = frame.total;
-      train_seq_ = seq_;
-      bar_phase_ = Phase::kTrainStep;
-      bar_seq_ = seq_;
+      set_context(EvidenceSource::kBar, Phase::kTrainStep, text, line);
+      step_evidence = frame.n.has_value();
       break;
     case BarRole::kTrainingPerEpoch:
-      if (frame.n) {
-        if (!epoch_n_ || *frame.n != *epoch_n_) train_advance_seq_ = seq_;
-        epoch_n_ = frame.n;
-      }
-      bar_phase_ = Phase::kTrainStep;
-      bar_seq_ = seq_;
+      if (cls.first_epoch) first_epoch_ = cls.first_epoch;
+      if (frame.n && previous_n != frame.n) train_advance_seq_ = seq_;
+      set_context(EvidenceSource::kBar, Phase::kTrainStep, text, line);
+      // Batches of the first epoch are global steps; later epochs' are not.
+      step_evidence = frame.n && first_epoch_ == true;
+      break;
+    case BarRole::kEpochs:
+      if (frame.n) first_epoch_ = *frame.n == 0;
       break;
     case BarRole::kPhase:
-      bar_phase_ = cls.phase;
-      bar_seq_ = seq_;
+      set_context(EvidenceSource::kBar, cls.phase, text, line);
       break;
     case BarRole::kOther:
       break;
   }
-  if (train_advance_seq_ == seq_) settled_.reset();
-  // Training went on past the incident: the trainer survived it.
-  if (open_ && train_advance_seq_ == seq_ && seq_ > open_->first_seq) {
-    const auto step = open_->event.step;
-    if (cls.role == BarRole::kTrainingPerEpoch || !step || !frame.n || *frame.n > *step) {
-      open_->event.recovered = true;
-      close_incident();
+  if (step_evidence) {
+    set_step(EvidenceSource::kBar, *frame.n, text, line);
+    if (open_ && seq_ > open_->first_seq && !open_->after_bar) {
+      open_->after_bar = Clue{EvidenceSource::kBar, Phase::kTrainStep, frame.n, seq_, line,
+                              evidence_text(text)};
     }
+  }
+  // A step in the bar's postfix: "..., global_step=500, loss=0.1]".
+  if (const size_t bracket = text.rfind('['); bracket != std::string_view::npos &&
+                                              text.find("step", bracket) != std::string_view::npos) {
+    if (auto counter = match_counter(text.substr(bracket)); counter &&
+        counter->kind == CounterKind::kGlobal && counter->n) {
+      set_step(EvidenceSource::kCounter, *counter->n, text, line);
+    }
+  }
+  if (cls.role == BarRole::kTrainingSteps || cls.role == BarRole::kTrainingPerEpoch) {
+    if (train_advance_seq_ == seq_) settled_.reset();
+    watch_bar(key, previous_n, seen_before_signal, frame.n);
   }
 }
 
-void LogAnalyzer::on_context(const ContextMatch& match) {
+void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, int64_t line) {
+  switch (counter.kind) {
+    case CounterKind::kGlobal:
+    case CounterKind::kPerEpoch: {
+      if (counter.epoch) first_epoch_ = counter.first_epoch();
+      set_context(EvidenceSource::kCounter, Phase::kTrainStep, text, line);
+      if (!counter.n) break;
+      if (counter.kind == CounterKind::kGlobal || first_epoch_ == true) {
+        set_step(EvidenceSource::kCounter, *counter.n, text, line);
+      }
+      // A printed counter is a bar of its own for "did training go on".
+      const std::string key = counter.kind == CounterKind::kGlobal ? "\x1e" "counter"
+                                                                   : "\x1e" "epoch counter";
+      auto bar = std::find_if(bars_.begin(), bars_.end(), [&](const Bar& b) { return b.key == key; });
+      std::optional<int64_t> previous_n;
+      bool seen_before = false;
+      if (bar != bars_.end()) {
+        previous_n = bar->n;
+        seen_before = watch_ && bar->seq < watch_->from_seq;
+        bar->n = counter.n;
+        bar->seq = seq_;
+      } else {
+        bars_.push_back({key, counter.n, seq_});
+      }
+      if (!previous_n || *counter.n > *previous_n) train_advance_seq_ = seq_;
+      watch_bar(key, previous_n, seen_before, counter.n);
+      break;
+    }
+    case CounterKind::kEpoch:
+      first_epoch_ = counter.first_epoch();
+      break;
+    case CounterKind::kSaveName:
+      if (counter.n) set_step(EvidenceSource::kSaveName, *counter.n, text, line);
+      break;
+  }
+}
+
+void LogAnalyzer::watch_bar(const std::string& key, std::optional<int64_t> previous_n,
+                            bool seen_before, std::optional<int64_t> n) {
+  if (!watch_ || !n || seq_ <= watch_->from_seq) return;
+  auto it = std::find_if(watch_->baselines.begin(), watch_->baselines.end(),
+                         [&](const Watch::Baseline& b) { return b.key == key; });
+  if (it == watch_->baselines.end()) {
+    watch_->baselines.push_back({key, seen_before && previous_n ? *previous_n : *n, 0});
+    it = watch_->baselines.end() - 1;
+  }
+  if (*n > it->n) {
+    ++it->rises;
+    it->n = *n;
+  }
+  if (it->rises < 2) return;
+  // The same bar moved on twice: the process survived the signal and training went on.
+  went_on_seq_ = seq_;
+  watch_.reset();
+  settled_.reset();
+  if (open_) {
+    open_->event.recovered = true;
+    close_incident();
+  }
+}
+
+void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, int64_t line) {
   const ContextPattern& pattern = *match.pattern;
   if (pattern.trainer != Trainer::kUnknown) {
     ++trainer_votes_[static_cast<size_t>(pattern.trainer)];
@@ -297,14 +469,12 @@ void LogAnalyzer::on_context(const ContextMatch& match) {
     case MarkerEffect::kNone:
       break;
     case MarkerEffect::kPhase:
-      marker_phase_ = pattern.phase;
-      marker_seq_ = seq_;
-      marker_step_ = match.n;
+      set_context(EvidenceSource::kMarker, pattern.phase, text, line);
+      if (match.n) set_step(EvidenceSource::kMarker, *match.n, text, line);
       break;
     case MarkerEffect::kBaselineSample:
-      marker_phase_ = Phase::kSampling;
-      marker_seq_ = seq_;
-      marker_step_ = resume_step_.value_or(0);
+      set_context(EvidenceSource::kMarker, Phase::kSampling, text, line);
+      set_step(EvidenceSource::kMarker, resume_step_.value_or(0), text, line);
       break;
     case MarkerEffect::kResumeStep:
       resume_step_ = match.n;
@@ -312,14 +482,17 @@ void LogAnalyzer::on_context(const ContextMatch& match) {
     case MarkerEffect::kRunStart:
       if (open_) close_incident();
       settled_.reset();
+      watch_.reset();
       if (!match.job.empty() && options_.job_name.empty()) job_name_.assign(match.job);
+      last_desc_.clear();
+      last_desc_total_ = -1;
+      bars_.clear();
       train_n_.reset();
-      epoch_n_.reset();
-      train_seq_ = -1;
+      first_epoch_.reset();
+      step_.reset();
+      node_.reset();
       crash_seq_ = stop_seq_ = completed_seq_ = -1;
-      marker_phase_ = pattern.phase;
-      marker_seq_ = seq_;
-      marker_step_.reset();
+      set_context(EvidenceSource::kMarker, pattern.phase, text, line);
       break;
     case MarkerEffect::kTotalSteps:
       printed_total_steps_ = match.n;
@@ -359,19 +532,6 @@ void LogAnalyzer::on_context(const ContextMatch& match) {
   }
 }
 
-Phase LogAnalyzer::context_phase() const {
-  if (marker_seq_ > bar_seq_) return marker_phase_;
-  if (bar_seq_ >= 0) return bar_phase_;
-  return marker_phase_;
-}
-
-std::optional<int64_t> LogAnalyzer::current_step() const {
-  // A marker newer than the last training frame names the step exactly ("Saving at step 250",
-  // kohya's "generating sample images at step 500", the baseline sample = step 0).
-  if (marker_seq_ > train_seq_ && marker_step_) return marker_step_;
-  return train_n_;
-}
-
 Trainer LogAnalyzer::trainer_guess() const {
   if (options_.trainer != Trainer::kUnknown) return options_.trainer;
   size_t best = 0;
@@ -391,11 +551,16 @@ bool LogAnalyzer::can_merge(const Incident& incident, OomKind kind, const Memory
       std::find(incident.ranks.begin(), incident.ranks.end(), *rank) == incident.ranks.end()) {
     return true;
   }
-  const auto& mine = incident.event.figures.tried_to_allocate_bytes;
-  if (mine && figures.tried_to_allocate_bytes && *mine != *figures.tried_to_allocate_bytes) {
-    return false;  // two different allocations failed: two incidents
-  }
-  return true;
+  // Two different failures may ask for the same size: compare every figure both show.
+  const MemoryFigures& mine = incident.event.figures;
+  auto differs = [](const auto& a, const auto& b) { return a && b && *a != *b; };
+  return !(differs(mine.tried_to_allocate_bytes, figures.tried_to_allocate_bytes) ||
+           differs(mine.total_capacity_bytes, figures.total_capacity_bytes) ||
+           differs(mine.free_bytes, figures.free_bytes) ||
+           differs(mine.allocated_by_pytorch_bytes, figures.allocated_by_pytorch_bytes) ||
+           differs(mine.reserved_unallocated_bytes, figures.reserved_unallocated_bytes) ||
+           differs(mine.reserved_total_bytes, figures.reserved_total_bytes) ||
+           differs(mine.gpu_index, figures.gpu_index));
 }
 
 void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::optional<int> rank,
@@ -439,7 +604,6 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   OomEvent& event = incident.event;
   event.kind = match.kind;
   event.recovered = pattern.recovered;
-  event.step = current_step();
   event.total_steps = train_total_ ? train_total_
                                    : (printed_total_steps_ ? printed_total_steps_
                                                            : options_.total_steps);
@@ -453,11 +617,14 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
                                     ? traceback_seq_
                                     : seq_ - kTracebackLookback;
   incident.signal_phase = pattern.phase;
-  incident.context_phase = context_phase();
+  incident.context = context_;
+  incident.step = step_;
+  if (node_ && seq_ - node_->seq <= kTracebackLookback) incident.node = node_;
   incident.own_incident = pattern.recovered;
   incident.awaiting_continuation = pattern.allocator_message && looks_incomplete(message);
   if (rank) incident.ranks.push_back(*rank);
   open_ = std::move(incident);
+  watch_ = Watch{seq_, {}};
 }
 
 bool LogAnalyzer::try_continue_message(std::string_view line) {
@@ -480,20 +647,56 @@ bool LogAnalyzer::try_continue_message(std::string_view line) {
   return true;
 }
 
+namespace {
+
+Evidence to_evidence(const auto& clue) {
+  return Evidence{clue.line, clue.source, clue.text};
+}
+
+}  // namespace
+
+// The phase, by precedence (README "What is detected"): what the OOM line itself names; the
+// traceback's frames that name a stage (the innermost activity wins); a UI node type; a failure
+// line after the error; the newest marker, counter or bar before the error; what the traceback's
+// entry points and script names suggest; a training bar drawn after the error.
+// The step: the newest step evidence before the error (a training bar, a counter, a marker naming
+// its step, a save name); else a training bar drawn after the error (tqdm's close() at exit).
 void LogAnalyzer::close_incident() {
   Incident& incident = *open_;
   OomEvent& event = incident.event;
   Phase phase = incident.signal_phase;
-  if (phase == Phase::kUnknown) {
-    for (const auto& [seq, frame_phase] : frame_phases_) {
-      if (seq >= incident.traceback_from_seq &&
-          phase_precedence(frame_phase) > phase_precedence(phase)) {
-        phase = frame_phase;
+  if (phase != Phase::kUnknown) {
+    event.phase_evidence = Evidence{event.line, EvidenceSource::kMarker, evidence_text(event.message)};
+  }
+  auto best_frame = [&](bool strong) -> const Clue* {
+    const Clue* best = nullptr;
+    for (const Clue& frame : frames_) {
+      if (frame.seq < incident.traceback_from_seq || frame.strong != strong ||
+          frame.phase == Phase::kUnknown) {
+        continue;
       }
+      if (!best || phase_precedence(frame.phase) > phase_precedence(best->phase)) best = &frame;
+    }
+    return best;
+  };
+  auto clue_of = [](const std::optional<Clue>& clue) { return clue ? &*clue : nullptr; };
+  const Clue* const by_precedence[] = {best_frame(true),         clue_of(incident.node),
+                                       clue_of(incident.epilogue), clue_of(incident.context),
+                                       best_frame(false),        clue_of(incident.after_bar)};
+  for (const Clue* clue : by_precedence) {
+    if (phase != Phase::kUnknown) break;
+    if (clue && clue->phase != Phase::kUnknown) {
+      phase = clue->phase;
+      event.phase_evidence = to_evidence(*clue);
     }
   }
-  if (phase == Phase::kUnknown) phase = incident.context_phase;
   event.phase = phase;
+  const Clue* step = incident.step ? &*incident.step
+                                   : (incident.after_bar ? &*incident.after_bar : nullptr);
+  if (step && step->step) {
+    event.step = step->step;
+    event.step_evidence = to_evidence(*step);
+  }
   if (!event.figures.gpu_index && gpu_hint_ && gpu_hint_seq_ >= incident.first_seq) {
     event.figures.gpu_index = gpu_hint_;
   }
@@ -527,7 +730,7 @@ LogAnalysis LogAnalyzer::finish() {
 }
 
 Outcome LogAnalyzer::decide_outcome(bool had_events) const {
-  const bool progress_after_oom = train_advance_seq_ > last_event_seq_;
+  const bool progress_after_oom = went_on_seq_ > last_event_seq_;
   const bool training_finished = train_n_ && train_total_ && *train_total_ > 0 &&
                                  *train_n_ >= *train_total_;
   if (stop_seq_ >= 0 && stop_seq_ >= crash_seq_ && stop_seq_ >= last_event_seq_) {
@@ -584,20 +787,48 @@ void read_opt(const nlohmann::json& j, const char* key, std::optional<T>& out) {
 
 }  // namespace
 
+namespace {
+
+template <class Clue>
+nlohmann::json clue_json(const std::optional<Clue>& clue) {
+  if (!clue) return nullptr;
+  return {{"source", to_string(clue->source)}, {"phase", static_cast<int>(clue->phase)},
+          {"step", opt(clue->step)},           {"seq", clue->seq},
+          {"line", clue->line},                {"text", clue->text}};
+}
+
+template <class Clue>
+void read_clue(const nlohmann::json& j, const char* key, std::optional<Clue>& out) {
+  if (!j.contains(key) || !j[key].is_object()) return;
+  const nlohmann::json& c = j[key];
+  Clue clue;
+  clue.source = evidence_source_from_string(c.value("source", "")).value_or(EvidenceSource::kMarker);
+  const int phase = c.value("phase", 0);
+  clue.phase = phase >= 0 && phase <= static_cast<int>(Phase::kSaving) ? static_cast<Phase>(phase)
+                                                                        : Phase::kUnknown;
+  read_opt(c, "step", clue.step);
+  clue.seq = c.value("seq", int64_t{-1});
+  clue.line = c.value("line", int64_t{0});
+  clue.text = c.value("text", std::string());
+  out = std::move(clue);
+}
+
+}  // namespace
+
+// v2 carries the evidence (the newest context and step clue); a v1 checkpoint is read for its
+// counters and outcome only.
 std::string LogAnalyzer::checkpoint() const {
   nlohmann::json j = {
-      {"v", 1},
+      {"v", 2},
       {"seq", seq_},
       {"train_n", opt(train_n_)},
       {"train_total", opt(train_total_)},
-      {"train_seq", train_seq_},
       {"train_advance_seq", train_advance_seq_},
-      {"epoch_n", opt(epoch_n_)},
-      {"bar_phase", static_cast<int>(bar_phase_)},
-      {"bar_seq", bar_seq_},
-      {"marker_phase", static_cast<int>(marker_phase_)},
-      {"marker_seq", marker_seq_},
-      {"marker_step", opt(marker_step_)},
+      {"first_epoch", opt(first_epoch_)},
+      // A resumed analyzer re-reads the open incident from its start: give it the evidence
+      // as it stood there, not what the incident's own lines added since.
+      {"context", clue_json(open_ ? open_->context : context_)},
+      {"step", clue_json(open_ ? open_->step : step_)},
       {"resume_step", opt(resume_step_)},
       {"printed_total_steps", opt(printed_total_steps_)},
       {"crash_seq", crash_seq_},
@@ -605,6 +836,7 @@ std::string LogAnalyzer::checkpoint() const {
       {"completed_seq", completed_seq_},
       {"last_event_seq", last_event_seq_},
       {"last_event_recovered", last_event_recovered_},
+      {"went_on_seq", went_on_seq_},
       {"any_text", any_text_},
       {"job_name", job_name_},
       {"votes", trainer_votes_},
@@ -619,20 +851,14 @@ LogAnalyzer::LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, u
   sampled_bytes_ = kBinarySampleBytes;  // only the start of a file is sampled for binary bytes
   config_capture_ = ConfigCapture::kDone;
   const auto j = nlohmann::json::parse(checkpoint, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || j.value("v", 0) != 1) return;
+  const int version = j.is_object() ? j.value("v", 0) : 0;
+  if (j.is_discarded() || (version != 1 && version != 2)) return;
   // A checkpoint from an older or damaged store is ignored: the file is read with no context.
   try {
     seq_ = j.value("seq", int64_t{0});
     read_opt(j, "train_n", train_n_);
     read_opt(j, "train_total", train_total_);
-    train_seq_ = j.value("train_seq", int64_t{-1});
     train_advance_seq_ = j.value("train_advance_seq", int64_t{-1});
-    read_opt(j, "epoch_n", epoch_n_);
-    bar_phase_ = static_cast<Phase>(j.value("bar_phase", 0));
-    bar_seq_ = j.value("bar_seq", int64_t{-1});
-    marker_phase_ = static_cast<Phase>(j.value("marker_phase", 0));
-    marker_seq_ = j.value("marker_seq", int64_t{-1});
-    read_opt(j, "marker_step", marker_step_);
     read_opt(j, "resume_step", resume_step_);
     read_opt(j, "printed_total_steps", printed_total_steps_);
     crash_seq_ = j.value("crash_seq", int64_t{-1});
@@ -645,10 +871,23 @@ LogAnalyzer::LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, u
     if (j.contains("votes") && j["votes"].is_array() && j["votes"].size() == trainer_votes_.size()) {
       for (size_t i = 0; i < trainer_votes_.size(); ++i) trainer_votes_[i] = j["votes"][i].get<int>();
     }
+    if (version == 2) {
+      read_opt(j, "first_epoch", first_epoch_);
+      read_clue(j, "context", context_);
+      read_clue(j, "step", step_);
+      went_on_seq_ = j.value("went_on_seq", int64_t{-1});
+    } else {
+      went_on_seq_ = train_advance_seq_;  // v1 had no proof of training going on: keep its view
+    }
   } catch (const nlohmann::json::exception&) {
     *this = LogAnalyzer(options_);
     splitter_.start_at(offset, line);
   }
+}
+
+bool parser_patterns_ok(std::string* error) {
+  return oom_patterns_ok(error) && context_patterns_ok(error) && counter_patterns_ok(error) &&
+         progress_patterns_ok(error);
 }
 
 LogAnalysis analyze_log(std::string_view bytes, AnalyzerOptions options) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "parsers/event.h"
+#include "parsers/progress.h"
 #include "parsers/record_splitter.h"
 
 namespace oomtriage::parsers {
@@ -24,11 +25,15 @@ namespace oomtriage::parsers {
 struct OomMatch;
 struct ProgressFrame;
 struct ContextMatch;
+struct StepCounter;
 
 struct AnalyzerOptions {
   Trainer trainer = Trainer::kUnknown;  // forced when not kUnknown (scan --trainer)
   std::string job_name;                 // AI Toolkit: the training bar is described by it
   std::optional<int64_t> total_steps;   // from the job config, when the log does not print it
+  // Leaves out the rules written for this trainer's own output (tests: a trainer held out must
+  // still get its phase and step from the generic evidence).
+  Trainer without_rules_of = Trainer::kUnknown;
 };
 
 class LogAnalyzer {
@@ -68,13 +73,47 @@ class LogAnalyzer {
   const PrintedArguments& arguments() const { return arguments_; }
 
  private:
+  // A piece of evidence for the phase or the step, and where the log shows it.
+  struct Clue {
+    EvidenceSource source = EvidenceSource::kMarker;
+    Phase phase = Phase::kUnknown;
+    std::optional<int64_t> step;
+    int64_t seq = -1;
+    int64_t line = 0;
+    std::string text;
+    bool strong = true;  // frames only: an entry point or a script name is weak
+  };
+
+  // A progress bar as an object: its identity is its description and total.
+  struct Bar {
+    std::string key;
+    std::optional<int64_t> n;
+    int64_t seq = -1;
+  };
+
+  // Bars seen since the last signal: training went on only when one bar's n rises past its
+  // value at the signal, twice (one rise is the redraw tqdm's close() prints at exit).
+  struct Watch {
+    int64_t from_seq = 0;
+    struct Baseline {
+      std::string key;
+      int64_t n = 0;
+      int rises = 0;
+    };
+    std::vector<Baseline> baselines;
+  };
+
   struct Incident {
     OomEvent event;
     int64_t first_seq = 0;
     int64_t last_signal_seq = 0;
     int64_t traceback_from_seq = 0;
     Phase signal_phase = Phase::kUnknown;
-    Phase context_phase = Phase::kUnknown;
+    std::optional<Clue> context;     // the newest marker or bar before the signal
+    std::optional<Clue> step;        // the newest step evidence before the signal
+    std::optional<Clue> node;        // a UI node type
+    std::optional<Clue> epilogue;    // the first failure line after the signal naming a stage
+    std::optional<Clue> after_bar;   // a training bar first drawn after the signal
     bool own_incident = false;  // a recovered banner: never merged with other signals
     bool awaiting_continuation = false;
     int continuation_lines = 0;
@@ -88,18 +127,23 @@ class LogAnalyzer {
   bool defer_frame(const Record& record);
   void flush_pending_frame();
   void process_text(std::string_view text, uint64_t offset, int64_t line, int depth);
-  void on_frame(const ProgressFrame& frame);
-  void on_context(const ContextMatch& match);
+  void on_frame(const ProgressFrame& frame, std::string_view text, int64_t line);
+  void on_context(const ContextMatch& match, std::string_view text, int64_t line);
+  void on_counter(const StepCounter& counter, std::string_view text, int64_t line);
+  void on_frame_line(std::string_view text, int64_t line);
   void on_signal(const OomMatch& match, std::string_view line, std::optional<int> rank,
                  uint64_t offset, int64_t line_number);
   bool try_continue_message(std::string_view line);
   bool can_merge(const Incident& incident, OomKind kind, const MemoryFigures& figures,
                  std::optional<int> rank) const;
+  void watch_bar(const std::string& key, std::optional<int64_t> previous_n, bool seen_before,
+                 std::optional<int64_t> n);
+  void set_context(EvidenceSource source, Phase phase, std::string_view text, int64_t line);
+  void set_step(EvidenceSource source, int64_t step, std::string_view text, int64_t line);
   void close_incident();
   Outcome decide_outcome(bool had_events) const;
-  Phase context_phase() const;
-  std::optional<int64_t> current_step() const;
   Trainer trainer_guess() const;
+  bool rules_on(Trainer trainer) const;
 
   AnalyzerOptions options_;
   RecordSplitter splitter_;
@@ -119,26 +163,27 @@ class LogAnalyzer {
   std::string job_name_;
   int64_t seq_ = 0;  // index of the current record
 
-  // The training bar and the phase markers, each with the record index where last seen.
+  // The training bar, the bars as objects, and the evidence newest before now.
+  std::vector<Bar> bars_;
   std::optional<int64_t> train_n_;
   std::optional<int64_t> train_total_;
-  int64_t train_seq_ = -1;
   int64_t train_advance_seq_ = -1;
-  std::optional<int64_t> epoch_n_;
-  Phase bar_phase_ = Phase::kUnknown;
-  int64_t bar_seq_ = -1;
-  Phase marker_phase_ = Phase::kUnknown;
-  int64_t marker_seq_ = -1;
-  std::optional<int64_t> marker_step_;
+  std::optional<bool> first_epoch_;
+  std::optional<Clue> context_;
+  std::optional<Clue> step_;
+  std::optional<Clue> node_;
   std::optional<int64_t> resume_step_;
   std::optional<int64_t> printed_total_steps_;
   int64_t traceback_seq_ = -1;
-  std::deque<std::pair<int64_t, Phase>> frame_phases_;
+  std::deque<Clue> frames_;
+  bool source_line_next_ = false;
   std::optional<int> gpu_hint_;
   int64_t gpu_hint_seq_ = -1;
   std::string last_desc_;
-  int last_desc_role_ = 0;
-  int last_desc_phase_ = 0;
+  int64_t last_desc_total_ = -1;
+  BarClass last_class_;
+  std::optional<Watch> watch_;
+  int64_t went_on_seq_ = -1;  // where training was last seen going on after a signal
 
   // What the end of the log says.
   int64_t crash_seq_ = -1;
@@ -161,6 +206,10 @@ class LogAnalyzer {
   uint64_t binary_bytes_ = 0;
   uint64_t sampled_bytes_ = 0;
 };
+
+// Whether every regex of every parser table compiled (checked at start-up: a bad edit must fail
+// loudly, not match nothing); names the first bad one in `error`.
+bool parser_patterns_ok(std::string* error);
 
 // Convenience for tests and one-shot callers: the whole analysis of `bytes`.
 LogAnalysis analyze_log(std::string_view bytes, AnalyzerOptions options = {});

@@ -1,23 +1,100 @@
 // parsers/oom_figures.cc: the figure patterns, one per clause of the allocator messages quoted
 // in docs/formats.md §1-§2 (PyTorch 1.0 "cached", 1.4+ "reserved in total", 2.1 "capacty",
 // 2.2+ "of which", XPU without a free clause, MPS in KB/MB/GB or KiB/MiB/GiB, cudaMallocAsync).
+// Each clause is matched on its own, in any case, so an unknown clause loses nothing else.
 #include "parsers/oom_figures.h"
 
 #include <re2/re2.h>
+
+#include <utility>
+#include <vector>
 
 #include "parsers/sizes.h"
 
 namespace oomtriage::parsers {
 namespace {
 
-RE2::Options quiet_options() {
+// Every figure pattern ignores case: a UI or wrapper that re-cases the message ("cuda out of
+// memory. tried to allocate 20.00 mib") loses no figure.
+RE2::Options figure_options() {
   RE2::Options options;
   options.set_log_errors(false);
+  options.set_case_sensitive(false);
   return options;
 }
 
 #define SIZE R"((\d+bytes|\d+\.\d{2}(?:KiB|MiB|GiB)))"
 #define SIZE_MPS R"((\d+bytes|\d+\.\d{2}(?:KiB|MiB|GiB|KB|MB|GB)))"
+
+// One pattern per clause, each anchored to its own words only, so that a clause this table does
+// not know (a build's extra "X something;", "N allowed;", a private-pool note) costs nothing but
+// itself. The text they see has no whitespace (squash_whitespace).
+struct FigureRegexes {
+  // 2.1+: "Tried to allocate S. GPU N has a total capacity of S of which S is free. [Process P
+  // has S memory in use. ...] [S allowed; ]Of the allocated memory S is allocated by PyTorch,
+  // [with S allocated in private pools (e.g., CUDA Graphs), ]and S is reserved by PyTorch but
+  // unallocated." (XPU: no "of which" clause.)
+  RE2 tried{"Triedtoallocate" SIZE, figure_options()};
+  RE2 gpu{R"(GPU(\d+)hasatotalcapac|Allocationondevice(\d+))", figure_options()};
+  RE2 total{"hasatotalcapaci?tyof" SIZE, figure_options()};
+  RE2 free{"ofwhich" SIZE "isfree", figure_options()};
+  RE2 allocated{"Oftheallocatedmemory" SIZE "isallocatedbyPyTorch", figure_options()};
+  // "and S is reserved by PyTorch but unallocated", also when cut after "is" or "is res".
+  RE2 unallocated{"and" SIZE "is(?:r|$)", figure_options()};
+  RE2 process{R"((?:Process(\d+)|Includingnon-PyTorchmemory,thisprocess)has)" SIZE "memoryinuse",
+              figure_options()};
+  // 1.x: "(GPU 0; S total capacity; S already allocated; [S current active; ]S free; [S allowed; ]
+  // S reserved in total by PyTorch)" or "...; S cached)". Every clause follows a ';'.
+  RE2 old_gpu{R"(\((?:GPU|NPU)(\d+);)", figure_options()};
+  RE2 old_total{";" SIZE "totalcapacity", figure_options()};
+  RE2 old_allocated{";" SIZE "alreadyallocated", figure_options()};
+  RE2 old_free{";" SIZE "free(?:[;)]|$)", figure_options()};
+  RE2 old_reserved{";" SIZE "reservedintotal", figure_options()};
+  // cudaMallocAsync prints a table, one figure per line.
+  RE2 async_allocated{"Currentlyallocated:" SIZE, figure_options()};
+  RE2 async_requested{"Requested:" SIZE, figure_options()};
+  RE2 async_limit{"Devicelimit:" SIZE, figure_options()};
+  RE2 async_free{R"(Free\(accordingtoCUDA\):)" SIZE, figure_options()};
+  // MPS: "MPS allocated: S, other allocations: S, max allowed: S). Tried to allocate S on ..."
+  RE2 mps_allocated{"MPSallocated:" SIZE_MPS, figure_options()};
+  RE2 mps_tried{"Triedtoallocate" SIZE_MPS "on", figure_options()};
+  // What ends a complete allocator message. ComfyUI prints only "Allocation on device" (maybe
+  // with rich's "execution.py:430" after it): that is all there is.
+  RE2 complete{R"(SeedocumentationforMemoryManagement|empty_cache|)"
+               R"(PYTORCH_MPS_HIGH_WATERMARK_RATIO|(?:PyTorch\)|cached\)|pool\.|memory\.)$|)"
+               R"(^Allocationondevice(?:[\w.]+\.py:\d+)?$)",
+               figure_options()};
+
+  std::vector<std::pair<const char*, const RE2*>> all() const {
+    return {{"tried", &tried},
+            {"gpu", &gpu},
+            {"total", &total},
+            {"free", &free},
+            {"allocated", &allocated},
+            {"unallocated", &unallocated},
+            {"process", &process},
+            {"old_gpu", &old_gpu},
+            {"old_total", &old_total},
+            {"old_allocated", &old_allocated},
+            {"old_free", &old_free},
+            {"old_reserved", &old_reserved},
+            {"async_allocated", &async_allocated},
+            {"async_requested", &async_requested},
+            {"async_limit", &async_limit},
+            {"async_free", &async_free},
+            {"mps_allocated", &mps_allocated},
+            {"mps_tried", &mps_tried},
+            {"complete", &complete}};
+  }
+};
+
+#undef SIZE
+#undef SIZE_MPS
+
+const FigureRegexes& regexes() {
+  static const FigureRegexes kRegexes;
+  return kRegexes;
+}
 
 void set_size(std::optional<uint64_t>& field, std::string_view text) {
   if (auto bytes = parse_size(text)) {
@@ -32,41 +109,27 @@ std::optional<int> parse_index(std::string_view digits) {
   return value;
 }
 
-void extract_torch(std::string_view s, MemoryFigures& f) {
-  static const RE2 kTried("Triedtoallocate" SIZE, quiet_options());
-  static const RE2 kGpu(R"(GPU(\d+)hasatotalcapac|Allocationondevice(\d+))", quiet_options());
-  static const RE2 kTotal("hasatotalcapaci?tyof" SIZE, quiet_options());
-  static const RE2 kFree("ofwhich" SIZE "isfree", quiet_options());
-  static const RE2 kAllocated("Oftheallocatedmemory" SIZE "isallocatedbyPyTorch", quiet_options());
-  static const RE2 kUnallocated("isallocatedbyPyTorch,(?:with" SIZE
-                                R"(allocatedinprivatepools\(e\.g\.,CUDAGraphs\),)?and)" SIZE "is",
-                                quiet_options());
-  static const RE2 kProcess(R"((?:Process(\d+)|Includingnon-PyTorchmemory,thisprocess)has)" SIZE
-                            "memoryinuse",
-                            quiet_options());
-  // 1.x: "(GPU 0; 12.00 GiB total capacity; 1.33 GiB already allocated; 8.57 GiB free; ...)"
-  static const RE2 kOld(R"(\((?:GPU|NPU)(\d+);)" SIZE "totalcapacity;(?:" SIZE
-                        "alreadyallocated;(?:" SIZE "currentactive;)?(?:" SIZE "free;)?(?:" SIZE
-                        "allowed;)?(?:" SIZE "reservedintotal)?)?",
-                        quiet_options());
-  // cudaMallocAsync prints a table, one figure per line.
-  static const RE2 kAsyncAllocated("Currentlyallocated:" SIZE, quiet_options());
-  static const RE2 kAsyncRequested("Requested:" SIZE, quiet_options());
-  static const RE2 kAsyncLimit("Devicelimit:" SIZE, quiet_options());
-  static const RE2 kAsyncFree(R"(Free\(accordingtoCUDA\):)" SIZE, quiet_options());
-
+// Sets `field` from the first capture of `regex` in `s`, if it matches and parses.
+void find_size(std::string_view s, const RE2& regex, std::optional<uint64_t>& field) {
   re2::StringPiece text;
-  re2::StringPiece a, b, c, d, e, g;
-  if (RE2::PartialMatch(s, kTried, &text)) set_size(f.tried_to_allocate_bytes, text);
-  if (RE2::PartialMatch(s, kGpu, &text, &a)) f.gpu_index = parse_index(text.empty() ? a : text);
-  if (RE2::PartialMatch(s, kTotal, &text)) set_size(f.total_capacity_bytes, text);
-  if (RE2::PartialMatch(s, kFree, &text)) set_size(f.free_bytes, text);
-  if (RE2::PartialMatch(s, kAllocated, &text)) set_size(f.allocated_by_pytorch_bytes, text);
-  if (RE2::PartialMatch(s, kUnallocated, &a, &text)) set_size(f.reserved_unallocated_bytes, text);
+  if (RE2::PartialMatch(s, regex, &text)) set_size(field, text);
+}
+
+void extract_torch(std::string_view s, MemoryFigures& f) {
+  const FigureRegexes& re = regexes();
+  re2::StringPiece text, other;
+  find_size(s, re.tried, f.tried_to_allocate_bytes);
+  if (RE2::PartialMatch(s, re.gpu, &text, &other)) {
+    f.gpu_index = parse_index(text.empty() ? other : text);
+  }
+  find_size(s, re.total, f.total_capacity_bytes);
+  find_size(s, re.free, f.free_bytes);
+  find_size(s, re.allocated, f.allocated_by_pytorch_bytes);
+  find_size(s, re.unallocated, f.reserved_unallocated_bytes);
 
   re2::StringPiece rest(s);
   re2::StringPiece pid, size;
-  while (RE2::FindAndConsume(&rest, kProcess, &pid, &size)) {
+  while (RE2::FindAndConsume(&rest, re.process, &pid, &size)) {
     const auto bytes = parse_size(size);
     if (!bytes) continue;
     if (pid.empty()) {
@@ -76,31 +139,22 @@ void extract_torch(std::string_view s, MemoryFigures& f) {
     }
   }
 
-  if (RE2::PartialMatch(s, kOld, &text, &a, &b, &c, &d, &e, &g)) {
-    f.gpu_index = parse_index(text);
-    set_size(f.total_capacity_bytes, a);
-    set_size(f.allocated_by_pytorch_bytes, b);
-    set_size(f.free_bytes, d);
-    set_size(f.reserved_total_bytes, g);
-  }
-  if (RE2::PartialMatch(s, kAsyncAllocated, &text)) set_size(f.allocated_by_pytorch_bytes, text);
-  if (RE2::PartialMatch(s, kAsyncRequested, &text)) set_size(f.tried_to_allocate_bytes, text);
-  if (RE2::PartialMatch(s, kAsyncLimit, &text)) set_size(f.total_capacity_bytes, text);
-  if (RE2::PartialMatch(s, kAsyncFree, &text)) set_size(f.free_bytes, text);
+  if (RE2::PartialMatch(s, re.old_gpu, &text)) f.gpu_index = parse_index(text);
+  find_size(s, re.old_total, f.total_capacity_bytes);
+  find_size(s, re.old_allocated, f.allocated_by_pytorch_bytes);
+  find_size(s, re.old_free, f.free_bytes);
+  find_size(s, re.old_reserved, f.reserved_total_bytes);
+
+  find_size(s, re.async_allocated, f.allocated_by_pytorch_bytes);
+  find_size(s, re.async_requested, f.tried_to_allocate_bytes);
+  find_size(s, re.async_limit, f.total_capacity_bytes);
+  find_size(s, re.async_free, f.free_bytes);
 }
 
 void extract_mps(std::string_view s, MemoryFigures& f) {
-  static const RE2 kMps("MPSallocated:" SIZE_MPS ",otherallocations:" SIZE_MPS, quiet_options());
-  static const RE2 kTried("Triedtoallocate" SIZE_MPS "on", quiet_options());
-  re2::StringPiece allocated, other, tried;
-  if (RE2::PartialMatch(s, kMps, &allocated, &other)) {
-    set_size(f.allocated_by_pytorch_bytes, allocated);
-  }
-  if (RE2::PartialMatch(s, kTried, &tried)) set_size(f.tried_to_allocate_bytes, tried);
+  find_size(s, regexes().mps_allocated, f.allocated_by_pytorch_bytes);
+  find_size(s, regexes().mps_tried, f.tried_to_allocate_bytes);
 }
-
-#undef SIZE
-#undef SIZE_MPS
 
 }  // namespace
 
@@ -125,12 +179,21 @@ MemoryFigures extract_figures(std::string_view message, OomKind kind) {
 }
 
 bool looks_incomplete(std::string_view message) {
-  static const RE2 kComplete(
-      R"(SeedocumentationforMemoryManagement|empty_cache|PYTORCH_MPS_HIGH_WATERMARK_RATIO|)"
-      R"((?:PyTorch\)|cached\)|pool\.|memory\.)$)",
-      quiet_options());
   const std::string squashed = squash_whitespace(message);
-  return !RE2::PartialMatch(squashed, kComplete);
+  return !RE2::PartialMatch(squashed, regexes().complete);
+}
+
+bool oom_figures_ok(std::string* error) {
+  bool ok = true;
+  for (const auto& [name, regex] : regexes().all()) {
+    if (regex->ok()) continue;
+    ok = false;
+    if (error != nullptr) {
+      if (!error->empty()) error->append("; ");
+      error->append("oom_figures ").append(name).append(": ").append(regex->error());
+    }
+  }
+  return ok;
 }
 
 }  // namespace oomtriage::parsers

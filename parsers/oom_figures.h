@@ -3,7 +3,8 @@
 // Reads the allocator figures out of an OOM message: requested, capacity, free, allocated,
 // reserved, and the other processes on the GPU. The message may be hard-wrapped (terminals cut
 // mid-word: "Includ" / "ing non-PyTorch") or truncated ("is res"), so the patterns run on the
-// message with all whitespace removed, and every field is optional.
+// message with all whitespace removed, every field is optional, each clause is matched on its
+// own (an unknown clause in between loses nothing), and case is ignored.
 #pragma once
 
 #include <string>
@@ -21,5 +22,9 @@ std::string squash_whitespace(std::string_view text);
 
 // True when an allocator message still lacks its closing text, so the next line may continue it.
 bool looks_incomplete(std::string_view message);
+
+// True when every figure pattern compiled; otherwise false, and `error` (if not null) names each
+// bad pattern with RE2's reason. For a start-up check.
+bool oom_figures_ok(std::string* error);
 
 }  // namespace oomtriage::parsers

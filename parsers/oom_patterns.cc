@@ -3,7 +3,9 @@
 #include "parsers/oom_patterns.h"
 
 #include <re2/re2.h>
+#include <re2/set.h>
 
+#include <algorithm>
 #include <memory>
 
 namespace oomtriage::parsers {
@@ -15,13 +17,57 @@ RE2::Options quiet_options() {
   return options;
 }
 
+bool equals_upper(std::string_view text, std::string_view upper) {
+  if (text.size() != upper.size()) return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+    if (c != upper[i]) return false;
+  }
+  return true;
+}
+
+// The device word of a message, in any case ("HIP", "hip"), or TensorFlow's device type.
 OomKind kind_for_device(std::string_view dev, OomKind fallback) {
-  if (dev == "HIP") return OomKind::kHip;
-  if (dev == "XPU" || dev == "DPCPP") return OomKind::kXpu;
+  if (equals_upper(dev, "HIP")) return OomKind::kHip;
+  if (equals_upper(dev, "XPU") || equals_upper(dev, "DPCPP")) return OomKind::kXpu;
+  if (equals_upper(dev, "MPS")) return OomKind::kMps;
+  if (equals_upper(dev, "CPU")) return OomKind::kHostMemoryError;
   return fallback;
 }
 
 }  // namespace
+
+// Trainer-caught OOMs, in any trainer's words: an OOM token beside a back-off verb. The token
+// tolerates a first letter lost to a tqdm redraw ("OM Detected", "ut of memory").
+#define OOM_TOKEN R"((?:\bOOM\b|\bOM [Dd]etected\b|(?i:\bo?ut of memory\b)|OutOfMemory))"
+// Progressive or past forms only: the imperative ("reduce the batch size") is advice.
+#define BACKOFF_VERB                                                                            \
+  R"((?i:\b(?:reducing|reduced to|retrying|re-trying|retry|skipping|skipped|skip|halving|)"     \
+  R"(halved to|decreasing|decreased to|lowering|lowered to|fall(?:ing)? back|fell back|)"       \
+  R"(trying (?:again )?with (?:a )?smaller|trying (?:a )?smaller batch|trying batch size \d+)\b))"
+// The token and the verb within a clause's reach of each other, in either order.
+#define BACKOFF_CORE \
+  "(?:" OOM_TOKEN ".{0,60}?" BACKOFF_VERB "|" BACKOFF_VERB ".{0,60}?" OOM_TOKEN ")"
+// What turns such a line into something else: advice and negation ("try reducing", "we
+// recommend decreasing", "not retrying"), giving up or a failed retry ("cudaMalloc retry failed:
+// out of memory" is fatal), and Python source quoting the message
+// (`if "out of memory" in str(e):`, `print("OOM, skipping")`).
+#define BACKOFF_VETO                                                                            \
+  R"((?i:\b(?:try|consider|please|recommend\w*|suggest\w*|should|could|you (?:can|may|might)|)" \
+  R"(need to|not|no longer|cannot|can't|couldn't|unable to|failed to|without)\s+(?:\w+\s+){0,2}?)" \
+  R"((?:reduc|retry|re-try|skip|halv|decreas|lower|fall)|)"                                   \
+  R"(\b(?:giving up|gave up|give up|no more retries|out of retries|retries exhausted)\b|)"      \
+  R"(\bretry(?: \d+(?:/\d+)?)? failed\b|)"                                                     \
+  R"(["'](?:cuda |hip )?(?:oom|out of memory|ran out of memory)["']))"                         \
+  R"(|\bin str\(|\b(?:print|warn|\w+\.(?:debug|info|warning|error|exception|critical))\()"   \
+  R"(|^\s*(?:if|elif|except|raise|assert|return|while|for|def)\b)"
+#define SAMPLING_WORDS                                                                          \
+  R"((?i:VAE decod|\bduring (?:sampling|validation|evaluation|inference|generation)\b|)"        \
+  R"(\b(?:generating|sampling) (?:samples?|images?|previews?)\b|)"                             \
+  R"(\bvalidation (?:steps?|batch(?:es)?|images?|samples?)\b))"
+#define TRAIN_WORDS \
+  R"((?i:\btrain(?:ing)? (?:step|batch|iteration)|\bduring training\b|\bin training loop\b))"
 
 const std::vector<OomPattern>& oom_patterns() {
   static const std::vector<OomPattern> kPatterns = {
@@ -38,9 +84,69 @@ const std::vector<OomPattern>& oom_patterns() {
        .phase = Phase::kTrainStep,
        .samples = {"Error running job: OOM during training step 3 times in a row, aborting training",
                    "RuntimeError: OOM during training step 3 times in a row, aborting training"}},
+      {.name = "vae-decode-retry",
+       .kind = OomKind::kCuda,
+       .regex = R"(Ran out of memory when regular VAE decoding)",
+       .recovered = true,
+       .phase = Phase::kSampling,
+       .samples = {"Warning: Ran out of memory when regular VAE decoding, retrying with tiled VAE "
+                   "decoding."}},
+      {.name = "oom-backoff-sampling",
+       .kind = OomKind::kCuda,
+       .regex = BACKOFF_CORE,
+       .also = SAMPLING_WORDS,
+       .veto = BACKOFF_VETO,
+       .recovered = true,
+       .phase = Phase::kSampling,
+       .samples = {"Ran out of memory during VAE decoding, retrying with tiled decode",
+                   "WARNING: OOM while generating samples at step 500, skipping sample generation",
+                   "Out of memory during validation, skipping validation images for this epoch"}},
+      {.name = "oom-backoff-train-step",
+       .kind = OomKind::kCuda,
+       .regex = BACKOFF_CORE,
+       .also = TRAIN_WORDS,
+       .veto = BACKOFF_VETO,
+       .recovered = true,
+       .phase = Phase::kTrainStep,
+       .samples = {"OOM during training step 120, skipping batch",
+                   "CUDA out of memory in train step 57, retrying with batch size 2",
+                   "Skipping training batch 17 after OOM"}},
+      {.name = "oom-backoff-allocator",
+       .kind = OomKind::kCuda,
+       // The allocator message itself, then the trainer's back-off: keep its figures.
+       .regex = R"((?i)\b(?P<dev>CUDA|HIP|XPU|NPU|MUSA|DPCPP|DIPU) out of memory\. Tried to )"
+                R"(allocate.*)" BACKOFF_VERB,
+       .veto = BACKOFF_VETO,
+       .recovered = true,
+       .allocator_message = true,
+       .samples = {"Caught CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+                   "capacity of 23.55 GiB of which 1.02 GiB is free. Retrying with batch size 4",
+                   "HIP out of memory. Tried to allocate 512.00 MiB (GPU 0; 15.98 GiB total "
+                   "capacity; 14.90 GiB already allocated) -- reducing batch size to 8"}},
+      {.name = "oom-backoff",
+       .kind = OomKind::kCuda,
+       .regex = R"((?:\b(?P<dev>CUDA|HIP|XPU|MPS)(?: backend)? )?)" OOM_TOKEN ".{0,60}?"
+                BACKOFF_VERB "|" BACKOFF_VERB ".{0,60}?" OOM_TOKEN,
+       .veto = BACKOFF_VETO,
+       .recovered = true,
+       .samples = {"OOM Detected, reducing batch/grad size to 2",
+                   "OM Detected, reducing batch/grad size",
+                   "CUDA out of memory, retrying with batch size 4",
+                   "Ran out of memory, skipping this batch",
+                   "WARNING: OOM at step 120, skipping batch",
+                   "ut of memory, trying batch size 8",
+                   "Reducing batch size to 16 after OOM",
+                   "Caught torch.OutOfMemoryError, falling back to CPU offload for the text "
+                   "encoder",
+                   "HIP out of memory, retrying with batch size 2"}},
+      {.name = "accelerate-no-batch-size",
+       .kind = OomKind::kCuda,
+       // find_executable_batch_size gives up: every batch size down to 1 ran out of memory.
+       .regex = R"(No executable batch size found, reached zero)",
+       .samples = {"RuntimeError: No executable batch size found, reached zero."}},
       {.name = "mps-allocator",
        .kind = OomKind::kMps,
-       .regex = R"(MPS backend out of memory)",
+       .regex = R"((?i)MPS backend out of memory)",
        .allocator_message = true,
        .samples = {"RuntimeError: MPS backend out of memory (MPS allocated: 33.48 GB, other "
                    "allocations: 2.45 GB, max allowed: 36.27 GB). Tried to allocate 600.15 MB on "
@@ -52,7 +158,8 @@ const std::vector<OomPattern>& oom_patterns() {
        .kind = OomKind::kCuda,
        // Every PyTorch era: "(GPU 0; ..." (1.x), "GPU 0 has a total capacty" (2.1), "capacity"
        // (2.2+). Anchor on the prefix only: logs truncate and wrap the rest.
-       .regex = R"((?P<dev>CUDA|HIP|XPU|NPU|MUSA|DPCPP|DIPU) out of memory(?:\.|\s*$| \())",
+       // Any case: logs re-cased by a UI or a shouting wrapper ("CUDA OUT OF MEMORY").
+       .regex = R"((?i)\b(?P<dev>CUDA|HIP|XPU|NPU|MUSA|DPCPP|DIPU) out of memory(?:\.|\s*$| \())",
        .allocator_message = true,
        .samples =
            {"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 5.06 GiB. GPU 0 has a "
@@ -66,10 +173,14 @@ const std::vector<OomPattern>& oom_patterns() {
             "torch.OutOfMemoryError: XPU out of memory. Tried to allocate 8.00 GiB. GPU 0 has a "
             "total capacity of 15.11 GiB. Of the allocated memory 0 bytes is allocated by PyTorch",
             "ERROR:root:Failed to execute the training process: CUDA out of memory. Tried to "
-            "allocate more than 1EB memory."}},
+            "allocate more than 1EB memory.",
+            "cuda out of memory. tried to allocate 20.00 mib (gpu 0; 7.79 gib total capacity)",
+            "RUNTIMEERROR: CUDA OUT OF MEMORY",
+            "Training failed with error 'CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 "
+            "has a total capacity of 23.55 GiB of which 1.02 GiB is free.'"}},
       {.name = "generic-allocator",
        .kind = OomKind::kCuda,
-       .regex = R"((?:^|[^A-Za-z])Out of memory\. Tried to allocate)",
+       .regex = R"((?:^|[^A-Za-z])(?i:Out of memory\. Tried to allocate))",
        .allocator_message = true,
        .samples = {"torch.OutOfMemoryError: Out of memory. Tried to allocate 2.00 GiB. GPU 0 has "
                    "a total capacity of 23.55 GiB of which 1.02 GiB is free."}},
@@ -108,12 +219,13 @@ const std::vector<OomPattern>& oom_patterns() {
                    "node1:1:2 [0] alloc.h:112 NCCL WARN Failed to CUDA malloc 1048576 bytes"}},
       {.name = "cuda-runtime",
        .kind = OomKind::kCuda,
-       .regex = R"((?P<dev>CUDA|HIP) error: out of memory)",
+       .regex = R"((?i)\b(?P<dev>CUDA|HIP) error: out of memory)",
        .samples = {"RuntimeError: CUDA error: out of memory",
                    "torch.AcceleratorError: CUDA error: out of memory",
                    "RuntimeError: HIP error: out of memory",
                    "CUDA error: out of memory CUDA kernel errors might be asynchronously reported at "
-                   "some other API call"}},
+                   "some other API call",
+                   "ERROR: job 42 exited: \"RuntimeError: CUDA error: out of memory\""}},
       {.name = "cuda-error-name",
        .kind = OomKind::kCuda,
        .regex = R"(cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY)",
@@ -126,6 +238,36 @@ const std::vector<OomPattern>& oom_patterns() {
        .regex = R"(hipErrorOutOfMemory)",
        .samples = {"Search for `hipErrorOutOfMemory' in https://rocm.docs.amd.com/projects/HIP/"
                    "en/latest/index.html for more information."}},
+      {.name = "tensorflow-oom",
+       .kind = OomKind::kCuda,
+       // TensorFlow's allocate_tensor failure; the device named in it refines the kind
+       // (device:CPU is host memory).
+       .regex = R"(OOM when allocating tensor(?:.{0,300}?device:(?P<dev>[A-Z]+):\d+)?)",
+       .samples = {"tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when "
+                   "allocating tensor with shape[32,64,112,112] and type float on "
+                   "/job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc",
+                   "(0) Resource exhausted:  OOM when allocating tensor with shape[8,512,64,64] "
+                   "and type half on /job:localhost/replica:0/task:0/device:GPU:0 by allocator "
+                   "GPU_0_bfc",
+                   "Resource exhausted: OOM when allocating tensor with shape[1024,1024]"}},
+      {.name = "mxnet-caffe-cudamalloc",
+       .kind = OomKind::kCuda,
+       // MXNet's pooled storage manager; Caffe's CUDA_CHECK (2 = cudaErrorMemoryAllocation).
+       .regex = R"(cudaMalloc(?:Host|Managed)?(?: retry)? failed: out of memory|)"
+                R"(cudaSuccess \(2 vs\. 0\))",
+       .samples = {"[19:27:22] src/storage/./pooled_storage_manager.h:108: cudaMalloc failed: "
+                   "out of memory",
+                   "mxnet.base.MXNetError: [09:37:52] src/storage/./pooled_storage_manager.h:157: "
+                   "cudaMalloc retry failed: out of memory",
+                   "F0312 10:11:12.123456  1234 syncedmem.cpp:71] Check failed: error == "
+                   "cudaSuccess (2 vs. 0)  out of memory"}},
+      {.name = "theano-device-memory",
+       .kind = OomKind::kCuda,
+       .regex = R"(Error allocating \d+ bytes of device memory \(out of memory\))",
+       .samples = {"MemoryError: Error allocating 1073741824 bytes of device memory (out of "
+                   "memory).",
+                   "MemoryError: ('Error allocating 240000000 bytes of device memory (out of "
+                   "memory).', \"you might consider using 'theano.shared(..., borrow=True)'\")"}},
       {.name = "thc-check",
        .kind = OomKind::kCuda,
        .regex = R"(THCudaCheck FAIL file=\S+ line=\d+ error=2 : out of memory)",
@@ -145,13 +287,6 @@ const std::vector<OomPattern>& oom_patterns() {
        .kind = OomKind::kCuda,
        .regex = R"(^Error out of memory at line \d+ in file )",
        .samples = {"Error out of memory at line 559 in file /src/csrc/pythonInterface.cpp"}},
-      {.name = "vae-decode-retry",
-       .kind = OomKind::kCuda,
-       .regex = R"(Ran out of memory when regular VAE decoding)",
-       .recovered = true,
-       .phase = Phase::kSampling,
-       .samples = {"Warning: Ran out of memory when regular VAE decoding, retrying with tiled VAE "
-                   "decoding."}},
       {.name = "oom-class-only",
        .kind = OomKind::kCuda,
        // IPython's header and a bare class line: the message itself may be cut off.
@@ -198,6 +333,45 @@ const std::vector<OomPattern>& oom_patterns() {
        .samples = {"MemoryError", "MemoryError: Unable to allocate 3.00 GiB for an array",
                    "RuntimeError: [enforce fail at alloc_cpu.cpp:114] . DefaultCPUAllocator: "
                    "can't allocate memory: you tried to allocate 1125899906842624 bytes."}},
+      {.name = "torch7-not-enough-memory",
+       .kind = OomKind::kHostMemoryError,
+       // Torch7 / PyTorch <= 0.4's TH allocator.
+       .regex = R"(Torch: not enough memory: you tried to allocate)",
+       .samples = {"RuntimeError: $ Torch: not enough memory: you tried to allocate 0GB. Buy new "
+                   "RAM! at /pytorch/aten/src/TH/THGeneral.cpp:201"}},
+      {.name = "cpp-bad-alloc",
+       .kind = OomKind::kHostMemoryError,
+       // An uncaught C++ std::bad_alloc (libtorch, a C++ extension), or one translated by pybind;
+       // not a line of C++ source that handles one.
+       .regex = R"(std::bad_alloc\b)",
+       .veto = R"(\bcatch\s*\(|\bconst std::bad_alloc|std::bad_alloc\s*&)",
+       .samples = {"terminate called after throwing an instance of 'std::bad_alloc'",
+                   "  what():  std::bad_alloc", "std::bad_alloc",
+                   "RuntimeError: std::bad_alloc"}},
+      {.name = "numpy-array-memoryerror",
+       .kind = OomKind::kHostMemoryError,
+       // numpy's _ArrayMemoryError (and 1.16's MemoryError) text, with or without the class.
+       .regex = R"(Unable to allocate (?:\d+(?:\.\d+)? ?(?:[KMGTPE]i?B|bytes) for an )?array )"
+                R"(with shape)",
+       .samples = {"numpy.core._exceptions._ArrayMemoryError: Unable to allocate 3.00 GiB for an "
+                   "array with shape (20000, 20000) and data type float64",
+                   "numpy.core._exceptions.MemoryError: Unable to allocate array with shape "
+                   "(156816, 36, 53806) and data type uint8",
+                   "Error: Unable to allocate 72.0 MiB for an array with shape (3, 3000, 1050) and "
+                   "data type float64"}},
+      {.name = "errno-enomem",
+       .kind = OomKind::kHostMemoryError,
+       // strerror(ENOMEM) from fork/mmap/malloc: "OSError: [Errno 12] ...", "bash: fork: ...",
+       // "unable to mmap ...: Cannot allocate memory (12)". Only as the whole error text: an
+       // inotify watcher's "Cannot allocate memory for the watch list" is a watch-table limit
+       // of a helper (fs.inotify.max_user_watches), not the job's memory.
+       .regex = R"(Cannot allocate memory(?: \(12\))?(?:\.?\s*$|: '))",
+       .veto = R"((?i)inotify|\bwatch)",
+       .samples = {"OSError: [Errno 12] Cannot allocate memory",
+                   "OSError: [Errno 12] Cannot allocate memory: '/dev/shm/torch_1234_567'",
+                   "-bash: fork: Cannot allocate memory",
+                   "RuntimeError: unable to mmap 1048576 bytes from file </torch_3119_2958457488>: "
+                   "Cannot allocate memory (12)"}},
       {.name = "small-shm",
        .kind = OomKind::kShm,
        .regex = R"(insufficient shared memory \(shm\)|is killed by signal: Bus error|^Bus error\b|/dev/shm\S*: No space left on device|No space left on device.{0,80}/dev/shm)",
@@ -236,6 +410,30 @@ const std::vector<std::string_view>& oom_near_misses() {
       "W tensorflow/core/common_runtime/bfc_allocator.cc:239] Allocator (GPU_0_bfc) ran out of "
       "memory trying to allocate 3.46GiB with freed_by_count=0.",
       "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
+      // Back-off words around an OOM that are not a recovery: source quoting the message,
+      // advice, negation, giving up.
+      "if \"out of memory\" in str(e): print(\"retrying\")",
+      "    except torch.OutOfMemoryError:  # retry with a smaller batch",
+      "        print(f\"OOM at step {step}, skipping batch\")",
+      "Tip: if you run out of memory, try reducing --train_batch_size or enabling "
+      "--gradient_checkpointing.",
+      "Your GPU ran out of memory with the current max_duration setting. We recommend decreasing "
+      "max_duration and trying again.",
+      "OOM again after halving the batch size: not retrying",
+      "CUDA out of memory after 3 attempts, giving up on skipping batches",
+      "|            CUDA OOMs: 2            |        cudaMalloc retries: 5         |",
+      // Allocation words that are not memory exhaustion.
+      "OSError: Unable to allocate a port for the rendezvous server",
+      "malloc_trim(0) returned 1 after freeing the dataset cache",
+      "inotify_add_watch: Cannot allocate memory for the watch list",
+      "Failed to watch /data/logs: Cannot allocate memory (inotify)",
+      "catch (const std::bad_alloc& e) {",
+      "W tensorflow/core/common_runtime/bfc_allocator.cc:462] Allocator (GPU_0_bfc) ran out of "
+      "memory trying to allocate 2.00GiB (rounded to 2147483648)requested by op Conv2D",
+      "Hint: If you want to see a list of allocated tensors when OOM happens, add "
+      "report_tensor_allocations_upon_oom to RunOptions for current allocation info.",
+      "Check failed: status == CUDNN_STATUS_SUCCESS (4 vs. 0)  CUDNN_STATUS_INTERNAL_ERROR",
+      "torch.cuda.memory_summary(): reserved 3.00 GiB, allocated 2.50 GiB",
   };
   return kNearMisses;
 }
@@ -245,60 +443,167 @@ namespace {
 struct CompiledPattern {
   const OomPattern* pattern;
   std::unique_ptr<RE2> regex;
+  std::unique_ptr<RE2> also;  // null when the row has none
+  std::unique_ptr<RE2> veto;  // null when the row has none
   int dev_group = -1;
 };
 
-const std::vector<CompiledPattern>& compiled_patterns() {
-  static const std::vector<CompiledPattern> kCompiled = [] {
-    std::vector<CompiledPattern> compiled;
+constexpr int kMaxGroups = 8;  // the "dev" group must come among the first 7 groups of its row
+
+CompiledPattern compile_row(const OomPattern& pattern) {
+  CompiledPattern entry{&pattern, std::make_unique<RE2>(pattern.regex, quiet_options())};
+  if (!pattern.also.empty()) entry.also = std::make_unique<RE2>(pattern.also, quiet_options());
+  if (!pattern.veto.empty()) entry.veto = std::make_unique<RE2>(pattern.veto, quiet_options());
+  const auto& groups = entry.regex->NamedCapturingGroups();
+  if (auto it = groups.find("dev"); it != groups.end()) {
+    entry.dev_group = it->second;
+  }
+  return entry;
+}
+
+// The rows, and all their regexes in one RE2::Set: one DFA pass over a record says which rows
+// can match, so a record that passed the prefilter but matches nothing (most of them: "memory"
+// is a common word) costs one pass, not one per row.
+struct CompiledTable {
+  std::vector<CompiledPattern> rows;
+  std::unique_ptr<RE2::Set> set;  // null when a row failed to compile: every row is tried then
+};
+
+const CompiledTable& compiled_table() {
+  static const CompiledTable kTable = [] {
+    CompiledTable table;
+    auto set = std::make_unique<RE2::Set>(quiet_options(), RE2::UNANCHORED);
+    bool set_ok = true;
     for (const OomPattern& pattern : oom_patterns()) {
-      CompiledPattern entry{&pattern, std::make_unique<RE2>(pattern.regex, quiet_options())};
-      const auto& groups = entry.regex->NamedCapturingGroups();
-      if (auto it = groups.find("dev"); it != groups.end()) {
-        entry.dev_group = it->second;
-      }
-      compiled.push_back(std::move(entry));
+      const int index = static_cast<int>(table.rows.size());
+      table.rows.push_back(compile_row(pattern));
+      set_ok = set_ok && set->Add(pattern.regex, nullptr) == index;
     }
-    return compiled;
+    if (set_ok && set->Compile()) table.set = std::move(set);
+    return table;
   }();
-  return kCompiled;
+  return kTable;
+}
+
+const std::vector<CompiledPattern>& compiled_patterns() { return compiled_table().rows; }
+
+// The row's full check: its regex (for where the match starts and the device), `also`, `veto`.
+std::optional<OomMatch> try_row(const CompiledPattern& entry, std::string_view line) {
+  re2::StringPiece submatch[kMaxGroups];  // no allocation per row
+  const int ngroups =
+      entry.dev_group > 0 && entry.dev_group < kMaxGroups ? entry.dev_group + 1 : 1;
+  if (!entry.regex->Match(line, 0, line.size(), RE2::UNANCHORED, submatch, ngroups)) {
+    return std::nullopt;
+  }
+  if (entry.also && !RE2::PartialMatch(line, *entry.also)) return std::nullopt;
+  if (entry.veto && RE2::PartialMatch(line, *entry.veto)) return std::nullopt;
+  OomMatch match;
+  match.pattern = entry.pattern;
+  match.kind = entry.pattern->kind;
+  if (ngroups > 1) match.kind = kind_for_device(submatch[entry.dev_group], match.kind);
+  match.begin = static_cast<size_t>(submatch[0].data() - line.data());
+  return match;
+}
+
+const RE2& literals_regex() {
+  // Every row above contains one of these literals; RE2 turns the alternation into one DFA pass.
+  // Add one only for a row that none of these covers.
+  static const RE2 kLiterals(
+      R"(emory|EMORY|OOM|ALLOC_FAILED|Killed|KILL|Allocation on device|Bus error|Signal 9|)"
+      R"(exitcode|return code = -9|137|/dev/shm|oom-kill|Failed to CUDA|OM [Dd]etected|)"
+      R"(bad_alloc|executable batch size|Unable to allocate)",
+      quiet_options());
+  return kLiterals;
+}
+
+const RE2& class_regex() {
+  static const RE2 kClass(R"(^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)\b))",
+                          quiet_options());
+  return kClass;
+}
+
+void report(std::string* error, std::string_view what, std::string_view why) {
+  if (error == nullptr) return;
+  if (!error->empty()) error->append("; ");
+  error->append(what);
+  error->append(": ");
+  error->append(why);
+}
+
+bool check_rows(const std::vector<CompiledPattern>& rows, std::string* error) {
+  bool ok = true;
+  for (const CompiledPattern& entry : rows) {
+    const std::string name = "oom pattern " + std::string(entry.pattern->name);
+    for (const auto& [what, regex] : {std::pair{"", entry.regex.get()},
+                                      std::pair{" (also)", entry.also.get()},
+                                      std::pair{" (veto)", entry.veto.get()}}) {
+      if (regex != nullptr && !regex->ok()) {
+        ok = false;
+        report(error, name + what, regex->error());
+      }
+    }
+    if (entry.dev_group >= kMaxGroups) {
+      ok = false;
+      report(error, name, "the dev group must be among the first 7 groups");
+    }
+  }
+  return ok;
 }
 
 }  // namespace
 
+bool oom_patterns_ok(std::string* error) {
+  bool ok = check_rows(compiled_patterns(), error);
+  if (ok && !compiled_table().set) {
+    ok = false;
+    report(error, "oom pattern set", "RE2::Set did not compile");
+  }
+  if (!literals_regex().ok()) {
+    ok = false;
+    report(error, "may_mention_oom literals", literals_regex().error());
+  }
+  if (!class_regex().ok()) {
+    ok = false;
+    report(error, "exception_class", class_regex().error());
+  }
+  return ok;
+}
+
+bool oom_table_ok(const std::vector<OomPattern>& table, std::string* error) {
+  std::vector<CompiledPattern> rows;
+  for (const OomPattern& pattern : table) rows.push_back(compile_row(pattern));
+  return check_rows(rows, error);
+}
+
 bool may_mention_oom(std::string_view text) {
-  // Every row above contains one of these literals; RE2 turns the alternation into one DFA pass.
-  static const RE2 kLiterals(
-      R"(emory|EMORY|OOM|ALLOC_FAILED|Killed|KILL|Allocation on device|Bus error|Signal 9|)"
-      R"(exitcode|return code = -9|137|/dev/shm|oom-kill|Failed to CUDA)",
-      quiet_options());
-  return RE2::PartialMatch(text, kLiterals);
+  return RE2::PartialMatch(text, literals_regex());
 }
 
 std::optional<OomMatch> match_oom(std::string_view line) {
-  for (const CompiledPattern& entry : compiled_patterns()) {
-    const int ngroups = entry.dev_group > 0 ? entry.dev_group + 1 : 1;
-    std::vector<re2::StringPiece> submatch(static_cast<size_t>(ngroups));
-    if (!entry.regex->Match(line, 0, line.size(), RE2::UNANCHORED, submatch.data(), ngroups)) {
-      continue;
+  const CompiledTable& table = compiled_table();
+  if (table.set) {
+    thread_local std::vector<int> hits;
+    hits.clear();
+    RE2::Set::ErrorInfo info{};
+    if (table.set->Match(line, &hits, &info)) {
+      std::sort(hits.begin(), hits.end());  // the first row in table order wins
+      for (int index : hits) {
+        if (auto match = try_row(table.rows[static_cast<size_t>(index)], line)) return match;
+      }
+      return std::nullopt;
     }
-    OomMatch match;
-    match.pattern = entry.pattern;
-    match.kind = entry.pattern->kind;
-    if (entry.dev_group > 0) {
-      match.kind = kind_for_device(submatch[static_cast<size_t>(entry.dev_group)], match.kind);
-    }
-    match.begin = static_cast<size_t>(submatch[0].data() - line.data());
-    return match;
+    if (info.kind == RE2::Set::kNoError) return std::nullopt;
+    // The set's DFA ran out of memory on this record: fall back to trying every row.
+  }
+  for (const CompiledPattern& entry : table.rows) {
+    if (auto match = try_row(entry, line)) return match;
   }
   return std::nullopt;
 }
 
 std::optional<std::string_view> exception_class(std::string_view line) {
-  static const RE2 kClass(R"(^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)\b))",
-                          quiet_options());
   re2::StringPiece cls;
-  if (RE2::PartialMatch(line, kClass, &cls)) {
+  if (RE2::PartialMatch(line, class_regex(), &cls)) {
     return std::string_view(cls.data(), cls.size());
   }
   return std::nullopt;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -18,6 +19,11 @@ struct OomPattern {
   std::string_view name;
   OomKind kind;
   std::string_view regex;  // RE2 syntax; a group named "dev" (CUDA|HIP|XPU|...) refines the kind
+  // RE2 has no look-around and no "A and B in any order". When set, the line must also match
+  // `also` (a phase word anywhere in it, say) and must not match `veto` (advice such as "try
+  // reducing the batch size", a line of Python source quoting the message, ...).
+  std::string_view also = {};
+  std::string_view veto = {};
   bool recovered = false;  // the trainer caught it and went on
   Phase phase = Phase::kUnknown;  // a phase the message itself names
   bool allocator_message = false;  // carries figures and may be hard-wrapped over several lines
@@ -39,10 +45,20 @@ const std::vector<std::string_view>& oom_near_misses();
 // Cheap literal check: false means no row can match `text`.
 bool may_mention_oom(std::string_view text);
 
-// Matches a cleaned line against the table; the first matching row wins.
+// Matches a cleaned line against the table; the first matching row wins. One RE2::Set pass finds
+// the rows that can match, so a line that matches none costs a single DFA pass.
 std::optional<OomMatch> match_oom(std::string_view line);
 
 // The exception class printed before the message ("torch.OutOfMemoryError"), if any.
 std::optional<std::string_view> exception_class(std::string_view line);
+
+// True when every RE2 of this file compiled (the table's rows and vetoes, the prefilter, the
+// exception-class pattern). Otherwise false, and `error` (if not null) names each bad pattern
+// with RE2's reason. Meant for a start-up check: a pattern that fails to compile matches nothing.
+bool oom_patterns_ok(std::string* error);
+
+// Compiles every regex and veto of `table` afresh and reports the same way as oom_patterns_ok;
+// for tables under test and for checking a row before it is added.
+bool oom_table_ok(const std::vector<OomPattern>& table, std::string* error);
 
 }  // namespace oomtriage::parsers

@@ -2,8 +2,11 @@
 // and the bar-description table (it runs once per distinct description).
 #include "parsers/progress.h"
 
+#include "parsers/stage_lexicon.h"
+
 #include <re2/re2.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
@@ -78,6 +81,43 @@ std::optional<ProgressFrame> parse_notebook_widget(std::string_view record, size
   return frame;
 }
 
+// "steps:  12%|█▏        | 120/1000 [01:2": a frame cut at the terminal's width. Needs the
+// percentage, the closed bar and the full "N/T" counter; what follows it must be cut or a time.
+std::optional<ProgressFrame> parse_cut_frame(std::string_view record) {
+  const size_t pct = record.find("%|");
+  if (pct == std::string_view::npos) return std::nullopt;
+  const size_t bar_end = record.find('|', pct + 2);
+  if (bar_end == std::string_view::npos) return std::nullopt;
+  size_t i = bar_end + 1;
+  if (i >= record.size() || record[i] != ' ') return std::nullopt;
+  ++i;
+  const size_t start = i;
+  while (i < record.size() && is_digit(record[i])) ++i;
+  if (i == start || i >= record.size() || record[i] != '/') return std::nullopt;
+  const size_t slash = i++;
+  while (i < record.size() && is_digit(record[i])) ++i;
+  if (i == slash + 1) return std::nullopt;
+  const std::string_view rest = record.substr(i);
+  if (!(rest.empty() || rest == " " || (rest.size() >= 2 && rest.substr(0, 2) == " [" &&
+                                        (rest.size() == 2 || is_digit(rest[2]))))) {
+    return std::nullopt;
+  }
+  if (rest.find(']') != std::string_view::npos) return std::nullopt;
+  ProgressFrame frame;
+  frame.n = parse_count(record.substr(start, slash - start));
+  frame.total = parse_count(record.substr(slash + 1, i - slash - 1));
+  // Text glued after the cut time ("[00:0Killed") is still read by the caller.
+  size_t end = i + std::min<size_t>(rest.size(), 2);
+  while (end < record.size() && (is_digit(record[end]) || record[end] == ':')) ++end;
+  frame.end = end;
+  std::string_view head = trim(record.substr(0, pct));
+  while (!head.empty() && (is_digit(head.back()) || head.back() == ' ')) head.remove_suffix(1);
+  head = trim(head);
+  if (!head.empty() && head.back() == ':') head.remove_suffix(1);
+  frame.desc = trim(head);
+  return frame;
+}
+
 }  // namespace
 
 std::optional<ProgressFrame> parse_progress_frame(std::string_view record) {
@@ -85,7 +125,7 @@ std::optional<ProgressFrame> parse_progress_frame(std::string_view record) {
   size_t from = 0;
   while (from < record.size()) {
     const void* hit = std::memchr(data + from, '[', record.size() - from);
-    if (hit == nullptr) return std::nullopt;
+    if (hit == nullptr) break;
     const size_t bracket = static_cast<size_t>(static_cast<const char*>(hit) - data);
     from = bracket + 1;
     const std::string_view after = record.substr(bracket + 1);
@@ -124,48 +164,40 @@ std::optional<ProgressFrame> parse_progress_frame(std::string_view record) {
     frame.desc = trim(head);
     return frame;
   }
-  return std::nullopt;
+  return parse_cut_frame(record);
 }
 
-BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer trainer_guess) {
-  static const RE2::Options kOptions = [] {
-    RE2::Options options;
-    options.set_log_errors(false);
-    options.set_case_sensitive(false);
-    return options;
-  }();
-  // Order matters: "validation steps" is sampling, "Epoch 1/10 Steps" is training.
-  static const RE2 kSampling(
-      R"(generating (?:samples|images)|sampl|valid|eval|predict|decod|inference|denois|test\b)",
-      kOptions);
-  static const RE2 kLatents(R"(latent)", kOptions);
-  static const RE2 kTextEmbeddings(R"(text.?embed|text.?encoder|prompt.?embed)", kOptions);
-  static const RE2 kQuantize(R"(quantiz)", kOptions);
-  static const RE2 kLoading(R"(loading|checkpoint shards|fetching|download)", kOptions);
-  static const RE2 kCaching(R"(cach)", kOptions);
-  static const RE2 kSteps(R"(\bsteps\b|\btrain|\biter)", kOptions);
-  static const RE2 kPerEpoch(R"(\bepoch|^step$|^batch)", kOptions);
+BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer trainer_guess,
+                      bool trainer_rules) {
+  static const RE2 kEpochsBar(R"(^epochs?$)");
+  static const RE2 kPerEpoch(R"(^(?:step|batch|batches|it|iter)$|\bepoch\b)");
+  static const RE2 kGlobalSteps(R"(\bsteps\b)");
+  static const RE2 kEpochIndex(R"(\bepoch (\d+)( \d+)?)");
 
-  if (!desc.empty() && !job_name.empty() && desc == job_name) {
+  if (trainer_rules && !desc.empty() && !job_name.empty() && desc == job_name) {
     return {BarRole::kTrainingSteps, Phase::kTrainStep};
   }
-  if (RE2::PartialMatch(desc, kSampling)) return {BarRole::kPhase, Phase::kSampling};
-  if (RE2::PartialMatch(desc, kLatents)) return {BarRole::kPhase, Phase::kCacheLatents};
-  if (RE2::PartialMatch(desc, kTextEmbeddings)) {
-    return {BarRole::kPhase, Phase::kCacheTextEmbeddings};
+  const Phase phase = stage_of(desc);
+  if (phase != Phase::kUnknown && phase != Phase::kTrainStep) return {BarRole::kPhase, phase};
+  if (phase == Phase::kTrainStep) {
+    const std::string tokens = stage_tokens(desc);
+    if (RE2::FullMatch(tokens, kEpochsBar)) return {BarRole::kEpochs, Phase::kTrainStep};
+    // "Epoch 1/10 Steps" counts steps; "Epoch 0", "0/10 * Epoch (train)" and OneTrainer's
+    // "step" count the batches of the current epoch.
+    if (RE2::PartialMatch(tokens, kPerEpoch) && !RE2::PartialMatch(tokens, kGlobalSteps)) {
+      BarClass cls{BarRole::kTrainingPerEpoch, Phase::kTrainStep, std::nullopt};
+      int epoch = 0;
+      re2::StringPiece total;
+      if (RE2::PartialMatch(tokens, kEpochIndex, &epoch, &total)) {
+        cls.first_epoch = epoch == 0 || (epoch == 1 && !total.empty());
+      }
+      return cls;
+    }
+    return {BarRole::kTrainingSteps, Phase::kTrainStep};
   }
-  if (RE2::PartialMatch(desc, kQuantize)) return {BarRole::kPhase, Phase::kQuantize};
-  if (RE2::PartialMatch(desc, kLoading)) return {BarRole::kPhase, Phase::kModelLoad};
-  if (RE2::PartialMatch(desc, kCaching)) return {BarRole::kPhase, Phase::kCacheLatents};
-  // "Epoch 1/10 Steps" counts steps; "0/10 * Epoch (train)" and OneTrainer's "step" count
-  // batches of the current epoch.
-  static const RE2 kStepWord(R"(\bsteps\b)", kOptions);
-  if (RE2::PartialMatch(desc, kPerEpoch) && !RE2::PartialMatch(desc, kStepWord)) {
-    return {BarRole::kTrainingPerEpoch, Phase::kTrainStep};
-  }
-  if (RE2::PartialMatch(desc, kSteps)) return {BarRole::kTrainingSteps, Phase::kTrainStep};
+  if (!trainer_rules) return {};
+  // HF Trainer's training bar has no description; pipelines' and quantizers' bars neither.
   if (desc.empty()) {
-    // HF Trainer's training bar has no description; so do pipeline and quantizer bars.
     if (trainer_guess == Trainer::kTransformers) {
       return {BarRole::kTrainingSteps, Phase::kTrainStep};
     }
@@ -176,6 +208,10 @@ BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer 
     return {BarRole::kTrainingSteps, Phase::kTrainStep};
   }
   return {};
+}
+
+bool progress_patterns_ok(std::string* error) {
+  return stage_lexicon_ok(error);
 }
 
 }  // namespace oomtriage::parsers

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "parsers/event.h"
@@ -23,22 +24,32 @@ struct ProgressFrame {
   bool notebook = false;  // the HF notebook widget, which always counts global steps
 };
 
+// A whole frame, or one cut at the terminal's width after its counter ("steps:  12%|█▏   |
+// 120/1000 [01:2"): the counter is still read.
 std::optional<ProgressFrame> parse_progress_frame(std::string_view record);
 
 enum class BarRole {
   kOther,               // a bar we cannot place (an undescribed pipeline bar, ...)
   kTrainingSteps,       // counts global training steps: its n is the step
-  kTrainingPerEpoch,    // counts batches within an epoch: training phase, but no global step
+  kTrainingPerEpoch,    // counts batches within an epoch: a global step only in the first epoch
+  kEpochs,              // counts epochs (OneTrainer's outer "epoch" bar): n is the epoch index
   kPhase,               // sampling, caching, loading or quantizing: see BarClass::phase
 };
 
 struct BarClass {
   BarRole role = BarRole::kOther;
   Phase phase = Phase::kUnknown;
+  // The epoch a per-epoch bar names in its description ("Epoch 0", Lightning counts from 0;
+  // "Epoch 1/10 - steps" counts from 1), with whether it is the first one.
+  std::optional<bool> first_epoch;
 };
 
 // `job_name` is AI Toolkit's job name when known: its training bar is described by it.
-// `trainer_guess` is what the log looks like so far.
-BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer trainer_guess);
+// `trainer_guess` is what the log looks like so far; `trainer_rules` false leaves out the rules
+// that hold for that trainer only (the leave-one-trainer-out test).
+BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer trainer_guess,
+                      bool trainer_rules = true);
+
+bool progress_patterns_ok(std::string* error);
 
 }  // namespace oomtriage::parsers

@@ -3,18 +3,32 @@
 #include "parsers/sizes.h"
 
 #include <cctype>
+#include <utility>
 
 namespace oomtriage::parsers {
 namespace {
 
 __extension__ using Wide = unsigned __int128;
 
+bool equals_ignoring_case(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Any case ("MiB", "mib", "GIB"): logs re-cased by a UI or a wrapper keep their figures.
 std::optional<uint64_t> unit_multiplier(std::string_view unit) {
-  if (unit == "bytes" || unit == "byte" || unit == "B") return uint64_t{1};
-  if (unit == "KiB" || unit == "KB") return uint64_t{1} << 10;
-  if (unit == "MiB" || unit == "MB") return uint64_t{1} << 20;
-  if (unit == "GiB" || unit == "GB") return uint64_t{1} << 30;
-  if (unit == "TiB" || unit == "TB") return uint64_t{1} << 40;
+  static constexpr std::pair<std::string_view, int> kUnits[] = {
+      {"bytes", 0}, {"byte", 0}, {"B", 0},   {"KiB", 10}, {"KB", 10}, {"MiB", 20},
+      {"MB", 20},   {"GiB", 30}, {"GB", 30}, {"TiB", 40}, {"TB", 40}};
+  for (const auto& [name, shift] : kUnits) {
+    if (equals_ignoring_case(unit, name)) return uint64_t{1} << shift;
+  }
   return std::nullopt;
 }
 

@@ -40,6 +40,25 @@ TEST_SUITE("parsers::line_cleaner") {
         "> ",
         "  ",
         "\x1b[31m",
+        // stacked several deep, and the prefixes they are made of
+        "2026-03-01T10:00:00.123Z [rank1]: [2026-03-01 10:00:00,123] ERROR [trainer.py:88] ",
+        "[80746] [rank0]: 10:00:00 | ERROR | ",
+        "[2026-08-22 12:19:04,123] [ERROR] [stage3.py:2657:step] ",
+        "[ERROR] [rank2]: ",
+        "[ERROR rank3] ",
+        "[WARNING|rank 1] ",
+        "[rank: 0] ",
+        "node-3: ",
+        "gpu01.cluster.local: ",
+        "0: ",
+        " 12: [default3]:",
+        "2026-01-01T00:00:00.0000000Z ",
+        "2026-01-02 10:00:00.123 | INFO     | mod:fn:12 - ",
+        "2026-01-02 10:00:00,123 - INFO - trainer - ",
+        "[19:27:22] ",
+        "- **Exception Type:** ",
+        "**Exception Message:** ",
+        "- ",
     };
     for (const char* prefix : prefixes) {
       CAPTURE(prefix);
@@ -51,6 +70,43 @@ TEST_SUITE("parsers::line_cleaner") {
     CHECK(clean_line("[rank3]: RuntimeError: x", scratch).rank == 3);
     CHECK(clean_line("[default2]:x", scratch).rank == 2);
     CHECK_FALSE(clean_line("[80746] x", scratch).rank);
+  }
+  TEST_CASE("the rank survives stacked prefixes, whichever layer carries it") {
+    std::string scratch;
+    CHECK(clean_line("2026-03-01T10:00:00.123Z [rank1]: [2026-03-01 10:00:00,123] ERROR "
+                     "[trainer.py:88] torch.OutOfMemoryError: x",
+                     scratch)
+              .rank == 1);
+    CHECK(clean_line("[80746] [rank0]: 10:00:00 | ERROR | x", scratch).rank == 0);
+    CHECK(clean_line("[ERROR] [rank2]: x", scratch).rank == 2);
+    CHECK(clean_line("[ERROR rank3] x", scratch).rank == 3);
+    CHECK(clean_line("[rank: 4] x", scratch).rank == 4);
+    CHECK(clean_line("[default0]:[rank5]: x", scratch).rank == 0);  // the outer layer names it
+    CHECK(clean_line("\x1b[2m2026-01-01T00:00:00Z\x1b[0m [rank6]: x", scratch).rank == 6);
+  }
+  TEST_CASE("srun's task label is the rank only when no rank prefix names one") {
+    std::string scratch;
+    CHECK(clean_line("3: torch.OutOfMemoryError: x", scratch).rank == 3);
+    CHECK(clean_line("0: [default2]:x", scratch).rank == 2);
+    CHECK_FALSE(clean_line("node-3: x", scratch).rank);
+  }
+  TEST_CASE("words that only look like prefixes stay") {
+    CHECK(cleaned("torch.OutOfMemoryError: CUDA out of memory.") ==
+          "torch.OutOfMemoryError: CUDA out of memory.");
+    CHECK(cleaned("RuntimeError: CUDA error: out of memory") ==
+          "RuntimeError: CUDA error: out of memory");
+    CHECK(cleaned("python invoked oom-killer: gfp_mask=0x0") ==
+          "python invoked oom-killer: gfp_mask=0x0");
+    CHECK(cleaned("exitcode  : -9 (pid: 1234)") == "exitcode  : -9 (pid: 1234)");
+    CHECK(cleaned("loss: 0.25, step: 10") == "loss: 0.25, step: 10");
+    CHECK(cleaned("Exception in main training loop: x") == "Exception in main training loop: x");
+    CHECK(cleaned("-9 exit") == "-9 exit");
+  }
+  TEST_CASE("every RE2 of the cleaner compiled") {
+    std::string error;
+    CHECK(line_cleaner_ok(&error));
+    CHECK(error.empty());
+    CHECK(line_cleaner_ok(nullptr));
   }
   TEST_CASE("ANSI colours and cursor moves are removed anywhere in the line") {
     CHECK(cleaned("\x1b[1;31mKilled\x1b[0m") == "Killed");

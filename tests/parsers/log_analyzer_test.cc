@@ -79,11 +79,24 @@ TEST_SUITE("parsers::log_analyzer") {
     std::string log = "steps:   1%|          | 10/1000 [00:10<10:00,  1.00it/s]\n";
     log += std::string(kOom) + "\n";
     log += "steps:   1%|          | 11/1000 [00:11<10:00,  1.00it/s]\n";
+    log += "steps:   1%|          | 12/1000 [00:12<10:00,  1.00it/s]\n";
     const LogAnalysis a = analyze_log(log);
     REQUIRE(a.events.size() == 1);
     CHECK(a.events[0].recovered);
     CHECK(a.events[0].step == 10);
     CHECK(a.outcome == Outcome::kRunning);
+  }
+  TEST_CASE("one redraw of the bar after the error is tqdm's close(), not training going on") {
+    // close() at interpreter exit redraws the bar with its true n, which the last frame before
+    // the error may lag (mininterval): one rise proves nothing.
+    std::string log = "steps:   1%|          | 10/1000 [00:10<10:00,  1.00it/s]\n";
+    log += std::string(kOom) + "\n";
+    log += "steps:   1%|          | 11/1000 [00:11<10:00,  1.00it/s]\n";
+    const LogAnalysis a = analyze_log(log);
+    REQUIRE(a.events.size() == 1);
+    CHECK_FALSE(a.events[0].recovered);
+    CHECK(a.events[0].step == 10);
+    CHECK(a.outcome == Outcome::kCrashedOom);
   }
   TEST_CASE("a fragment that starts mid-traceback still yields the event and its phase") {
     const std::string log =

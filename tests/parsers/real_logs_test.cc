@@ -2,7 +2,8 @@
 //
 // Scans the labelled real crash logs in ../shared/corpus/real-logs (public issue threads) and
 // compares each with its label: OOM or not, kind, the allocator figures, the step where labelled,
-// and the phase where the label's evidence comes from the log itself. Prints a score table and
+// and the phase where the label's evidence comes from the log itself; the primary event is the
+// first fatal one, and a fatal one must leave the log's outcome crashed. Prints a score table and
 // fails below 100% on any field. Skips cleanly when the corpus is absent.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -24,13 +25,11 @@ using namespace oomtriage::parsers;
 namespace {
 
 
-// The event the label describes: the first one carrying allocator figures, else the first.
+// The event the label describes, as a user judges a verdict (../shared/tools/score-corpus.py):
+// the first fatal one; a log whose OOMs were all caught is described by its first.
 const OomEvent* primary_event(const LogAnalysis& analysis) {
   for (const OomEvent& event : analysis.events) {
-    if (event.figures.has_any() && (event.figures.tried_to_allocate_bytes ||
-                                    event.figures.total_capacity_bytes)) {
-      return &event;
-    }
+    if (!event.recovered) return &event;
   }
   return analysis.events.empty() ? nullptr : &analysis.events.front();
 }
@@ -81,6 +80,12 @@ TEST_CASE("real crash logs from issue threads scan to their labels") {
       scores["no false positive"].add(event == nullptr, name);
     }
     if (!is_oom || event == nullptr) continue;
+    // A fatal OOM must read as a dead job: never "running", never a warning.
+    if (!event->recovered) {
+      scores["outcome of a fatal OOM"].add(
+          analysis.outcome == Outcome::kCrashedOom || analysis.outcome == Outcome::kStopped,
+          fmt::format("{}: outcome {}", name, to_string(analysis.outcome)));
+    }
     scores["kind"].add(label["kind"] == to_string(event->kind),
                        fmt::format("{}: {} vs {}", name, label["kind"].dump(),
                                    to_string(event->kind)));

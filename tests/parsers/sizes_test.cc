@@ -20,6 +20,14 @@ TEST_SUITE("parsers::sizes") {
     CHECK(parse_size("0 bytes") == 0u);
     CHECK(parse_size("1024 bytes") == 1024u);
   }
+  TEST_CASE("the unit's case is ignored: a re-cased message keeps its figures") {
+    CHECK(parse_size("20.00 mib") == 20971520u);
+    CHECK(parse_size("1.50 GIB") == 1610612736u);
+    CHECK(parse_size("576.00 kib") == 589824u);
+    CHECK(parse_size("600.15 mb") == 629302886u);
+    CHECK(parse_size("0 BYTES") == 0u);
+    CHECK_FALSE(parse_size("1.00 gibs"));
+  }
   TEST_CASE("a hard wrap that ate the space still parses") { CHECK(parse_size("18.33GiB") == 19681687634u); }
   TEST_CASE("NVML's not-available sentinel saturates instead of overflowing") {
     CHECK(parse_size("17179869184.00 GiB") == UINT64_MAX);

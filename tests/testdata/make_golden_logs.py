@@ -230,14 +230,20 @@ def scenarios():
     s["simpletuner_validation_oom"] = (st, {"trainer": "simpletuner", "outcome": "crashed_oom",
                                             "events": [ev("cuda", "sampling", 1000)]})
 
-    # OneTrainer: the inner bar counts per epoch, so the step is unknown.
-    ot = ("".join("\r" + bar("epoch", 0, 20, "?it/s"))
-          + "".join("\r" + bar("step", n, 100, "1.20it/s", "loss=0.123, smooth loss=0.118") for n in range(0, 57))
-          + "\nTraceback (most recent call last):\n"
-          '  File "/w/OneTrainer/modules/trainer/GenericTrainer.py", line 702, in train\n    self.model_setup.predict(self.model, batch, self.config, train_progress)\n'
-          "torch.OutOfMemoryError: " + OOM_NEW.format(req="320.00 MiB", free="100.00 MiB") + "\n")
-    s["onetrainer_per_epoch_step_oom"] = (ot, {"trainer": "onetrainer", "outcome": "crashed_oom",
-                                               "events": [ev("cuda", "train_step", None)]})
+    # OneTrainer: the inner bar counts the batches of the current epoch. In the first epoch
+    # (the outer bar at 0/20) they are the global step; in a later one the step is unknown.
+    def onetrainer(epoch):
+        return ("".join("\r" + bar("epoch", epoch, 20, "?it/s"))
+                + "".join("\r" + bar("step", n, 100, "1.20it/s", "loss=0.123, smooth loss=0.118")
+                          for n in range(0, 57))
+                + "\nTraceback (most recent call last):\n"
+                '  File "/w/OneTrainer/modules/trainer/GenericTrainer.py", line 702, in train\n'
+                "    self.model_setup.predict(self.model, batch, self.config, train_progress)\n"
+                "torch.OutOfMemoryError: " + OOM_NEW.format(req="320.00 MiB", free="100.00 MiB") + "\n")
+    s["onetrainer_per_epoch_step_oom"] = (onetrainer(0), {"trainer": "onetrainer", "outcome": "crashed_oom",
+                                                          "events": [ev("cuda", "train_step", 56)]})
+    s["onetrainer_later_epoch_step_unknown"] = (onetrainer(3), {
+        "trainer": "onetrainer", "outcome": "crashed_oom", "events": [ev("cuda", "train_step", None)]})
 
     # HF Trainer under torchrun: evaluation OOM, each rank prints its own copy with [rankN]:.
     def rank_tb(r, gpu):

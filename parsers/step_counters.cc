@@ -1,0 +1,180 @@
+// parsers/step_counters.cc: the counter table. Shapes come from training scripts' own print
+// statements (PyTorch examples, nanoGPT, diffusion-pipe, Keras, GAN repos) and from the save
+// names trainers write (HF Trainer "checkpoint-N", DeepSpeed "global_stepN", kohya "-stepNNNNNNNN",
+// AI Toolkit "_NNNNNNNNN.safetensors"). Ambiguous numbers (a sample count "[12800/60000 (21%)]",
+// kohya's epoch save "lora-000002.safetensors", "sample_steps: 28") are never steps.
+#include "parsers/step_counters.h"
+
+#include <re2/re2.h>
+
+#include <algorithm>
+#include <memory>
+
+namespace oomtriage::parsers {
+namespace {
+
+using K = CounterKind;
+
+RE2::Options counter_options() {
+  RE2::Options options;
+  options.set_log_errors(false);
+  options.set_case_sensitive(false);
+  return options;
+}
+
+std::optional<int64_t> parse_number(std::string_view digits) {
+  if (digits.empty() || digits.size() > 15) return std::nullopt;
+  int64_t value = 0;
+  for (char c : digits) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + (c - '0');
+  }
+  return value;
+}
+
+struct CompiledCounter {
+  const CounterPattern* pattern;
+  std::unique_ptr<RE2> regex;
+};
+
+const std::vector<CompiledCounter>& compiled_counters() {
+  static const std::vector<CompiledCounter> kCompiled = [] {
+    std::vector<CompiledCounter> compiled;
+    for (const CounterPattern& pattern : counter_patterns()) {
+      compiled.push_back({&pattern, std::make_unique<RE2>(pattern.regex, counter_options())});
+    }
+    return compiled;
+  }();
+  return kCompiled;
+}
+
+bool contains_nocase(std::string_view haystack, std::string_view needle) {
+  return std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
+                     [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; }) !=
+         haystack.end();
+}
+
+}  // namespace
+
+std::optional<bool> StepCounter::first_epoch() const {
+  if (!epoch) return std::nullopt;
+  if (*epoch == 0) return true;
+  return epoch_has_total && *epoch == 1;
+}
+
+const std::vector<CounterPattern>& counter_patterns() {
+  static const std::vector<CounterPattern> kPatterns = {
+      {"epoch-and-iteration",
+       R"(\bepoch\s*[:=]?\s*\[?\s*(?P<epoch>\d+)(?:\s*/\s*(?P<epochs>\d+))?\s*\]?\s*[,|\]\[]?\s*\[?\s*(?:iter(?:ation)?|step|batch|it)s?\s*[:=]?\s*\[?\s*(?P<n>\d+)\s*/\s*(?P<total>\d+))",
+       K::kPerEpoch,
+       {"[Epoch 1/10][Iter 200/1000] loss: 0.1234", "Epoch [1/10], Step [200/600], Loss: 0.1234",
+        "epoch 2 | iter 300/1000 | loss 0.52", "[Epoch 0/200] [Batch 120/938] [D loss: 0.41]"}},
+      {"epoch-bracket-pair", R"(\bepoch:\s*\[(?P<epoch>\d+)\]\s*\[\s*(?P<n>\d+)\s*/\s*(?P<total>\d+)\])",
+       K::kPerEpoch, {"Epoch: [0][ 200/5005]\tTime  0.512 ( 0.600)\tLoss 6.8e+00 (6.9e+00)"}},
+      {"epoch-batch-loss", R"(^\[(?P<epochs>)(?P<epoch>\d+),\s+(?P<n>\d+)\]\s+loss\b)", K::kPerEpoch,
+       {"[1,  2000] loss: 2.187"}},
+      {"keras-steps", R"(^(?P<n>\d+)/(?P<total>\d+)\s+\[[=>.]+\]\s+-\s)", K::kPerEpoch,
+       {"120/1000 [==>...........................] - ETA: 1:23 - loss: 0.2345"}},
+      {"iter-loss",
+       R"(^\[?iter(?:ation)?\s*[:#]?\s*(?P<n>\d+)\s*(?:/\s*(?P<total>\d+))?\s*\]?\s*[:,|]?\s*(?:train[_ ])?(?:loss|lr|time))",
+       K::kGlobal,
+       {"iter 100: loss 2.3456, time 123.45ms, mfu 30.12%", "Iteration 200/1000 | loss 0.51",
+        "[iter 300] loss=0.25"}},
+      {"step-metrics",
+       R"(^\[?(?:global\s+)?steps?\s*[:=#]?\s*(?P<n>\d+)\s*(?:/\s*(?P<total>\d+))?\s*\]?\s*[,|:\-]?\s.*\b(?:loss|lr|learning.rate|grad.norm)\b)",
+       K::kGlobal,
+       {"step 120/1000 | loss 0.1234 | lr 1.0e-04", "Step 500: loss=0.0123",
+        "steps: 120 loss: 0.0812 iter time (s): 1.234 samples/sec: 3.2",
+        "[Step 120/1000] loss=0.51 lr=1e-4"}},
+      {"global-step-field", R"(\bglobal[_ ]?step['"]?\s*[=:]\s*(?P<n>\d+))", K::kGlobal,
+       {"Epoch 0:  45%|████▌     | 45/100 [00:10<00:12, global_step=45, loss=0.1]",
+        "{'global_step': 120, 'loss': 0.2}"}},
+      {"step-postfix", R"([,\s(]step\s*=\s*(?P<n>\d+)\b)", K::kGlobal,
+       {"train:  12%|█▏        | 120/1000 [01:23<10:12,  1.44it/s, loss=0.1, step=120]"}},
+      {"epoch-banner", R"(^epoch\s+(?P<epoch>\d+)\s*/\s*(?P<epochs>\d+)\s*$)", K::kEpoch,
+       {"epoch 3/10", "Epoch 1/10"}},
+      {"save-hf-checkpoint", R"(\b(?:sav\w*|wrote|writ\w*|resum\w*)\b.*\bcheckpoint-(?P<n>\d+)\b)",
+       K::kSaveName,
+       {"Saving model checkpoint to output/checkpoint-500",
+        "08/23/2026 00:40:02 - INFO - accelerate.checkpointing - Saved state to out/checkpoint-500",
+        "Resuming from checkpoint out/checkpoint-1500"}},
+      {"save-step-name", R"(\b(?:sav\w*|wrote|writ\w*)\b.*[-_/\\ ]step[-_]?(?P<n>\d+)\b)",
+       K::kSaveName,
+       {"saving checkpoint: /out/my_lora-step00000500.safetensors",
+        "Saving model to /runs/flux/20260101_10-00-00/step500",
+        "[2026-01-01 10:00:00,000] [INFO] [engine.py:3500:save] Saving model checkpoint: "
+        "out/global_step500/mp_rank_00_model_states.pt"}},
+      {"save-aitk-name", R"(\bsav\w*\b.*_(?P<n>\d{9})\.safetensors\b)", K::kSaveName,
+       {"Saved checkpoint to output/my_lora/my_lora_000000500.safetensors"}},
+  };
+  return kPatterns;
+}
+
+const std::vector<std::string_view>& counter_near_misses() {
+  static const std::vector<std::string_view> kNearMisses = {
+      "Step 1/3: Installing dependencies",
+      "Train Epoch: 1 [12800/60000 (21%)]\tLoss: 0.298",
+      "sample_steps: 28",
+      "max_train_steps = 1600",
+      "  Total optimization steps = 1,500",
+      "timestep=500",
+      "saving checkpoint: /out/lora-000002.safetensors",
+      "Removing old save: output/my_lora/my_lora_000000250.safetensors",
+      "steps: 3000",
+      "save_every_n_steps: 500, loss_type: l2",
+      "Epoch 1/10 Steps:  12%|█▏  | 120/1000 [01:23<10:12,  1.44it/s, lr=0.0001, step_loss=0.0873]",
+  };
+  return kNearMisses;
+}
+
+bool may_be_counter(std::string_view line) {
+  static const RE2 kLiterals(R"((?i)iter|step|epoch|loss|checkpoint-|safetensors|\] - )",
+                             counter_options());
+  return RE2::PartialMatch(line, kLiterals);
+}
+
+std::optional<StepCounter> match_counter(std::string_view line) {
+  for (const CompiledCounter& entry : compiled_counters()) {
+    const RE2& regex = *entry.regex;
+    const int ngroups = regex.NumberOfCapturingGroups() + 1;
+    std::vector<re2::StringPiece> groups(static_cast<size_t>(ngroups));
+    if (!regex.Match(line, 0, line.size(), RE2::UNANCHORED, groups.data(), ngroups)) continue;
+    // An old save being removed names a step long past.
+    if (entry.pattern->kind == K::kSaveName &&
+        (contains_nocase(line, "remov") || contains_nocase(line, "delet"))) {
+      continue;
+    }
+    auto group = [&](const char* name) -> std::optional<re2::StringPiece> {
+      const auto& names = regex.NamedCapturingGroups();
+      const auto it = names.find(name);
+      if (it == names.end() || groups[static_cast<size_t>(it->second)].data() == nullptr) {
+        return std::nullopt;
+      }
+      return groups[static_cast<size_t>(it->second)];
+    };
+    StepCounter counter;
+    counter.kind = entry.pattern->kind;
+    if (auto n = group("n")) counter.n = parse_number(*n);
+    if (auto total = group("total")) counter.total = parse_number(*total);
+    if (auto epoch = group("epoch")) counter.epoch = parse_number(*epoch);
+    // An "epochs" group, even empty, says the epoch is counted from 1 ("Epoch 1/10", "[1, 2000]").
+    counter.epoch_has_total = group("epochs").has_value();
+    if (counter.kind != K::kEpoch && !counter.n) continue;
+    return counter;
+  }
+  return std::nullopt;
+}
+
+bool counter_patterns_ok(std::string* error) {
+  for (const CompiledCounter& entry : compiled_counters()) {
+    if (!entry.regex->ok()) {
+      if (error) {
+        *error = "step counter " + std::string(entry.pattern->name) + ": " + entry.regex->error();
+      }
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace oomtriage::parsers

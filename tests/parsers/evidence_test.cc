@@ -1,0 +1,231 @@
+// tests/parsers/evidence_test.cc: the evidence model on invented logs, one class of log per case
+// (issue 10's list): bars redrawn after the crash, steps printed in many shapes, the stage lexicon
+// on every source, the precedence between sources, and the invariants that keep a fatal OOM
+// fatal. None of these lines comes from a file the rules were written against.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+
+#include "parsers/log_analyzer.h"
+#include "parsers/oom_patterns.h"
+
+using namespace oomtriage::parsers;
+
+namespace {
+
+constexpr const char* kOom =
+    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+    "capacity of 23.55 GiB of which 1.19 GiB is free. Of the allocated memory 21.80 GiB is "
+    "allocated by PyTorch, and 95.43 MiB is reserved by PyTorch but unallocated. See "
+    "documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html)";
+
+std::string bar(const std::string& desc, int n, int total) {
+  return desc + ": " + std::to_string(100 * n / total) + "%|          | " + std::to_string(n) + "/" +
+         std::to_string(total) + " [00:03<00:10,  1.50it/s]";
+}
+
+std::string traceback(const std::string& frames) {
+  return "Traceback (most recent call last):\n" + frames + kOom + "\n";
+}
+
+OomEvent only_event(const LogAnalysis& a) {
+  REQUIRE(a.events.size() == 1);
+  return a.events[0];
+}
+
+}  // namespace
+
+TEST_SUITE("parsers::evidence") {
+  TEST_CASE("a bar redrawn after the crash keeps it fatal, at that bar's step") {
+    const LogAnalysis a = analyze_log(traceback("  File \"/w/run.py\", line 9, in main\n") +
+                                      bar("train", 0, 1000) + "\n");
+    const OomEvent e = only_event(a);
+    CHECK_FALSE(e.recovered);
+    CHECK(e.step == 0);
+    REQUIRE(e.step_evidence);
+    CHECK(e.step_evidence->source == EvidenceSource::kBar);
+    CHECK(a.outcome == Outcome::kCrashedOom);
+  }
+
+  TEST_CASE("nested epoch and step bars redrawn at exit keep the OOM fatal") {
+    std::string log;
+    for (int n = 0; n <= 7; ++n) log += "\r" + bar("epoch", 0, 3) + "\r" + bar("batch", n, 50);
+    log += "\n" + traceback("  File \"/w/t.py\", line 5, in training_step\n");
+    log += "\r" + bar("epoch", 0, 3) + "\n\r" + bar("batch", 8, 50) + "\n";
+    const LogAnalysis a = analyze_log(log);
+    const OomEvent e = only_event(a);
+    CHECK_FALSE(e.recovered);
+    CHECK(e.phase == Phase::kTrainStep);
+    CHECK(e.step == 7);  // the batch bar in the first epoch, as it stood before the error
+    CHECK(a.outcome == Outcome::kCrashedOom);
+  }
+
+  TEST_CASE("steps printed in many shapes") {
+    struct Case {
+      std::string line;
+      int64_t step;
+      EvidenceSource source;
+    };
+    const Case cases[] = {
+        {"iter 340: loss 2.1034, time 95.12ms, mfu 28.40%", 340, EvidenceSource::kCounter},
+        {"step 120/1000 | loss 0.1234 | lr 2.0e-05", 120, EvidenceSource::kCounter},
+        {"[Epoch 1/5][Iter 77/400] loss_G: 3.2 loss_D: 0.4", 77, EvidenceSource::kCounter},
+        {"Epoch: [0][  64/5005]\tTime  0.512 ( 0.600)\tLoss 6.9", 64, EvidenceSource::kCounter},
+        {"steps: 215 loss: 0.0812 iter time (s): 1.234 samples/sec: 3.2", 215,
+         EvidenceSource::kCounter},
+        {"fit:  33%|███▎      | 330/1000 [05:00<10:00,  1.1it/s, global_step=330, loss=0.2]", 330,
+         EvidenceSource::kCounter},
+        {"Saving model checkpoint to runs/out/checkpoint-500", 500, EvidenceSource::kSaveName},
+        {"Saved checkpoint to output/job/job_000000750.safetensors", 750, EvidenceSource::kSaveName},
+        {"steps:  12%|█▏        | 120/1000 [01:2", 120, EvidenceSource::kBar},  // cut at the width
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.line);
+      const OomEvent e = only_event(analyze_log("some setup\n" + c.line + "\n" + kOom + "\n"));
+      CHECK(e.step == c.step);
+      REQUIRE(e.step_evidence);
+      CHECK(e.step_evidence->source == c.source);
+    }
+  }
+
+  TEST_CASE("Keras-style steps count within an epoch: a global step in the first only") {
+    const std::string steps = "120/1000 [==>...........................] - ETA: 1:23 - loss: 0.2345\n";
+    CHECK(only_event(analyze_log("Epoch 1/10\n" + steps + kOom + "\n")).step == 120);
+    CHECK_FALSE(only_event(analyze_log("Epoch 2/10\n" + steps + kOom + "\n")).step);
+  }
+
+  TEST_CASE("a per-epoch bar gives the global step in the first epoch only") {
+    CHECK(only_event(analyze_log(bar("Epoch 0", 45, 100) + "\n" + kOom + "\n")).step == 45);
+    CHECK_FALSE(only_event(analyze_log(bar("Epoch 3", 45, 100) + "\n" + kOom + "\n")).step);
+    CHECK_FALSE(only_event(analyze_log(bar("step", 45, 100) + "\n" + kOom + "\n")).step);
+  }
+
+  TEST_CASE("ambiguous numbers are no step") {
+    for (const char* line : {"Train Epoch: 1 [12800/60000 (21%)]\tLoss: 0.298",
+                             "saving checkpoint: /out/lora-000002.safetensors",
+                             "Removing old save: output/job/job_000000250.safetensors",
+                             "sample_steps: 28"}) {
+      CAPTURE(line);
+      CHECK_FALSE(only_event(analyze_log(std::string(line) + "\n" + kOom + "\n")).step);
+    }
+  }
+
+  TEST_CASE("the stage lexicon reads markers, bars, frames, nodes and epilogues of any trainer") {
+    struct Case {
+      std::string log;
+      Phase phase;
+      EvidenceSource source;
+    };
+    const Case cases[] = {
+        {"2026-01-02 10:00:00 | INFO | Encoding captions with the text encoder\n" +
+             std::string(kOom) + "\n",
+         Phase::kCacheTextEmbeddings, EvidenceSource::kMarker},
+        {"[RANK 0] Precomputing latents for 412 images\n" + std::string(kOom) + "\n",
+         Phase::kCacheLatents, EvidenceSource::kMarker},
+        {bar("Sanity Checking DataLoader 0", 1, 2) + "\n" + kOom + "\n", Phase::kSampling,
+         EvidenceSource::kBar},
+        {traceback("  File \"/w/train.py\", line 80, in main\n"
+                   "  File \"/w/mylib/calibration/minmax.py\", line 7, in forward\n"),
+         Phase::kQuantize, EvidenceSource::kFrame},
+        {traceback("  File \"/w/train.py\", line 80, in main\n    model.to(device)\n"
+                   "  File \"/venv/torch/nn/modules/module.py\", line 1160, in _apply\n"),
+         Phase::kModelLoad, EvidenceSource::kFrame},
+        {"## Error Details\n- **Node ID:** 12\n- **Node Type:** VAEDecode\n"
+         "- **Exception Type:** torch.OutOfMemoryError\n"
+         "- **Exception Message:** CUDA out of memory. Tried to allocate 2.00 GiB.\n",
+         Phase::kSampling, EvidenceSource::kNode},
+        {std::string(kOom) + "\nstage 'latents' failed, see above\n", Phase::kCacheLatents,
+         EvidenceSource::kEpilogue},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.log);
+      const OomEvent e = only_event(analyze_log(c.log));
+      CHECK(e.phase == c.phase);
+      REQUIRE(e.phase_evidence);
+      CHECK(e.phase_evidence->source == c.source);
+    }
+  }
+
+  TEST_CASE("precedence: a stage-naming frame beats the marker; the marker beats an entry point") {
+    const std::string marker = "Generating samples for step 200\n";
+    // The frames name the stage: they win.
+    const OomEvent framed = only_event(analyze_log(
+        marker + traceback("  File \"/w/train.py\", line 3, in train\n"
+                           "  File \"/w/lib/vae.py\", line 9, in encode_images\n")));
+    CHECK(framed.phase == Phase::kCacheLatents);
+    // Only an entry point named "train": the newer marker says more.
+    const OomEvent entry = only_event(
+        analyze_log(marker + traceback("  File \"/w/train.py\", line 3, in train\n")));
+    CHECK(entry.phase == Phase::kSampling);
+    REQUIRE(entry.phase_evidence);
+    CHECK(entry.phase_evidence->source == EvidenceSource::kMarker);
+  }
+
+  TEST_CASE("invariant: after a fatal OOM a bar keeps it fatal unless the same bar rises twice") {
+    std::mt19937 random(1234);
+    for (int trial = 0; trial < 300; ++trial) {
+      CAPTURE(trial);
+      const int before = static_cast<int>(random() % 50);
+      std::string log = bar("steps", before, 100) + "\n" + kOom + "\n";
+      int rises = 0;
+      int last = before;
+      const int frames = static_cast<int>(random() % 4);
+      for (int i = 0; i < frames; ++i) {
+        // Other bars (sampling, another training bar) and redraws at the same or a lower n.
+        switch (random() % 4) {
+          case 0: log += bar("Generating Images", static_cast<int>(random() % 10), 10) + "\n"; break;
+          case 1: log += bar("steps", last, 100) + "\n"; break;
+          case 2: log += bar("epoch", static_cast<int>(random() % 3), 3) + "\n"; break;
+          case 3:
+            ++last;
+            ++rises;
+            log += bar("steps", last, 100) + "\n";
+            break;
+        }
+      }
+      const LogAnalysis a = analyze_log(log);
+      const OomEvent e = only_event(a);
+      CHECK(e.recovered == (rises >= 2));
+      CHECK((a.outcome == Outcome::kCrashedOom) == (rises < 2));
+    }
+  }
+
+  TEST_CASE("invariant: a recovered banner is never fatal, and the fatal OOM after it is") {
+    const std::string log = "# OOM during training step, skipping batch 1/3 #\n" +
+                            bar("my_job", 12, 100) + "\n" + traceback("") + bar("my_job", 12, 100) +
+                            "\n";
+    const LogAnalysis a = analyze_log(log);
+    REQUIRE(a.events.size() == 2);
+    CHECK(a.events[0].recovered);
+    CHECK_FALSE(a.events[1].recovered);
+    CHECK(a.outcome == Outcome::kCrashedOom);
+  }
+
+  TEST_CASE("invariant: the near misses never produce an event, whatever surrounds them") {
+    for (std::string_view near_miss : oom_near_misses()) {
+      CAPTURE(near_miss);
+      const std::string line(near_miss);
+      CHECK(analyze_log(line + "\n").events.empty());
+      CHECK(analyze_log(bar("steps", 5, 10) + "\n" + line + "\n" + bar("steps", 6, 10) + "\n")
+                .events.empty());
+      CHECK(analyze_log("Traceback (most recent call last):\n  File \"x.py\", line 1, in f\n" +
+                        line + "\n")
+                .events.empty());
+    }
+  }
+
+  TEST_CASE("two failures asking the same size but with other figures are two events") {
+    const std::string other =
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+        "capacity of 23.55 GiB of which 512.00 MiB is free.";
+    CHECK(analyze_log(std::string(kOom) + "\n" + other + "\n").events.size() == 2);
+    CHECK(analyze_log(std::string(kOom) + "\n" + kOom + "\n").events.size() == 1);
+  }
+
+  TEST_CASE("every parser regex compiles") {
+    std::string error;
+    CHECK(parser_patterns_ok(&error));
+    CHECK(error.empty());
+  }
+}
