@@ -100,11 +100,18 @@ const std::vector<ContextPattern>& context_patterns() {
        E::kNone, P::kUnknown, T::kDiffusers,
        {"File \"/w/diffusers/examples/dreambooth/train_dreambooth_lora.py\", line 9, in main"}},
       // HF transformers Trainer (and what wraps it: autotrain, LLaMA-Factory).
-      {"running-training", R"(\*{5} Running training \*{5})", E::kRunStart, P::kTrainStep,
+      {"running-training", R"((?:^|\*\s)Running training \*{5})", E::kRunStart, P::kTrainStep,
        T::kUnknown, {"***** Running training *****"}},
+      {"kohya-running-training", R"(^running training / 学習開始)", E::kRunStart, P::kTrainStep,
+       T::kSdScripts, {"running training / 学習開始"}},
+      // A new process: what was printed before it belongs to a run that ended.
+      {"accelerate-launch", R"(^The following values were not passed to `accelerate launch`)",
+       E::kRunStart, P::kUnknown, T::kUnknown,
+       {"The following values were not passed to `accelerate launch` and had defaults used "
+        "instead:"}},
       {"total-steps", R"(Total optimization steps = (?P<n>[\d,]+))", E::kTotalSteps,
        P::kUnknown, T::kUnknown, {"  Total optimization steps = 1,500"}},
-      {"hf-evaluation", R"(\*{5} Running (?:Evaluation|Prediction) \*{5})", E::kPhase,
+      {"hf-evaluation", R"((?:^|\*\s)Running (?:Evaluation|Prediction) \*{5})", E::kPhase,
        P::kSampling, T::kTransformers, {"***** Running Evaluation *****"}},
       {"hf-loss-dict", R"(^\{'(?:loss|train_loss|eval_loss)': )", E::kPhase, P::kTrainStep,
        T::kTransformers, {"{'loss': 2.3456, 'learning_rate': 4.9e-05, 'epoch': 0.01}"}},
@@ -130,6 +137,9 @@ const std::vector<ContextPattern>& context_patterns() {
       {"epoch-context", R"((?i)\bepochs? \d+\b)", E::kPhase, P::kTrainStep, T::kUnknown,
        {"2022-05-05 12:33:52,875 INFO [train.py:983] Sanity check -- see if any of the batches "
         "in epoch 0 would cause OOM."}},
+      {"lightning-fit-stopped", R"(Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached)",
+       E::kCompleted, P::kUnknown, T::kUnknown,
+       {"`Trainer.fit` stopped: `max_epochs=2` reached."}},
       {"training-complete", R"((?i)\btraining (?:is )?(?:complete|completed|finished|done)\b)",
        E::kCompleted, P::kUnknown, T::kUnknown, {"Training complete."}},
       {"traceback", R"(Traceback \(most recent call last\))", E::kTracebackHeader, P::kUnknown,
@@ -141,6 +151,9 @@ const std::vector<ContextPattern>& context_patterns() {
       // Training arguments as trainers print them.
       {"hf-batch-size", R"(Instantaneous batch size per device = (?P<n>\d+))", E::kArgBatchSize,
        P::kUnknown, T::kUnknown, {"  Instantaneous batch size per device = 4"}},
+      {"batch-size-adjusted", R"(batch size has been adjusted to: (?P<n>[\d,]+))",
+       E::kBatchSizeAdjusted, P::kUnknown, T::kUnknown,
+       {"  Training with DataParallel so batch size has been adjusted to: 16"}},
       {"kohya-batch-size", R"(batch size per device / バッチサイズ: (?P<n>\d+))", E::kArgBatchSize,
        P::kUnknown, T::kSdScripts, {"  batch size per device / バッチサイズ: 2"}},
       {"gradient-accumulation",
@@ -200,14 +213,14 @@ std::optional<int64_t> parse_number(std::string_view digits) {
 
 bool may_be_context(std::string_view line) {
   static const RE2 kLiterals(
-      R"(Running|Loading|uantiz|Model Loaded|create LoRA|Caching|UNLOADING|Skipping first|)"
+      R"(Running|running training|Trainer\.fit|accelerate launch|Loading|uantiz|Model Loaded|create LoRA|Caching|UNLOADING|Skipping first|)"
       R"(baseline|first sample|Found step|Sampling|Saving|Saved|Removing old|Error running|)"
       R"(Job |completed job|toolkit|AITK|extensions_built_in|BaseSDTrain|sample images|)"
       R"(saving|epoch|Epoch|model saved|sd-scripts|train_network|sdxl_train|flux_train|kohya|)"
       R"(validation|diffusers|train_dreambooth|train_text_to_image|\*\*\*\*\*|optimization steps|)"
       R"(\{'|Trainer|autotrain|llama|LLaMA|Validation|imple[Tt]uner|OneTrainer|Comfy|comfy|)"
       R"(!!!|execution\.py|training|[Ss]anity|Traceback|KeyboardInterrupt|memory summary|)"
-      R"(batch size|ccumulation|gradient_checkpointing=|train_batch_size=|resolution=|)"
+      R"(batch size|ccumulation|adjusted to|gradient_checkpointing=|train_batch_size=|resolution=|)"
       R"([Cc]omplete|finished|Stop signal|File "|File ~|frame #|Error|Exception|Interrupt|)"
       R"([Nn]ode[ _][Tt]ype|node \d|\.py:\d+ in )",
       quiet_options());
@@ -260,18 +273,25 @@ std::string_view last_name(std::string_view function) {
   return dot == std::string_view::npos ? function : function.substr(dot + 1);
 }
 
-// "/w/sd-scripts/library/train_util.py" -> "library/train_util": the folder and the file, where a
-// module says what it is for; the rest of a path is installation detail.
+// "/w/sd-scripts/library/train_util.py" -> "sd-scripts/library/train_util": the last folders and
+// the file, where a module says what it is for ("diffusers/pipelines/flux/pipeline_flux" is
+// sampling, "calibration/minmax" quantizing); the rest of a path is installation detail.
 std::string_view module_tail(std::string_view path) {
   size_t end = path.size();
   if (const size_t dot = path.rfind('.'); dot != std::string_view::npos &&
                                           path.find_first_of("/\\", dot) == std::string_view::npos) {
     end = dot;
   }
-  const size_t slash = path.find_last_of("/\\", end == 0 ? 0 : end - 1);
-  if (slash == std::string_view::npos || slash == 0) return path.substr(0, end);
-  const size_t folder = path.find_last_of("/\\", slash - 1);
-  const size_t from = folder == std::string_view::npos ? 0 : folder + 1;
+  size_t from = end;
+  for (int parts = 0; parts < 3 && from > 0; ++parts) {
+    const size_t slash = path.find_last_of("/\\", from - 1);
+    if (slash == std::string_view::npos) {
+      from = 0;
+      break;
+    }
+    from = slash;
+  }
+  if (from < end && (path[from] == '/' || path[from] == '\\')) ++from;
   return path.substr(from, end - from);
 }
 
@@ -293,7 +313,7 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
       quiet_options());
   // Train-step words specific enough to stand against a marker: not the entry point "train".
   static const RE2 kSpecificTraining(
-      R"(\b(?:backward|step|steps|loop|accumulat\w*|loss|iteration|batch|epoch|optimizer|predict)\b)",
+      R"(\b(?:backward|step|steps|loop|accumulat\w*|loss|iteration|epoch|optimizer|predict)\b|\btrain(?:ing)? batch\b)",
       quiet_options());
   static const RE2 kDeviceMove(R"(^(?:_apply|to|cuda|_to|to_empty)$)", quiet_options());
 
@@ -317,24 +337,38 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
   // A model moved to the GPU: `.to(device)` reaches torch's Module._apply.
   if (RE2::FullMatch(name, kDeviceMove) &&
       (module.ends_with("module") || module.ends_with("modeling_utils"))) {
-    return FrameEvidence{Phase::kModelLoad, true, false};
+    return FrameEvidence{Phase::kModelLoad, true, false, true};
   }
+  // The function first; a function that only suggests training ("encode_and_save_batch")
+  // lets a module that names another stage speak ("wan_cache_text_encoder_outputs").
+  FrameEvidence by_function{Phase::kUnknown, false, python};
   if (!RE2::FullMatch(name, kEntryPoint)) {
     const Phase phase = stage_of(function, false);
-    if (phase != Phase::kUnknown) {
-      const bool strong = phase != Phase::kTrainStep ||
-                          RE2::PartialMatch(stage_tokens(function), kSpecificTraining);
-      return FrameEvidence{phase, strong, false};
+    const bool strong = phase != Phase::kTrainStep ||
+                        RE2::PartialMatch(stage_tokens(function), kSpecificTraining);
+    if (phase != Phase::kUnknown && strong) return FrameEvidence{phase, true, false};
+    if (phase != Phase::kUnknown) by_function = FrameEvidence{phase, false, false};
+  } else if (name == "train" || name == "fit" || name == "training") {
+    by_function = FrameEvidence{Phase::kTrainStep, false, python};
+  }
+  // torch's own modules ("_dynamo/eval_frame", "optim/adamw") run in every stage.
+  const bool torch_internal = path.find("/torch/") != std::string_view::npos ||
+                              path.find("\\torch\\") != std::string_view::npos ||
+                              module.starts_with("torch/");
+  if (!torch_internal) {
+    Phase module_phase = stage_of(module, false);
+    // The module and the function together: "autoencoders/autoencoder_kl" + "encode".
+    if (module_phase == Phase::kUnknown) {
+      module_phase = stage_of(std::string(module) + " " + std::string(name), false);
+    }
+    if (module_phase != Phase::kUnknown && module_phase != Phase::kTrainStep) {
+      return FrameEvidence{module_phase, true, false};
+    }
+    if (module_phase == Phase::kTrainStep && by_function.phase == Phase::kUnknown) {
+      return FrameEvidence{Phase::kTrainStep, false, false};
     }
   }
-  const Phase module_phase = stage_of(module, false);
-  if (module_phase != Phase::kUnknown) {
-    return FrameEvidence{module_phase, module_phase != Phase::kTrainStep, false};
-  }
-  if (name == "train" || name == "fit" || name == "training") {
-    return FrameEvidence{Phase::kTrainStep, false, python};
-  }
-  return FrameEvidence{Phase::kUnknown, false, python};
+  return by_function;
 }
 
 std::optional<Phase> traceback_frame_phase(std::string_view line) {

@@ -34,6 +34,10 @@ enum class MarkerEffect {
   kArgGradientAccumulation,
   kArgResolution,
   kArgGradientCheckpointing,
+  // HF Trainer's banner when the batch it trains with differs from the one asked for. Smaller
+  // means auto_find_batch_size (accelerate's find_executable_batch_size) caught an OOM and
+  // retried: the only trace such an OOM leaves.
+  kBatchSizeAdjusted,
 };
 
 struct ContextPattern {
@@ -75,6 +79,7 @@ struct FrameEvidence {
   Phase phase = Phase::kUnknown;
   bool strong = false;
   bool wants_source_line = false;  // a Python frame that named no stage: its source line may
+  bool device_move = false;        // Module._apply: model loading unless a caller names more
 };
 std::optional<FrameEvidence> traceback_frame(std::string_view line);
 // The phase alone, for callers that need no strength.

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "parsers/context_patterns.h"
 #include "parsers/line_cleaner.h"
@@ -34,22 +35,6 @@ constexpr size_t kEvidenceTextBytes = 200;
 bool is_gpu_family(OomKind kind) {
   return kind == OomKind::kCuda || kind == OomKind::kHip || kind == OomKind::kCublas ||
          kind == OomKind::kCudnn || kind == OomKind::kNccl;
-}
-
-// Higher wins when a traceback shows several phases, innermost activity first: a sample inside
-// the training loop is sampling, a quantize inside the model load is quantize.
-int phase_precedence(Phase phase) {
-  switch (phase) {
-    case Phase::kSampling: return 7;
-    case Phase::kCacheLatents: return 6;
-    case Phase::kCacheTextEmbeddings: return 5;
-    case Phase::kQuantize: return 4;
-    case Phase::kModelLoad: return 3;
-    case Phase::kSaving: return 2;
-    case Phase::kTrainStep: return 1;
-    case Phase::kUnknown: return 0;
-  }
-  return 0;
 }
 
 bool starts_with(std::string_view s, std::string_view prefix) {
@@ -237,7 +222,7 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
   }
   if (auto frame = traceback_frame(clean.text)) {
     frames_.push_back({EvidenceSource::kFrame, frame->phase, std::nullopt, seq_, line,
-                       evidence_text(clean.text), frame->strong});
+                       evidence_text(clean.text), frame->strong, frame->device_move});
     if (frames_.size() > kFrameHistory) frames_.pop_front();
     source_line_next_ = frame->wants_source_line;
     return;
@@ -371,6 +356,10 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
       break;
     case BarRole::kEpochs:
       if (frame.n) first_epoch_ = *frame.n == 0;
+      // Every epoch done: the run finished (OneTrainer's outer bar at 2/2).
+      if (frame.n && frame.total && *frame.total > 0 && *frame.n >= *frame.total) {
+        completed_seq_ = seq_;
+      }
       break;
     case BarRole::kPhase:
       set_context(EvidenceSource::kBar, cls.phase, text, line);
@@ -378,6 +367,8 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
     case BarRole::kOther:
       break;
   }
+  // A training counter we cannot read as a global step supersedes older evidence.
+  if (cls.role == BarRole::kTrainingPerEpoch && frame.n && !step_evidence) step_.reset();
   if (step_evidence) {
     set_step(EvidenceSource::kBar, *frame.n, text, line);
     if (open_ && seq_ > open_->first_seq && !open_->after_bar) {
@@ -395,6 +386,10 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
   }
   if (cls.role == BarRole::kTrainingSteps || cls.role == BarRole::kTrainingPerEpoch) {
     if (train_advance_seq_ == seq_) settled_.reset();
+    // A run started after the last OOM trains on: the log's story goes on, that OOM stays fatal.
+    if (train_advance_seq_ == seq_ && last_event_seq_ >= 0 && run_start_seq_ > last_event_seq_) {
+      went_on_seq_ = seq_;
+    }
     watch_bar(key, previous_n, seen_before_signal, frame.n);
   }
 }
@@ -408,6 +403,8 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
       if (!counter.n) break;
       if (counter.kind == CounterKind::kGlobal || first_epoch_ == true) {
         set_step(EvidenceSource::kCounter, *counter.n, text, line);
+      } else {
+        step_.reset();  // a newer counter that names no global step
       }
       // A printed counter is a bar of its own for "did training go on".
       const std::string key = counter.kind == CounterKind::kGlobal ? "\x1e" "counter"
@@ -481,6 +478,8 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       break;
     case MarkerEffect::kRunStart:
       if (open_) close_incident();
+      run_start_seq_ = seq_;
+      attempt_step_ = step_;
       settled_.reset();
       watch_.reset();
       if (!match.job.empty() && options_.job_name.empty()) job_name_.assign(match.job);
@@ -519,6 +518,18 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       break;
     case MarkerEffect::kArgResolution:
       if (match.n && *match.n >= 64 && *match.n < 100000) arguments_.resolution = int(*match.n);
+      break;
+    case MarkerEffect::kBatchSizeAdjusted:
+      if (match.n && arguments_.batch_size && *match.n < *arguments_.batch_size) {
+        static const OomPattern kSilentRetry{.name = "batch-size-adjusted",
+                                             .kind = OomKind::kCuda,
+                                             .recovered = true,
+                                             .phase = Phase::kTrainStep};
+        // The banner reprints after the retry: the attempt before it is what ran out of memory.
+        step_ = attempt_step_;
+        on_signal(OomMatch{&kSilentRetry, OomKind::kCuda, 0}, text, std::nullopt,
+                  current_record_offset_, line);
+      }
       break;
     case MarkerEffect::kArgGradientCheckpointing:
       arguments_.gradient_checkpointing = match.flag == "True";
@@ -595,6 +606,7 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   if (settled_ && !pattern.recovered && seq_ - settled_->last_signal_seq <= kIncidentWindow &&
       can_merge(*settled_, match.kind, figures, rank)) {
     settled_->last_signal_seq = seq_;
+    last_incident_end_seq_ = seq_;
     return;
   }
 
@@ -616,6 +628,8 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   incident.traceback_from_seq = (traceback_seq_ >= 0 && seq_ - traceback_seq_ <= kTracebackLookback)
                                     ? traceback_seq_
                                     : seq_ - kTracebackLookback;
+  // Frames printed before the previous incident ended belong to it, not to this one.
+  incident.traceback_from_seq = std::max(incident.traceback_from_seq, last_incident_end_seq_ + 1);
   incident.signal_phase = pattern.phase;
   incident.context = context_;
   incident.step = step_;
@@ -668,14 +682,23 @@ void LogAnalyzer::close_incident() {
   if (phase != Phase::kUnknown) {
     event.phase_evidence = Evidence{event.line, EvidenceSource::kMarker, evidence_text(event.message)};
   }
+  // The innermost frame that names a stage wins (a sample inside the training loop is sampling,
+  // a save inside "_maybe_log_save_evaluate" is saving), with two exceptions: training-step code
+  // runs inside evaluation too (compute_loss under prediction_step), so a training frame wins
+  // only when no other stage is named; and a model moved to the device (Module._apply) belongs
+  // to the stage that moved it. Frames of the error's own traceback come before later ones.
   auto best_frame = [&](bool strong) -> const Clue* {
     const Clue* best = nullptr;
+    auto rank = [&](const Clue& frame) {
+      return std::tuple(frame.seq <= incident.last_signal_seq, frame.phase != Phase::kTrainStep,
+                        !frame.device_move, frame.seq);
+    };
     for (const Clue& frame : frames_) {
       if (frame.seq < incident.traceback_from_seq || frame.strong != strong ||
           frame.phase == Phase::kUnknown) {
         continue;
       }
-      if (!best || phase_precedence(frame.phase) > phase_precedence(best->phase)) best = &frame;
+      if (!best || rank(frame) > rank(*best)) best = &frame;
     }
     return best;
   };
@@ -701,6 +724,7 @@ void LogAnalyzer::close_incident() {
     event.figures.gpu_index = gpu_hint_;
   }
   last_event_seq_ = incident.first_seq;
+  last_incident_end_seq_ = incident.last_signal_seq;
   last_event_recovered_ = event.recovered;
   events_.push_back(std::move(event));
   open_.reset();
@@ -837,6 +861,7 @@ std::string LogAnalyzer::checkpoint() const {
       {"last_event_seq", last_event_seq_},
       {"last_event_recovered", last_event_recovered_},
       {"went_on_seq", went_on_seq_},
+      {"run_start_seq", run_start_seq_},
       {"any_text", any_text_},
       {"job_name", job_name_},
       {"votes", trainer_votes_},
@@ -876,6 +901,7 @@ LogAnalyzer::LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, u
       read_clue(j, "context", context_);
       read_clue(j, "step", step_);
       went_on_seq_ = j.value("went_on_seq", int64_t{-1});
+      run_start_seq_ = j.value("run_start_seq", int64_t{-1});
     } else {
       went_on_seq_ = train_advance_seq_;  // v1 had no proof of training going on: keep its view
     }
@@ -886,8 +912,8 @@ LogAnalyzer::LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, u
 }
 
 bool parser_patterns_ok(std::string* error) {
-  return oom_patterns_ok(error) && context_patterns_ok(error) && counter_patterns_ok(error) &&
-         progress_patterns_ok(error);
+  return oom_patterns_ok(error) && oom_figures_ok(error) && line_cleaner_ok(error) &&
+         context_patterns_ok(error) && counter_patterns_ok(error) && progress_patterns_ok(error);
 }
 
 LogAnalysis analyze_log(std::string_view bytes, AnalyzerOptions options) {

@@ -81,7 +81,8 @@ class LogAnalyzer {
     int64_t seq = -1;
     int64_t line = 0;
     std::string text;
-    bool strong = true;  // frames only: an entry point or a script name is weak
+    bool strong = true;        // frames only: an entry point or a script name is weak
+    bool device_move = false;  // frames only: a module moved to the GPU (Module._apply)
   };
 
   // A progress bar as an object: its identity is its description and total.
@@ -171,6 +172,7 @@ class LogAnalyzer {
   std::optional<bool> first_epoch_;
   std::optional<Clue> context_;
   std::optional<Clue> step_;
+  std::optional<Clue> attempt_step_;  // the step evidence when the last run start came
   std::optional<Clue> node_;
   std::optional<int64_t> resume_step_;
   std::optional<int64_t> printed_total_steps_;
@@ -184,6 +186,8 @@ class LogAnalyzer {
   BarClass last_class_;
   std::optional<Watch> watch_;
   int64_t went_on_seq_ = -1;  // where training was last seen going on after a signal
+  int64_t run_start_seq_ = -1;
+  int64_t last_incident_end_seq_ = -1;  // the last signal of the incident closed last
 
   // What the end of the log says.
   int64_t crash_seq_ = -1;

@@ -139,6 +139,13 @@ const std::vector<OomPattern>& oom_patterns() {
                    "Caught torch.OutOfMemoryError, falling back to CPU offload for the text "
                    "encoder",
                    "HIP out of memory, retrying with batch size 2"}},
+      {.name = "batch-size-finder-failed",
+       .kind = OomKind::kCuda,
+       // A batch-size finder (Lightning's BatchSizeFinder, tuners) backs off only on OOM.
+       .regex = R"((?i)\bbatch size \d+ failed\b[,;:]?\s+(?:trying|retrying|using|falling back))",
+       .recovered = true,
+       .phase = Phase::kTrainStep,
+       .samples = {"Batch size 64 failed, trying batch size 32"}},
       {.name = "accelerate-no-batch-size",
        .kind = OomKind::kCuda,
        // find_executable_batch_size gives up: every batch size down to 1 ran out of memory.
@@ -511,7 +518,7 @@ const RE2& literals_regex() {
   static const RE2 kLiterals(
       R"(emory|EMORY|OOM|ALLOC_FAILED|Killed|KILL|Allocation on device|Bus error|Signal 9|)"
       R"(exitcode|return code = -9|137|/dev/shm|oom-kill|Failed to CUDA|OM [Dd]etected|)"
-      R"(bad_alloc|executable batch size|Unable to allocate)",
+      R"(bad_alloc|executable batch size|Unable to allocate|[Bb]atch size \d+ failed)",
       quiet_options());
   return kLiterals;
 }

@@ -52,12 +52,12 @@ std::optional<OomMatch> match_oom(std::string_view line);
 // The exception class printed before the message ("torch.OutOfMemoryError"), if any.
 std::optional<std::string_view> exception_class(std::string_view line);
 
-// True when every RE2 of this file compiled (the table's rows and vetoes, the prefilter, the
-// exception-class pattern). Otherwise false, and `error` (if not null) names each bad pattern
+// True when every RE2 of this file compiled (each row's regex, `also` and `veto`, the set of all
+// rows, the prefilter, the exception-class pattern). Otherwise false, and `error` (if not null) names each bad pattern
 // with RE2's reason. Meant for a start-up check: a pattern that fails to compile matches nothing.
 bool oom_patterns_ok(std::string* error);
 
-// Compiles every regex and veto of `table` afresh and reports the same way as oom_patterns_ok;
+// Compiles every regex, `also` and `veto` of `table` afresh and reports the same way as oom_patterns_ok;
 // for tables under test and for checking a row before it is added.
 bool oom_table_ok(const std::vector<OomPattern>& table, std::string* error);
 

@@ -29,13 +29,14 @@ constexpr StageRule kRules[] = {
     {Phase::kQuantize, R"(\bquantiz\w*|\bquanto\b|\bcalibrat\w*|\bgptq\b|\bawq\b|\bqtype\b)"},
     {Phase::kCacheTextEmbeddings,
      R"(\b(?:text|prompt|prompts|te|caption|captions)\s(?:embed\w*|encoder outputs?|encodings?|conds?|features|hidden states)\b)"
-     R"(|\bencod\w*\s(?:the\s)?(?:prompts?|text|captions?)\b|\bclip text encode\b)"
+     R"(|\bencod\w*\s(?:\w+\s){0,2}(?:prompts?|text|captions?|tokens?)\b|\bclip text encode\b)"
+     R"(|\bcach\w*\s(?:\w+\s){0,2}(?:outputs?|embeds?|embeddings?|conds?)\b)"
      R"(|\bcach\w*\s(?:the\s)?(?:text|te|prompts?|captions?)\b)"
      R"(|\b(?:t5|clip|umt5|llm|qwen|gemma|llama)\s(?:encod\w*|embed\w*)\b)"},
     {Phase::kCacheLatents,
-     R"(\blatents?\s(?:\w+\s){0,2}cach\w*|\bcach\w*\s(?:the\s|one\s|all\s)?(?:latents?|images?|vae|videos?)\b)"
+     R"(\blatents?\s(?:\w+\s){0,2}cach\w*|\bcach\w*\s(?:\w+\s){0,2}(?:latents?|images?|vae|videos?)\b)"
      R"(|\bvae encod\w*|\bencod\w*\s(?:the\s)?(?:images?|latents?|videos?|frames?)\b|\blatent dist\b)"
-     R"(|\bprecomput\w*\s(?:the\s)?latents?\b)"},
+     R"(|\bprecomput\w*\s(?:the\s)?latents?\b|\bencod\w* vae\b|\b(?:vae|autoencoders?)\b.*\bencod\w*)"},
     {Phase::kSaving,
      R"(\bsav(?:e|es|ing)\s(?:the\s)?(?:\w+\s){0,2}(?:checkpoints?|models?|state|states|weights|loras?|pipeline|safetensors|ckpt|file|pretrained|network|at step|step)\b)"
      R"(|^save$|\bsav(?:e|ing)$|\bserializ\w*|\bwrit\w*\s(?:the\s)?(?:checkpoint|model|weights|safetensors|lora)\b)"
@@ -44,11 +45,11 @@ constexpr StageRule kRules[] = {
      R"(\bload(?:s|ing|ed)?\s(?:the\s)?(?:\w+\s){0,3}(?:model|models|state dict|checkpoint|checkpoints|ckpt|weights|lora|pipeline|pipe|transformer|transformers|unet|vae|text encoders?|t5|clip|safetensors|pretrained|shards|dit|encoder|tokenizer|diffusion|base|file)\b)"
      R"(|\bloaders?\b|\bfrom pretrained\b|\bcheckpoint shards\b|\bfetching\b|\bdownload\w*)"
      R"(|\bmaterializ\w*|\binit empty weights\b|\bmov\w*\s(?:the\s)?(?:\w+\s){0,2}to\s(?:gpu|cuda|device)\b)"
-     R"(|^init\w*\b|\bload model\b|\bset module tensor to device\b)"},
+     R"(|\binit\w*\s(?:\w+\s){0,3}training\b|\bload model\b|\bset module tensor to device\b)"},
     {Phase::kSampling,
      R"(\bsampl(?:e|es|ing|er|ers)\b|\bk\s?sampler\w*|\bgenerat\w*\s(?:\w+\s){0,2}(?:images?|samples?|previews?|videos?)\b)"
      R"(|\bpreviews?\b|\bvalidat\w*|\bvalid\b|\bpredicting\b|\beval\w*|\binference\b|\binfer\b|\bdenois\w*|\bdecod\w*)"
-     R"(|\bprediction\w*|\bpredict step\b|\bpipeline\w*|\bsanity check\w*)"},
+     R"(|\bprediction\w*|\bpredict step\b|\bpipelines\b|\bsanity check\w*)"},
     {Phase::kTrainStep,
      R"(\bbackward\b|\boptimi[sz]er\s(?:\w+\s)?step\b|\btrain(?:ing)?\s(?:step|steps|loop|batch|epoch)\b)"
      R"(|\btraining\b|\baccumulat\w*|\bcompute loss\b|\bhook train loop\b|\bpredict noise\b)"

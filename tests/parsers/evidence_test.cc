@@ -191,6 +191,19 @@ TEST_SUITE("parsers::evidence") {
     }
   }
 
+  TEST_CASE("a restarted run that trains on leaves the earlier OOM fatal and the log running") {
+    std::string log = bar("Steps", 500, 1000) + "\n" + traceback("") + bar("Steps", 500, 1000) + "\n";
+    log += "The following values were not passed to `accelerate launch` and had defaults used "
+           "instead:\n***** Running training *****\n";
+    for (int n = 500; n <= 503; ++n) log += "\r" + bar("Steps", n, 1000);
+    log += "\n";
+    const LogAnalysis a = analyze_log(log);
+    const OomEvent e = only_event(a);
+    CHECK_FALSE(e.recovered);
+    CHECK(e.step == 500);
+    CHECK(a.outcome == Outcome::kRunning);
+  }
+
   TEST_CASE("invariant: a recovered banner is never fatal, and the fatal OOM after it is") {
     const std::string log = "# OOM during training step, skipping batch 1/3 #\n" +
                             bar("my_job", 12, 100) + "\n" + traceback("") + bar("my_job", 12, 100) +

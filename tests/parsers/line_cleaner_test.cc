@@ -58,6 +58,7 @@ TEST_SUITE("parsers::line_cleaner") {
         "[19:27:22] ",
         "- **Exception Type:** ",
         "**Exception Message:** ",
+        "Exception Type: ",
         "- ",
     };
     for (const char* prefix : prefixes) {

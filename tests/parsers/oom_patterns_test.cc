@@ -108,11 +108,17 @@ TEST_SUITE("parsers::oom_patterns") {
          .regex = "OOM",
          .veto = "[z-a]",
          .samples = {"x"}},
+        {.name = "bad-also",
+         .kind = OomKind::kCuda,
+         .regex = "OOM",
+         .also = "a{2,1}",
+         .samples = {"x"}},
     };
     std::string error;
     CHECK_FALSE(oom_table_ok(table, &error));
     CHECK(error.find("unclosed") != std::string::npos);
     CHECK(error.find("bad-veto (veto)") != std::string::npos);
+    CHECK(error.find("bad-also (also)") != std::string::npos);
     CHECK(error.find("fine") == std::string::npos);
   }
 

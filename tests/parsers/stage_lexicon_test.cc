@@ -64,7 +64,8 @@ TEST_SUITE("parsers::stage_lexicon") {
         {"predict_noise", Phase::kTrainStep},
         {"prediction_step", Phase::kSampling},
         {"calibration/minmax", Phase::kQuantize},
-        {"flux/pipeline_flux", Phase::kSampling},
+        {"pipelines/flux/pipeline_flux", Phase::kSampling},
+        {"mgds/pipelineModules/EncodeVAE", Phase::kCacheLatents},
         // UI node types
         {"KSampler", Phase::kSampling},
         {"SamplerCustomAdvanced", Phase::kSampling},
