@@ -392,7 +392,12 @@ std::string_view node_type(std::string_view line) {
 }
 
 bool may_announce_stage(std::string_view line) {
-  // The first word, past leading punctuation, ends in "ing": "Caching", "Loading", "Running".
+  // The first word, past leading punctuation and a "stage 2/4:" or "Step 1:" count, ends in
+  // "ing": "Caching", "Loading", "Running".
+  static const RE2 kCount(R"((?i)^\W*(?:stage|step|phase|task)\s*\d+(?:\s*/\s*\d+)?\s*[:.)\-]\s*)",
+                          quiet_options());
+  re2::StringPiece rest(line);
+  if (RE2::Consume(&rest, kCount)) line = std::string_view(rest.data(), rest.size());
   size_t i = 0;
   while (i < line.size() && i < 8 && !std::isalpha(static_cast<unsigned char>(line[i]))) ++i;
   const size_t start = i;

@@ -647,6 +647,9 @@ bool LogAnalyzer::try_continue_message(std::string_view line) {
                           starts_with(line, "frame #") || starts_with(line, "During handling") ||
                           starts_with(line, "The above exception") || is_exception_line(line) ||
                           line.find("Warning:") != std::string_view::npos ||
+                          starts_with(line, "ERROR") || starts_with(line, "WARN") ||
+                          starts_with(line, "INFO") || starts_with(line, "DEBUG") ||
+                          starts_with(line, "CRITICAL") || starts_with(line, "FATAL") ||
                           (may_mention_oom(line) && match_oom(line));
   if (new_record || incident.continuation_lines >= kMaxContinuationLines ||
       incident.event.message.size() + line.size() > kMaxMessageBytes) {

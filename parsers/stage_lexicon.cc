@@ -30,6 +30,7 @@ constexpr StageRule kRules[] = {
     {Phase::kCacheTextEmbeddings,
      R"(\b(?:text|prompt|prompts|te|caption|captions)\s(?:embed\w*|encoder outputs?|encodings?|conds?|features|hidden states)\b)"
      R"(|\bencod\w*\s(?:\w+\s){0,2}(?:prompts?|text|captions?|tokens?)\b|\bclip text encode\b)"
+     R"(|\b(?:text|prompts?|captions?)\s(?:encode|encoding)\b)"
      R"(|\bcach\w*\s(?:\w+\s){0,2}(?:outputs?|embeds?|embeddings?|conds?)\b)"
      R"(|\bcach\w*\s(?:the\s)?(?:text|te|prompts?|captions?)\b)"
      R"(|\b(?:t5|clip|umt5|llm|qwen|gemma|llama)\s(?:encod\w*|embed\w*)\b)"},

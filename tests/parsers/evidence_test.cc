@@ -147,6 +147,17 @@ TEST_SUITE("parsers::evidence") {
     }
   }
 
+  TEST_CASE("a log line after a message cut short is not glued to it") {
+    const LogAnalysis a = analyze_log(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB. GPU 0 has a total "
+        "capacity of 23.55 GiB of which 100.00 MiB is free.\nERROR: stage 'text-encode' failed\n");
+    const OomEvent e = only_event(a);
+    CHECK(e.message.find("stage") == std::string::npos);
+    CHECK(e.phase == Phase::kCacheTextEmbeddings);
+    REQUIRE(e.phase_evidence);
+    CHECK(e.phase_evidence->source == EvidenceSource::kEpilogue);
+  }
+
   TEST_CASE("precedence: a stage-naming frame beats the marker; the marker beats an entry point") {
     const std::string marker = "Generating samples for step 200\n";
     // The frames name the stage: they win.

@@ -132,6 +132,9 @@ TEST_SUITE("parsers::stage_lexicon") {
     CHECK(announced_stage("Caching latents for /data") == Phase::kCacheLatents);
     CHECK(announced_stage("Evaluating the model on 200 prompts") == Phase::kSampling);
     CHECK(announced_stage("Using 8-bit Adam") == Phase::kUnknown);
+    CHECK(announced_stage("stage 1/4: encoding captions") == Phase::kCacheTextEmbeddings);
+    CHECK(announced_stage("Step 2: Loading the base model") == Phase::kModelLoad);
+    CHECK(failed_stage("ERROR: stage 'text-encode' failed") == Phase::kCacheTextEmbeddings);
     CHECK(announced_stage("the model is loading") == Phase::kUnknown);  // no gerund first
     CHECK(failed_stage("stage 'latents' failed, see above") == Phase::kCacheLatents);
     CHECK(failed_stage("Caching latents") == Phase::kUnknown);  // no failure word
