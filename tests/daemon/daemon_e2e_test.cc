@@ -6,6 +6,8 @@
 // create and copytruncate modes; a vanished file; files present at the first start; a broken
 // config; SIGTERM. Every wait is bounded; the store is read with the project's own db::Store.
 #include <doctest/doctest.h>
+
+#include <cstdio>
 #include <fcntl.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
@@ -47,6 +49,8 @@ TEST_SUITE("daemon::e2e") {
     CHECK(event["kind"] == "cuda");
     CHECK(event["phase"] == "sampling");
     CHECK(event["step"] == 500);
+    CHECK(event["step_evidence"]["source"] == "bar");  // the daemon stores why, as scan prints it
+    CHECK(event["phase_evidence"]["source"] == "frame");
     REQUIRE(story->snapshots.size() == 1);
     CHECK(story->events[0].snapshot_id == story->snapshots[0].id);
     CHECK(nlohmann::json::parse(story->events[0].fixes_json)[0]["id"] == "cheapen_previews");
@@ -54,6 +58,18 @@ TEST_SUITE("daemon::e2e") {
     CHECK(daemon.stderr_text().find("job my_lora: cuda OOM in sampling at step 500/3000") !=
           std::string::npos);
     CHECK(daemon.stop(SIGTERM) == 0);
+    // `report` tells why: the lines that showed the phase and the step.
+    const std::string command = std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                                (dir.path / "state").string() + " report my_lora --color never";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::string report;
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) report.append(buffer, n);
+    CHECK(::pclose(pipe) == 0);
+    CHECK(report.find("phase from frame at line") != std::string::npos);
+    CHECK(report.find("in generate_images") != std::string::npos);
+    CHECK(report.find("step from bar at line") != std::string::npos);
   }
   TEST_CASE("kill -9 mid-stream and a restart store every event exactly once") {
     TempDir dir;

@@ -82,7 +82,7 @@ TEST_SUITE("daemon::scan") {
           "tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes",
           "allocated_by_pytorch_bytes", "reserved_unallocated_bytes", "reserved_total_bytes",
           "this_process_in_use_bytes", "other_processes", "line", "offset", "exception",
-          "message"}) {
+          "message", "phase_evidence", "step_evidence"}) {
       CAPTURE(key);
       CHECK(event.contains(key));
     }
@@ -93,6 +93,13 @@ TEST_SUITE("daemon::scan") {
     CHECK(event["tried_to_allocate_bytes"] == 1610612736);
     CHECK(event["reserved_total_bytes"].is_null());
     CHECK(event["exception"] == "torch.OutOfMemoryError");
+    // Why sampling and why 500: the lines that showed them.
+    CHECK(event["phase_evidence"]["source"] == "frame");
+    CHECK(event["phase_evidence"]["text"].get<std::string>().find("generate_images") !=
+          std::string::npos);
+    CHECK(event["phase_evidence"]["line"].get<int64_t>() > event["step_evidence"]["line"].get<int64_t>());
+    CHECK(event["step_evidence"]["source"] == "bar");
+    CHECK(event["step_evidence"]["text"].get<std::string>().find("500/3000") != std::string::npos);
     CHECK(doc["logs"][1]["outcome"] == "completed");
     CHECK(doc["logs"][1]["events"].empty());
   }
