@@ -300,7 +300,7 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
   BarClass cls;
   if (frame.notebook) {
     cls = {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
-  } else if (frame.desc == last_desc_ && total == last_desc_total_ && seq_ > 1) {
+  } else if (has_last_class_ && frame.desc == last_desc_ && total == last_desc_total_) {
     cls = last_class_;
   } else {
     cls = classify_bar(frame.desc, job_name_, trainer_guess(), rules_on(trainer_guess()));
@@ -319,6 +319,7 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
     last_desc_.assign(frame.desc);
     last_desc_total_ = total;
     last_class_ = cls;
+    has_last_class_ = true;
   }
 
   std::string key(frame.desc);
@@ -483,8 +484,7 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       settled_.reset();
       watch_.reset();
       if (!match.job.empty() && options_.job_name.empty()) job_name_.assign(match.job);
-      last_desc_.clear();
-      last_desc_total_ = -1;
+      has_last_class_ = false;
       bars_.clear();
       train_n_.reset();
       first_epoch_.reset();

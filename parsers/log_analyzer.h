@@ -181,6 +181,8 @@ class LogAnalyzer {
   bool source_line_next_ = false;
   std::optional<int> gpu_hint_;
   int64_t gpu_hint_seq_ = -1;
+  // The class of the last bar seen, kept because the same bar is most frames.
+  bool has_last_class_ = false;
   std::string last_desc_;
   int64_t last_desc_total_ = -1;
   BarClass last_class_;
