@@ -45,12 +45,24 @@ bool is_blank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t'; });
 }
 
-std::string evidence_text(std::string_view text) {
+// The evidence line as people read it: no indentation, cut at a character boundary. Writes into
+// `out` so that a clue updated on every frame reuses its buffer.
+void assign_evidence(std::string& out, std::string_view text) {
   while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  if (text.size() <= kEvidenceTextBytes) return std::string(text);
+  if (text.size() <= kEvidenceTextBytes) {
+    out.assign(text);
+    return;
+  }
   size_t cut = kEvidenceTextBytes;
   while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
-  return std::string(text.substr(0, cut)) + "\u2026";
+  out.assign(text.substr(0, cut));
+  out.append("\u2026");
+}
+
+std::string evidence_text(std::string_view text) {
+  std::string out;
+  assign_evidence(out, text);
+  return out;
 }
 
 bool is_binary_byte(unsigned char c) {
@@ -287,45 +299,28 @@ void LogAnalyzer::set_context(EvidenceSource source, Phase phase, std::string_vi
   if (context_ && context_->seq == seq_ && context_->source == source && context_->phase == phase) {
     return;
   }
-  context_ = Clue{source, phase, std::nullopt, seq_, line, evidence_text(text)};
+  if (!context_) context_.emplace();
+  context_->source = source;
+  context_->phase = phase;
+  context_->seq = seq_;
+  context_->line = line;
+  assign_evidence(context_->text, text);
 }
 
 void LogAnalyzer::set_step(EvidenceSource source, int64_t step, std::string_view text,
                            int64_t line) {
-  step_ = Clue{source, Phase::kUnknown, step, seq_, line, evidence_text(text)};
+  if (!step_) step_.emplace();
+  step_->source = source;
+  step_->step = step;
+  step_->seq = seq_;
+  step_->line = line;
+  assign_evidence(step_->text, text);
 }
 
 void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, int64_t line) {
   const int64_t total = frame.total.value_or(-1);
-  BarClass cls;
-  if (frame.notebook) {
-    cls = {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
-  } else if (has_last_class_ && frame.desc == last_desc_ && total == last_desc_total_) {
-    cls = last_class_;
-  } else {
-    cls = classify_bar(frame.desc, job_name_, trainer_guess(), rules_on(trainer_guess()));
-    // A bar without a description whose total is the printed number of training steps is the
-    // training bar (HF Trainer's, and any loop over range(max_train_steps)).
-    if (cls.role == BarRole::kOther && frame.desc.empty() && frame.total &&
-        printed_total_steps_ && *frame.total == *printed_total_steps_) {
-      cls = {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
-    }
-    // HF Trainer's eval bar has no description either; its total differs from the training one.
-    if (cls.role == BarRole::kTrainingSteps && frame.desc.empty() && train_total_ &&
-        frame.total && *frame.total != *train_total_ &&
-        !(printed_total_steps_ && *frame.total == *printed_total_steps_)) {
-      cls = {BarRole::kPhase, Phase::kSampling, std::nullopt};
-    }
-    last_desc_.assign(frame.desc);
-    last_desc_total_ = total;
-    last_class_ = cls;
-    has_last_class_ = true;
-  }
-
-  std::string key(frame.desc);
-  key.push_back('\x1f');
-  key.append(std::to_string(total));
-  auto bar = std::find_if(bars_.begin(), bars_.end(), [&](const Bar& b) { return b.key == key; });
+  auto bar = std::find_if(bars_.begin(), bars_.end(),
+                          [&](const Bar& b) { return b.total == total && b.desc == frame.desc; });
   const std::optional<int64_t> previous_n = bar != bars_.end() ? bar->n : std::nullopt;
   const bool seen_before_signal = bar != bars_.end() && watch_ && bar->seq < watch_->from_seq;
   if (bar == bars_.end()) {
@@ -333,11 +328,36 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
       bars_.erase(std::min_element(bars_.begin(), bars_.end(),
                                    [](const Bar& x, const Bar& y) { return x.seq < y.seq; }));
     }
-    bars_.push_back({key, std::nullopt, -1});
+    bars_.push_back(Bar{std::string(frame.desc), total, next_bar_id_++});
     bar = bars_.end() - 1;
   }
   bar->n = frame.n;
   bar->seq = seq_;
+  // A bar is classified once, again only when the log's trainer looks different.
+  const Trainer guess = trainer_guess();
+  if (!bar->classified || bar->classified_for != guess) {
+    bar->cls = classify_bar(frame.desc, job_name_, guess, rules_on(guess));
+    bar->classified = true;
+    bar->classified_for = guess;
+  }
+  BarClass cls = bar->cls;
+  if (frame.notebook) {
+    cls = {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
+  } else if (frame.desc.empty()) {
+    // A bar without a description whose total is the printed number of training steps is the
+    // training bar (HF Trainer's, and any loop over range(max_train_steps)).
+    if (cls.role == BarRole::kOther && frame.total && printed_total_steps_ &&
+        *frame.total == *printed_total_steps_) {
+      cls = {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
+    }
+    // HF Trainer's eval bar has no description either; its total differs from the training one.
+    if (cls.role == BarRole::kTrainingSteps && train_total_ && frame.total &&
+        *frame.total != *train_total_ &&
+        !(printed_total_steps_ && *frame.total == *printed_total_steps_)) {
+      cls = {BarRole::kPhase, Phase::kSampling, std::nullopt};
+    }
+  }
+  const int bar_id = bar->id;
 
   bool step_evidence = false;
   switch (cls.role) {
@@ -391,7 +411,7 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
     if (train_advance_seq_ == seq_ && last_event_seq_ >= 0 && run_start_seq_ > last_event_seq_) {
       went_on_seq_ = seq_;
     }
-    watch_bar(key, previous_n, seen_before_signal, frame.n);
+    watch_bar(bar_id, previous_n, seen_before_signal, frame.n);
   }
 }
 
@@ -408,21 +428,24 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
         step_.reset();  // a newer counter that names no global step
       }
       // A printed counter is a bar of its own for "did training go on".
-      const std::string key = counter.kind == CounterKind::kGlobal ? "\x1e" "counter"
-                                                                   : "\x1e" "epoch counter";
-      auto bar = std::find_if(bars_.begin(), bars_.end(), [&](const Bar& b) { return b.key == key; });
+      const std::string_view name = counter.kind == CounterKind::kGlobal ? "\x1e" "counter"
+                                                                        : "\x1e" "epoch counter";
+      auto bar = std::find_if(bars_.begin(), bars_.end(),
+                              [&](const Bar& b) { return b.total == -1 && b.desc == name; });
       std::optional<int64_t> previous_n;
       bool seen_before = false;
       if (bar != bars_.end()) {
         previous_n = bar->n;
         seen_before = watch_ && bar->seq < watch_->from_seq;
-        bar->n = counter.n;
-        bar->seq = seq_;
       } else {
-        bars_.push_back({key, counter.n, seq_});
+        bars_.push_back(Bar{std::string(name), -1, next_bar_id_++});
+        bar = bars_.end() - 1;
       }
+      bar->n = counter.n;
+      bar->seq = seq_;
+      const int bar_id = bar->id;
       if (!previous_n || *counter.n > *previous_n) train_advance_seq_ = seq_;
-      watch_bar(key, previous_n, seen_before, counter.n);
+      watch_bar(bar_id, previous_n, seen_before, counter.n);
       break;
     }
     case CounterKind::kEpoch:
@@ -434,13 +457,13 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
   }
 }
 
-void LogAnalyzer::watch_bar(const std::string& key, std::optional<int64_t> previous_n,
-                            bool seen_before, std::optional<int64_t> n) {
+void LogAnalyzer::watch_bar(int bar_id, std::optional<int64_t> previous_n, bool seen_before,
+                            std::optional<int64_t> n) {
   if (!watch_ || !n || seq_ <= watch_->from_seq) return;
   auto it = std::find_if(watch_->baselines.begin(), watch_->baselines.end(),
-                         [&](const Watch::Baseline& b) { return b.key == key; });
+                         [&](const Watch::Baseline& b) { return b.bar_id == bar_id; });
   if (it == watch_->baselines.end()) {
-    watch_->baselines.push_back({key, seen_before && previous_n ? *previous_n : *n, 0});
+    watch_->baselines.push_back({bar_id, seen_before && previous_n ? *previous_n : *n, 0});
     it = watch_->baselines.end() - 1;
   }
   if (*n > it->n) {
@@ -484,7 +507,6 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       settled_.reset();
       watch_.reset();
       if (!match.job.empty() && options_.job_name.empty()) job_name_.assign(match.job);
-      has_last_class_ = false;
       bars_.clear();
       train_n_.reset();
       first_epoch_.reset();

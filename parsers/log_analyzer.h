@@ -87,7 +87,12 @@ class LogAnalyzer {
 
   // A progress bar as an object: its identity is its description and total.
   struct Bar {
-    std::string key;
+    std::string desc;
+    int64_t total = -1;  // -1: unknown
+    int id = 0;
+    BarClass cls;
+    bool classified = false;
+    Trainer classified_for = Trainer::kUnknown;
     std::optional<int64_t> n;
     int64_t seq = -1;
   };
@@ -97,7 +102,7 @@ class LogAnalyzer {
   struct Watch {
     int64_t from_seq = 0;
     struct Baseline {
-      std::string key;
+      int bar_id = 0;
       int64_t n = 0;
       int rises = 0;
     };
@@ -137,7 +142,7 @@ class LogAnalyzer {
   bool try_continue_message(std::string_view line);
   bool can_merge(const Incident& incident, OomKind kind, const MemoryFigures& figures,
                  std::optional<int> rank) const;
-  void watch_bar(const std::string& key, std::optional<int64_t> previous_n, bool seen_before,
+  void watch_bar(int bar_id, std::optional<int64_t> previous_n, bool seen_before,
                  std::optional<int64_t> n);
   void set_context(EvidenceSource source, Phase phase, std::string_view text, int64_t line);
   void set_step(EvidenceSource source, int64_t step, std::string_view text, int64_t line);
@@ -181,11 +186,7 @@ class LogAnalyzer {
   bool source_line_next_ = false;
   std::optional<int> gpu_hint_;
   int64_t gpu_hint_seq_ = -1;
-  // The class of the last bar seen, kept because the same bar is most frames.
-  bool has_last_class_ = false;
-  std::string last_desc_;
-  int64_t last_desc_total_ = -1;
-  BarClass last_class_;
+  int next_bar_id_ = 0;
   std::optional<Watch> watch_;
   int64_t went_on_seq_ = -1;  // where training was last seen going on after a signal
   int64_t run_start_seq_ = -1;

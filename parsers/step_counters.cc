@@ -6,6 +6,7 @@
 #include "parsers/step_counters.h"
 
 #include <re2/re2.h>
+#include <re2/set.h>
 
 #include <algorithm>
 #include <memory>
@@ -37,12 +38,23 @@ struct CompiledCounter {
   std::unique_ptr<RE2> regex;
 };
 
-const std::vector<CompiledCounter>& compiled_counters() {
-  static const std::vector<CompiledCounter> kCompiled = [] {
-    std::vector<CompiledCounter> compiled;
+// Every row, and one set of them all: a line is scanned once, and only the rows that hit run
+// again to capture their numbers.
+struct CompiledCounters {
+  std::vector<CompiledCounter> rows;
+  std::unique_ptr<RE2::Set> set;
+};
+
+const CompiledCounters& compiled_counters() {
+  static const CompiledCounters kCompiled = [] {
+    CompiledCounters compiled;
+    auto set = std::make_unique<RE2::Set>(counter_options(), RE2::UNANCHORED);
+    bool set_ok = true;
     for (const CounterPattern& pattern : counter_patterns()) {
-      compiled.push_back({&pattern, std::make_unique<RE2>(pattern.regex, counter_options())});
+      compiled.rows.push_back({&pattern, std::make_unique<RE2>(pattern.regex, counter_options())});
+      set_ok = set_ok && set->Add(pattern.regex, nullptr) >= 0;
     }
+    if (set_ok && set->Compile()) compiled.set = std::move(set);
     return compiled;
   }();
   return kCompiled;
@@ -134,7 +146,16 @@ bool may_be_counter(std::string_view line) {
 }
 
 std::optional<StepCounter> match_counter(std::string_view line) {
-  for (const CompiledCounter& entry : compiled_counters()) {
+  const CompiledCounters& compiled = compiled_counters();
+  std::vector<int> hits;
+  if (compiled.set) {
+    if (!compiled.set->Match(line, &hits)) return std::nullopt;
+    std::sort(hits.begin(), hits.end());  // the table's order decides
+  } else {
+    for (size_t i = 0; i < compiled.rows.size(); ++i) hits.push_back(static_cast<int>(i));
+  }
+  for (int hit : hits) {
+    const CompiledCounter& entry = compiled.rows[static_cast<size_t>(hit)];
     const RE2& regex = *entry.regex;
     const int ngroups = regex.NumberOfCapturingGroups() + 1;
     std::vector<re2::StringPiece> groups(static_cast<size_t>(ngroups));
@@ -166,7 +187,11 @@ std::optional<StepCounter> match_counter(std::string_view line) {
 }
 
 bool counter_patterns_ok(std::string* error) {
-  for (const CompiledCounter& entry : compiled_counters()) {
+  if (!compiled_counters().set) {
+    if (error) *error = "step counters: the RE2::Set of all rows did not compile";
+    return false;
+  }
+  for (const CompiledCounter& entry : compiled_counters().rows) {
     if (!entry.regex->ok()) {
       if (error) {
         *error = "step counter " + std::string(entry.pattern->name) + ": " + entry.regex->error();
