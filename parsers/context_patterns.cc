@@ -140,8 +140,20 @@ const std::vector<ContextPattern>& context_patterns() {
       {"lightning-fit-stopped", R"(Trainer\.fit` stopped: `max_(?:epochs|steps)=\d+` reached)",
        E::kCompleted, P::kUnknown, T::kUnknown,
        {"`Trainer.fit` stopped: `max_epochs=2` reached."}},
-      {"training-complete", R"((?i)\btraining (?:is )?(?:complete|completed|finished|done)\b)",
-       E::kCompleted, P::kUnknown, T::kUnknown, {"Training complete."}},
+      {"training-complete",
+       R"((?i)\btraining (?:is )?(?:complete|completed|finished|done)\b|\bdone training\b|)"
+       R"((?i)^done\.?$|\b\d+ epochs? completed in\b|\bfinished training\b)",
+       E::kCompleted, P::kUnknown, T::kUnknown,
+       {"Training complete.", "done training", "done.", "3 epochs completed in 0.512 hours."}},
+      // A process that died: C++ aborts, launchers reporting a failed child.
+      {"process-died",
+       R"(^terminate called after throwing an instance of|ChildFailedError|)"
+       R"(\bexitcode\s*:\s*-?[1-9]\d*\b|Aborted \(core dumped\)|Segmentation fault|)"
+       R"(Signal \d+ \(SIG[A-Z]+\) received by PID)",
+       E::kCrash, P::kUnknown, T::kUnknown,
+       {"terminate called after throwing an instance of 'c10::DistBackendError'",
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:",
+        "  exitcode  : -6 (pid: 4242)", "Aborted (core dumped)"}},
       {"traceback", R"(Traceback \(most recent call last\))", E::kTracebackHeader, P::kUnknown,
        T::kUnknown,
        {"Traceback (most recent call last):",
@@ -213,7 +225,7 @@ std::optional<int64_t> parse_number(std::string_view digits) {
 
 bool may_be_context(std::string_view line) {
   static const RE2 kLiterals(
-      R"(Running|running training|Trainer\.fit|accelerate launch|Loading|uantiz|Model Loaded|create LoRA|Caching|UNLOADING|Skipping first|)"
+      R"(Running|running training|Trainer\.fit|done|epochs? completed|terminate called|ChildFailed|exitcode|Aborted|Segmentation|received by PID|accelerate launch|Loading|uantiz|Model Loaded|create LoRA|Caching|UNLOADING|Skipping first|)"
       R"(baseline|first sample|Found step|Sampling|Saving|Saved|Removing old|Error running|)"
       R"(Job |completed job|toolkit|AITK|extensions_built_in|BaseSDTrain|sample images|)"
       R"(saving|epoch|Epoch|model saved|sd-scripts|train_network|sdxl_train|flux_train|kohya|)"
@@ -334,6 +346,10 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
   }
   const std::string_view name = last_name(function);
   const std::string_view module = module_tail(path);
+  // An uncaught exception unwinds to the script's top level (or runpy's, under "python -m").
+  if (name == "<module>" || name == "_run_module_as_main" || name == "_run_code") {
+    return FrameEvidence{Phase::kUnknown, false, python, false, true};
+  }
   // A model moved to the GPU: `.to(device)` reaches torch's Module._apply.
   if (RE2::FullMatch(name, kDeviceMove) &&
       (module.ends_with("module") || module.ends_with("modeling_utils"))) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <tuple>
 
@@ -29,6 +30,8 @@ constexpr size_t kMaxMessageBytes = 4096;
 constexpr int kMaxContinuationLines = 8;
 constexpr size_t kBinarySampleBytes = 64 * 1024;
 constexpr size_t kFrameHistory = 512;
+// How many records after an OOM message a trainer's back-off line still speaks of it.
+constexpr int64_t kBackoffReach = 50;
 constexpr size_t kMaxBars = 32;
 constexpr size_t kEvidenceTextBytes = 200;
 
@@ -63,6 +66,31 @@ std::string evidence_text(std::string_view text) {
   std::string out;
   assign_evidence(out, text);
   return out;
+}
+
+// "trainer: step 300 loss=..." or "[ft] Saving pipeline": a logger's name or tag left after the
+// cleaner took the timestamp and level. Counters and announcements are read past it too.
+std::string_view after_logger_tag(std::string_view text) {
+  size_t i = 0;
+  if (!text.empty() && text.front() == '[') {
+    i = 1;
+    while (i < text.size() && i < 40 && (std::isalnum(static_cast<unsigned char>(text[i])) ||
+                                         text[i] == '_' || text[i] == '-' || text[i] == '.')) {
+      ++i;
+    }
+    if (i == 1 || i >= text.size() || text[i] != ']') return {};
+    ++i;
+  } else {
+    while (i < text.size() && i < 40 && (std::isalnum(static_cast<unsigned char>(text[i])) ||
+                                         text[i] == '_' || text[i] == '-' || text[i] == '.')) {
+      ++i;
+    }
+    if (i == 0 || i >= text.size() || text[i] != ':') return {};
+    ++i;
+  }
+  if (i >= text.size() || text[i] != ' ') return {};
+  while (i < text.size() && text[i] == ' ') ++i;
+  return text.substr(i);
 }
 
 bool is_binary_byte(unsigned char c) {
@@ -237,6 +265,7 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
                        evidence_text(clean.text), frame->strong, frame->device_move});
     if (frames_.size() > kFrameHistory) frames_.pop_front();
     source_line_next_ = frame->wants_source_line;
+    if (frame->top_level) top_level_frame_seq_ = seq_;
     return;
   }
   if (source_line && !frames_.empty() && frames_.back().phase == Phase::kUnknown &&
@@ -252,6 +281,7 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
   if (traceback_seq_ >= 0 && seq_ - traceback_seq_ <= 2 * kIncidentWindow &&
       is_exception_line(clean.text)) {
     crash_seq_ = seq_;
+    advances_after_crash_ = 0;
   }
   if (const std::string_view type = node_type(clean.text); !type.empty()) {
     if (const Phase phase = stage_of(type); phase != Phase::kUnknown) {
@@ -260,13 +290,16 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
       node_ = std::move(clue);
     }
   }
+  const std::string_view untagged = after_logger_tag(clean.text);
   if (counter_literal) {
-    if (auto counter = match_counter(clean.text)) on_counter(*counter, clean.text, line);
+    auto counter = match_counter(clean.text);
+    if (!counter && !untagged.empty()) counter = match_counter(untagged);
+    if (counter) on_counter(*counter, clean.text, line);
   }
   if (!named_phase && announcing) {
-    if (const Phase phase = announced_stage(clean.text); phase != Phase::kUnknown) {
-      set_context(EvidenceSource::kMarker, phase, clean.text, line);
-    }
+    Phase phase = announced_stage(clean.text);
+    if (phase == Phase::kUnknown && !untagged.empty()) phase = announced_stage(untagged);
+    if (phase != Phase::kUnknown) set_context(EvidenceSource::kMarker, phase, clean.text, line);
   }
   if (oom_literal) {
     if (auto match = match_oom(clean.text)) {
@@ -362,6 +395,17 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
   bool step_evidence = false;
   switch (cls.role) {
     case BarRole::kTrainingSteps:
+      // A training bar that ran to its total and starts again, or a new one with the same
+      // total, counts the batches of an epoch: the one after the first, so no global step.
+      if (frame.n && total > 0 &&
+          ((previous_n && *previous_n >= total && *frame.n < *previous_n) ||
+           (!previous_n && finished_epoch_total_ == total && *frame.n < total))) {
+        bar->cls = cls = {BarRole::kTrainingPerEpoch, Phase::kTrainStep, false};
+        first_epoch_ = false;
+        step_.reset();
+        break;
+      }
+      if (frame.n && total > 0 && *frame.n >= total) finished_epoch_total_ = total;
       if (frame.n && (!train_n_ || *frame.n > *train_n_)) train_advance_seq_ = seq_;
       if (frame.n) train_n_ = frame.n;
       if (frame.total) train_total_ = frame.total;
@@ -397,9 +441,10 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
                               evidence_text(text)};
     }
   }
-  // A step in the bar's postfix: "..., global_step=500, loss=0.1]".
+  // A step in the bar's postfix: "..., global_step=500, loss=0.1]", "gs=1500".
   if (const size_t bracket = text.rfind('['); bracket != std::string_view::npos &&
-                                              text.find("step", bracket) != std::string_view::npos) {
+                                              (text.find("step", bracket) != std::string_view::npos ||
+                                               text.find("gs=", bracket) != std::string_view::npos)) {
     if (auto counter = match_counter(text.substr(bracket)); counter &&
         counter->kind == CounterKind::kGlobal && counter->n) {
       set_step(EvidenceSource::kCounter, *counter->n, text, line);
@@ -407,6 +452,7 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
   }
   if (cls.role == BarRole::kTrainingSteps || cls.role == BarRole::kTrainingPerEpoch) {
     if (train_advance_seq_ == seq_) settled_.reset();
+    if (train_advance_seq_ == seq_ && crash_seq_ >= 0 && seq_ > crash_seq_) ++advances_after_crash_;
     // A run started after the last OOM trains on: the log's story goes on, that OOM stays fatal.
     if (train_advance_seq_ == seq_ && last_event_seq_ >= 0 && run_start_seq_ > last_event_seq_) {
       went_on_seq_ = seq_;
@@ -445,6 +491,10 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
       bar->seq = seq_;
       const int bar_id = bar->id;
       if (!previous_n || *counter.n > *previous_n) train_advance_seq_ = seq_;
+      if (counter.kind == CounterKind::kGlobal && counter.total && *counter.total > 0 &&
+          *counter.n >= *counter.total) {
+        completed_seq_ = seq_;  // "step 5000/5000": the run did every step
+      }
       watch_bar(bar_id, previous_n, seen_before, counter.n);
       break;
     }
@@ -471,6 +521,12 @@ void LogAnalyzer::watch_bar(int bar_id, std::optional<int64_t> previous_n, bool 
     it->n = *n;
   }
   if (it->rises < 2) return;
+  // An uncaught traceback reached the top level: the process died, and what it still prints is
+  // output buffered before (stdout flushed at exit). Nothing after it is training going on.
+  if (top_level_frame_seq_ >= watch_->traceback_from_seq) {
+    watch_.reset();
+    return;
+  }
   // The same bar moved on twice: the process survived the signal and training went on.
   went_on_seq_ = seq_;
   watch_.reset();
@@ -510,6 +566,7 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       bars_.clear();
       train_n_.reset();
       first_epoch_.reset();
+      finished_epoch_total_ = -1;
       step_.reset();
       node_.reset();
       crash_seq_ = stop_seq_ = completed_seq_ = -1;
@@ -520,6 +577,7 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       break;
     case MarkerEffect::kCrash:
       crash_seq_ = seq_;
+      advances_after_crash_ = 0;
       break;
     case MarkerEffect::kStop:
       stop_seq_ = seq_;
@@ -623,6 +681,17 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
     if (rank) incident.ranks.push_back(*rank);
     return;
   }
+  // "CUDA out of memory ..." then "attempting to recover from OOM" / "retrying with batch 2":
+  // the back-off is the trainer's verdict on the OOM it just printed, one recovered incident.
+  if (open_ && pattern.recovered && !open_->own_incident && !open_->event.recovered &&
+      seq_ - open_->last_signal_seq <= kBackoffReach &&
+      top_level_frame_seq_ < open_->traceback_from_seq) {
+    open_->event.recovered = true;
+    open_->own_incident = true;
+    open_->last_signal_seq = seq_;
+    if (open_->signal_phase == Phase::kUnknown) open_->signal_phase = pattern.phase;
+    return;
+  }
   if (open_) close_incident();
   // The rest of an incident that settle() already reported (its traceback's last line, say).
   if (settled_ && !pattern.recovered && seq_ - settled_->last_signal_seq <= kIncidentWindow &&
@@ -659,8 +728,8 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   incident.own_incident = pattern.recovered;
   incident.awaiting_continuation = pattern.allocator_message && looks_incomplete(message);
   if (rank) incident.ranks.push_back(*rank);
+  watch_ = Watch{seq_, incident.traceback_from_seq, {}};
   open_ = std::move(incident);
-  watch_ = Watch{seq_, {}};
 }
 
 bool LogAnalyzer::try_continue_message(std::string_view line) {
@@ -789,7 +858,9 @@ Outcome LogAnalyzer::decide_outcome(bool had_events) const {
       (!last_event_recovered_ || crash_seq_ > last_event_seq_)) {
     return Outcome::kCrashedOom;
   }
-  if (crash_seq_ >= 0 && crash_seq_ > train_advance_seq_ && crash_seq_ > completed_seq_) {
+  // After a crash, one redraw of a bar (tqdm's close() at exit) is no training going on.
+  if (crash_seq_ >= 0 && (crash_seq_ > train_advance_seq_ || advances_after_crash_ < 2) &&
+      crash_seq_ > completed_seq_) {
     return Outcome::kCrashedOther;
   }
   if (completed_seq_ >= 0 || training_finished) return Outcome::kCompleted;

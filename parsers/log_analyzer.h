@@ -101,6 +101,7 @@ class LogAnalyzer {
   // value at the signal, twice (one rise is the redraw tqdm's close() prints at exit).
   struct Watch {
     int64_t from_seq = 0;
+    int64_t traceback_from_seq = 0;  // where the signal's traceback may start
     struct Baseline {
       int bar_id = 0;
       int64_t n = 0;
@@ -187,13 +188,16 @@ class LogAnalyzer {
   std::optional<int> gpu_hint_;
   int64_t gpu_hint_seq_ = -1;
   int next_bar_id_ = 0;
+  int64_t finished_epoch_total_ = -1;  // the total a training bar ran to (an epoch, maybe)
   std::optional<Watch> watch_;
   int64_t went_on_seq_ = -1;  // where training was last seen going on after a signal
   int64_t run_start_seq_ = -1;
   int64_t last_incident_end_seq_ = -1;  // the last signal of the incident closed last
+  int64_t top_level_frame_seq_ = -1;    // the last "in <module>" frame: a process dying
 
   // What the end of the log says.
   int64_t crash_seq_ = -1;
+  int advances_after_crash_ = 0;  // training-bar rises since the crash
   int64_t stop_seq_ = -1;
   int64_t completed_seq_ = -1;
   int64_t last_event_seq_ = -1;

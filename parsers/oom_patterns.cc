@@ -49,7 +49,8 @@ OomKind kind_for_device(std::string_view dev, OomKind fallback) {
 #define BACKOFF_VERB                                                                            \
   R"((?i:\b(?:reducing|reduced to|retrying|re-trying|retry|skipping|skipped|skip|halving|)"     \
   R"(halved to|decreasing|decreased to|lowering|lowered to|fall(?:ing)? back|fell back|)"       \
-  R"(trying (?:again )?with (?:a )?smaller|trying (?:a )?smaller batch|trying batch size \d+)\b))"
+  R"(trying (?:again )?with (?:a )?smaller|trying (?:a )?smaller batch|trying batch size \d+|)"    \
+  R"(recover(?:ing)? from)\b))"
 // The token and the verb within a clause's reach of each other, in either order.
 #define BACKOFF_CORE \
   "(?:" OOM_TOKEN ".{0,60}?" BACKOFF_VERB "|" BACKOFF_VERB ".{0,60}?" OOM_TOKEN ")"
@@ -65,7 +66,8 @@ OomKind kind_for_device(std::string_view dev, OomKind fallback) {
   R"(\bretry(?: \d+(?:/\d+)?)? failed\b|)"                                                     \
   R"(["'](?:cuda |hip )?(?:oom|out of memory|ran out of memory)["']))"                         \
   R"(|\bin str\(|\b(?:print|warn|\w+\.(?:debug|info|warning|error|exception|critical))\()"   \
-  R"(|^\s*(?:if|elif|except|raise|assert|return|while|for|def)\b)"
+  R"(|^\s*(?:if|elif|except|raise|assert|return|while|for|def)\b)"                           \
+  R"(|(?i:\b(?:if|when|whenever|in case|may|might|would|to enable|can be)\b)|(?:^|\s)#\s|--\w)"
 #define SAMPLING_WORDS                                                                          \
   R"((?i:VAE decod|\bduring (?:sampling|validation|evaluation|inference|generation)\b|)"        \
   R"(\b(?:generating|sampling) (?:samples?|images?|previews?)\b|)"                             \
@@ -304,6 +306,33 @@ const std::vector<OomPattern>& oom_patterns() {
        .regex = R"(^(?:torch\.(?:cuda\.)?)?OutOfMemoryError(?:\s*$|\s+Traceback \(most recent call last\)))",
        .samples = {"OutOfMemoryError                          Traceback (most recent call last)",
                    "torch.cuda.OutOfMemoryError"}},
+      {.name = "ray-memory-monitor",
+       .kind = OomKind::kHostKilled,
+       // Ray's memory monitor kills a task or an actor when the node runs low on memory.
+       .regex = R"(Task was killed due to the node running low on memory|)"
+                R"((?:Ray killed this worker|Workers? \(tasks? / actors?\) killed) due to memory pressure)",
+       .samples = {"ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+                   "memory.",
+                   "(raylet) [2026-01-01 10:00:00] Workers (tasks / actors) killed due to memory "
+                   "pressure (OOM): 1 Workers killed"}},
+      {.name = "xla-resource-exhausted",
+       .kind = OomKind::kCuda,
+       // JAX/XLA on a GPU; "Out of host memory" is the host's.
+       .regex = R"(RESOURCE_EXHAUSTED: Out of (?:device )?memory while trying to allocate)",
+       .samples = {"jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while "
+                   "trying to allocate 17179869184 bytes."}},
+      {.name = "xla-host-exhausted",
+       .kind = OomKind::kHostMemoryError,
+       .regex = R"(RESOURCE_EXHAUSTED: Out of host memory while trying to allocate)",
+       .samples = {"XlaRuntimeError: RESOURCE_EXHAUSTED: Out of host memory while trying to allocate "
+                   "1073741824 bytes."}},
+      {.name = "level-zero-out-of-memory",
+       .kind = OomKind::kXpu,
+       // Intel's Unified Runtime / Level Zero, under IPEX and torch.xpu.
+       .regex = R"(UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY|)"
+                R"(PI_ERROR_OUT_OF_DEVICE_MEMORY)",
+       .samples = {"RuntimeError: level_zero backend failed with error: 39 "
+                   "(UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)"}},
       {.name = "kernel-oom-killer",
        .kind = OomKind::kHostKilled,
        .regex = R"((?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process \d+|invoked oom-killer:)",
@@ -340,10 +369,13 @@ const std::vector<OomPattern>& oom_patterns() {
                    "Process exited with code 137", "    Reason: OOMKilled"}},
       {.name = "python-memoryerror",
        .kind = OomKind::kHostMemoryError,
-       .regex = R"(^MemoryError\b|DefaultCPUAllocator: can't allocate memory)",
+       .regex = R"(^MemoryError\b|DefaultCPUAllocator: (?:can't allocate|not enough) memory)",
        .samples = {"MemoryError", "MemoryError: Unable to allocate 3.00 GiB for an array",
                    "RuntimeError: [enforce fail at alloc_cpu.cpp:114] . DefaultCPUAllocator: "
-                   "can't allocate memory: you tried to allocate 1125899906842624 bytes."}},
+                   "can't allocate memory: you tried to allocate 1125899906842624 bytes.",
+                   "RuntimeError: [enforce fail at C:\\cb\\pytorch\\c10\\core\\impl\\alloc_cpu.cpp:72] "
+                   "data. DefaultCPUAllocator: not enough memory: you tried to allocate 52428800 "
+                   "bytes."}},
       {.name = "torch7-not-enough-memory",
        .kind = OomKind::kHostMemoryError,
        // Torch7 / PyTorch <= 0.4's TH allocator.
@@ -522,7 +554,8 @@ const RE2& literals_regex() {
   static const RE2 kLiterals(
       R"(emory|EMORY|OOM|ALLOC_FAILED|Killed|KILL|Allocation on device|Bus error|Signal 9|)"
       R"(exitcode|return code = -9|137|/dev/shm|oom-kill|Failed to CUDA|OM [Dd]etected|)"
-      R"(bad_alloc|executable batch size|Unable to allocate|[Bb]atch size \d+ failed)",
+      R"(bad_alloc|executable batch size|Unable to allocate|[Bb]atch size \d+ failed|)"
+      R"(RESOURCE_EXHAUSTED|OUT_OF_DEVICE_MEMORY|low on memory|memory pressure)",
       quiet_options());
   return kLiterals;
 }

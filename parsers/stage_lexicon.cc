@@ -50,7 +50,8 @@ constexpr StageRule kRules[] = {
     {Phase::kSampling,
      R"(\bsampl(?:e|es|ing|er|ers)\b|\bk\s?sampler\w*|\bgenerat\w*\s(?:\w+\s){0,2}(?:images?|samples?|previews?|videos?)\b)"
      R"(|\bpreviews?\b|\bvalidat\w*|\bvalid\b|\bpredicting\b|\beval\w*|\binference\b|\binfer\b|\bdenois\w*|\bdecod\w*)"
-     R"(|\bprediction\w*|\bpredict step\b|\bpipelines\b|\bsanity check\w*)"},
+     R"(|\bprediction\w*|\bpredict step\b|\bpipelines\b|\bsanity check\w*|\bestimate loss\b)"
+     R"(|\brender\w*\s(?:\w+\s){0,2}(?:prompts?|previews?|samples?|grids?|images?)\b)"},
     {Phase::kTrainStep,
      R"(\bbackward\b|\boptimi[sz]er\s(?:\w+\s)?step\b|\btrain(?:ing)?\s(?:step|steps|loop|batch|epoch)\b)"
      R"(|\btraining\b|\baccumulat\w*|\bcompute loss\b|\bhook train loop\b|\bpredict noise\b)"

@@ -98,11 +98,29 @@ const std::vector<CounterPattern>& counter_patterns() {
        {"step 120/1000 | loss 0.1234 | lr 1.0e-04", "Step 500: loss=0.0123",
         "steps: 120 loss: 0.0812 iter time (s): 1.234 samples/sec: 3.2",
         "[Step 120/1000] loss=0.51 lr=1e-4"}},
+      {"mmengine-iter", R"(\bIter\(train\)\s*\[\s*(?P<n>\d+)\s*/\s*(?P<total>\d+)\s*\])",
+       K::kGlobal,
+       {"03/05 11:20:40 - mmengine - INFO - Iter(train) [ 4000/160000]  base_lr: 6.0e-05 lr: "
+        "5.9e-05  eta: 1 day, 2:03:11  time: 0.4123  loss: 0.6123"}},
+      {"mmengine-epoch",
+       R"(\bEpoch\(train\)\s*\[(?P<epochs>)\s*(?P<epoch>\d+)\s*\]\s*\[\s*(?P<n>\d+)\s*/\s*(?P<total>\d+)\s*\])",
+       K::kPerEpoch,
+       {"03/05 10:00:00 - mmengine - INFO - Epoch(train)  [2][ 150/1833]  lr: 2.0e-02  loss: 0.91"}},
+      {"iter-colon-metrics", R"(\biter:\s*(?P<n>\d+)\s+\S*(?:loss|lr|time))", K::kGlobal,
+       {"[03/05 10:12:19 d2.utils.events]:  eta: 5:12:03  iter: 1239  total_loss: 2.134  "
+        "loss_cls: 0.7123"}},
+      {"num-updates", R"(\bnum_updates[=:]\s*(?P<n>\d+))", K::kGlobal,
+       {"epoch 001:    400 / 1563 loss=12.512, nll_loss=12.312, ups=0.76, num_updates=400, "
+        "lr=1.25e-05"}},
+      {"json-step", R"("(?:global_)?step"\s*:\s*(?P<n>\d+))", K::kGlobal,
+       {R"({"ts": "2026-01-01T10:00:00Z", "level": "info", "step": 850, "loss": 0.21})"}},
       {"global-step-field", R"(\bglobal[_ ]?step['"]?\s*[=:]\s*(?P<n>\d+))", K::kGlobal,
        {"Epoch 0:  45%|████▌     | 45/100 [00:10<00:12, global_step=45, loss=0.1]",
         "{'global_step': 120, 'loss': 0.2}"}},
       {"step-postfix", R"([,\s(]step\s*=\s*(?P<n>\d+)\b)", K::kGlobal,
        {"train:  12%|█▏        | 120/1000 [01:23<10:12,  1.44it/s, loss=0.1, step=120]"}},
+      {"gs-postfix", R"([,\s(]gs\s*=\s*(?P<n>\d+)\b)", K::kGlobal,
+       {"Steps: 100%|██████████| 30/30 [00:41<00:00,  1.37s/it, gs=1500, loss/avg=0.108]"}},
       {"epoch-banner", R"(^epoch\s+(?P<epoch>\d+)\s*/\s*(?P<epochs>\d+)\s*$)", K::kEpoch,
        {"epoch 3/10", "Epoch 1/10"}},
       {"save-hf-checkpoint", R"(\b(?:sav\w*|wrote|writ\w*|resum\w*)\b.*\bcheckpoint-(?P<n>\d+)\b)",
@@ -116,6 +134,11 @@ const std::vector<CounterPattern>& counter_patterns() {
         "Saving model to /runs/flux/20260101_10-00-00/step500",
         "[2026-01-01 10:00:00,000] [INFO] [engine.py:3500:save] Saving model checkpoint: "
         "out/global_step500/mp_rank_00_model_states.pt"}},
+      {"save-iter-name",
+       R"(\b(?:sav\w*|wrote|writ\w*)\b.*[-_/\\ ]iter(?:ation)?[-_]?(?P<n>\d+)\.(?:pt|pth|ckpt|safetensors|bin)\b)",
+       K::kSaveName, {"Saving checkpoint to work_dirs/exp/model_iter_4500.pth"}},
+      {"save-at-iterations", R"(\bsav\w*\b.*\bat (?P<n>\d+) (?:iterations?|steps?)\b)",
+       K::kSaveName, {"03/05 11:20:40 - mmengine - INFO - Saving checkpoint at 4000 iterations"}},
       {"save-aitk-name", R"(\bsav\w*\b.*_(?P<n>\d{9})\.safetensors\b)", K::kSaveName,
        {"Saved checkpoint to output/my_lora/my_lora_000000500.safetensors"}},
   };
@@ -140,7 +163,7 @@ const std::vector<std::string_view>& counter_near_misses() {
 }
 
 bool may_be_counter(std::string_view line) {
-  static const RE2 kLiterals(R"((?i)iter|step|epoch|loss|checkpoint-|safetensors|\] - )",
+  static const RE2 kLiterals(R"((?i)iter|step|epoch|loss|checkpoint-|safetensors|\] - |num_updates)",
                              counter_options());
   return RE2::PartialMatch(line, kLiterals);
 }

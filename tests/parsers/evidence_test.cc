@@ -247,6 +247,77 @@ TEST_SUITE("parsers::evidence") {
     CHECK(analyze_log(std::string(kOom) + "\n" + kOom + "\n").events.size() == 1);
   }
 
+  TEST_CASE("output flushed after a traceback that reached the top level is no recovery") {
+    // stdout is block-buffered under "python train.py > log 2>&1": its counters land after the
+    // interpreter's traceback, yet the process died.
+    std::string log = "Traceback (most recent call last):\n"
+                      "  File \"/w/train.py\", line 188, in <module>\n    main()\n"
+                      "  File \"/w/train.py\", line 160, in main\n    loss.backward()\n" +
+                      std::string(kOom) + "\n";
+    for (int n = 20; n <= 100; n += 20) {
+      log += "step " + std::to_string(n) + "/5000 | loss 2.39 | lr 3.0e-05\n";
+    }
+    const LogAnalysis a = analyze_log(log);
+    const OomEvent e = only_event(a);
+    CHECK_FALSE(e.recovered);
+    CHECK(a.outcome == Outcome::kCrashedOom);
+  }
+
+  TEST_CASE("a back-off line after an OOM message makes that one incident recovered") {
+    std::string log = "epoch 001:    400 / 1563 loss=12.5, num_updates=400, lr=1.25e-05\n";
+    log += "WARNING | fairseq.trainer | OOM: Ran out of memory with exception: " +
+           std::string(kOom).substr(24) + "\n";
+    for (int i = 0; i < 12; ++i) log += "|   memory summary row " + std::to_string(i) + " |\n";
+    log += "WARNING | fairseq.trainer | attempting to recover from OOM in forward/backward pass\n";
+    log += "epoch 001:    500 / 1563 loss=12.4, num_updates=500, lr=1.25e-05\n";
+    log += "epoch 001:    600 / 1563 loss=12.3, num_updates=600, lr=1.25e-05\n";
+    const LogAnalysis a = analyze_log(log);
+    const OomEvent e = only_event(a);
+    CHECK(e.recovered);
+    CHECK(e.step == 400);
+    CHECK(e.figures.tried_to_allocate_bytes);  // the figures of the message it recovered from
+    CHECK(a.outcome == Outcome::kRunning);
+  }
+
+  TEST_CASE("OOM words in advice, conditions, comments and help text are no event") {
+    for (const char* line :
+         {"WARNING: batch 64 at 1024px may OOM on 24 GB cards; the trainer will retry with a "
+          "smaller batch", "auto_batch: true  # on CUDA OOM, halve the batch and retry",
+          "  --retry-on-oom        retry the step with a smaller batch when CUDA runs out of memory",
+          "Set max_retries to enable retry when the task crashes due to OOM."}) {
+      CAPTURE(line);
+      CHECK(analyze_log(std::string(line) + "\n").events.empty());
+    }
+  }
+
+  TEST_CASE("a training bar that ran to its total and starts again counts an epoch's batches") {
+    std::string log;
+    for (int n = 0; n <= 30; n += 10) log += "\r" + bar("Steps", n, 30);
+    for (int n = 0; n <= 17; n += 1) log += "\r" + bar("Steps", n, 30);
+    log += "\n" + std::string(kOom) + "\n";
+    CHECK_FALSE(only_event(analyze_log(log)).step);  // the second epoch: no global step
+    // "gs=" in the postfix says the global step outright.
+    const OomEvent gs = only_event(analyze_log(
+        "Steps:  57%|█████▋    | 17/30 [00:41<00:30,  1.37s/it, gs=1517, loss=0.1]\n" +
+        std::string(kOom) + "\n"));
+    CHECK(gs.step == 1517);
+  }
+
+  TEST_CASE("after a crash that is no OOM, one redraw of a bar leaves the log crashed") {
+    std::string log = bar("train", 40, 100) + "\n";
+    log += "Traceback (most recent call last):\n  File \"/w/t.py\", line 3, in <module>\n";
+    log += "RuntimeError: CUDA error: an illegal memory access was encountered\n";
+    log += bar("train", 41, 100) + "\n";
+    CHECK(analyze_log(log).outcome == Outcome::kCrashedOther);
+    CHECK(analyze_log(bar("train", 40, 100) + "\nterminate called after throwing an instance of "
+                      "'c10::DistBackendError'\n").outcome == Outcome::kCrashedOther);
+  }
+
+  TEST_CASE("a printed counter that reaches its total completes the run") {
+    CHECK(analyze_log("step 4990/5000 | loss 0.1 | lr 1e-5\nstep 5000/5000 | loss 0.1 | lr 1e-5\n")
+              .outcome == Outcome::kCompleted);
+  }
+
   TEST_CASE("every parser regex compiles") {
     std::string error;
     CHECK(parser_patterns_ok(&error));
