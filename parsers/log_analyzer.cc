@@ -332,7 +332,7 @@ void LogAnalyzer::set_context(EvidenceSource source, Phase phase, std::string_vi
   if (context_ && context_->seq == seq_ && context_->source == source && context_->phase == phase) {
     return;
   }
-  if (!context_) context_.emplace();
+  if (!context_) context_ = Clue{};
   context_->source = source;
   context_->phase = phase;
   context_->seq = seq_;
@@ -342,7 +342,7 @@ void LogAnalyzer::set_context(EvidenceSource source, Phase phase, std::string_vi
 
 void LogAnalyzer::set_step(EvidenceSource source, int64_t step, std::string_view text,
                            int64_t line) {
-  if (!step_) step_.emplace();
+  if (!step_) step_ = Clue{};
   step_->source = source;
   step_->step = step;
   step_->seq = seq_;
@@ -361,7 +361,11 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
       bars_.erase(std::min_element(bars_.begin(), bars_.end(),
                                    [](const Bar& x, const Bar& y) { return x.seq < y.seq; }));
     }
-    bars_.push_back(Bar{std::string(frame.desc), total, next_bar_id_++});
+    Bar added;
+    added.desc.assign(frame.desc);
+    added.total = total;
+    added.id = next_bar_id_++;
+    bars_.push_back(std::move(added));
     bar = bars_.end() - 1;
   }
   bar->n = frame.n;
@@ -484,7 +488,10 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
         previous_n = bar->n;
         seen_before = watch_ && bar->seq < watch_->from_seq;
       } else {
-        bars_.push_back(Bar{std::string(name), -1, next_bar_id_++});
+        Bar added;
+        added.desc.assign(name);
+        added.id = next_bar_id_++;
+        bars_.push_back(std::move(added));
         bar = bars_.end() - 1;
       }
       bar->n = counter.n;

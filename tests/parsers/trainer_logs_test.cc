@@ -85,9 +85,10 @@ void report(const char* title, const std::map<std::string, Tally>& tallies) {
     for (const auto& miss : tally.misses) table += "    miss: " + miss + "\n";
   }
   MESSAGE(table);
-  for (const auto& [field, tally] : tallies) {
+  for (const auto& entry : tallies) {
+    const std::string& field = entry.first;
     CAPTURE(field);
-    CHECK(tally.right == tally.total);
+    CHECK(entry.second.right == entry.second.total);
   }
 }
 
