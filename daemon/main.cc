@@ -121,8 +121,11 @@ int main(int argc, char** argv) {
     fmt::print("oomtriage {}\n", kVersion);
     return 0;
   }
-  // A pattern that does not compile would match nothing and miss every OOM in silence.
-  if (std::string error; !parsers::parser_patterns_ok(&error)) {
+  // A pattern that does not compile would match nothing and miss every OOM in silence. Only the
+  // commands that read logs compile the tables; `jobs` and `report` read the store.
+  const bool reads_logs = daemon_cmd->parsed() || watch_cmd->parsed() || fix_cmd->parsed() ||
+                          scan_cmd->parsed();
+  if (std::string error; reads_logs && !parsers::parser_patterns_ok(&error)) {
     fmt::print(stderr, "oomtriage: internal error: {}\n", error);
     return 2;
   }
