@@ -152,6 +152,10 @@ AlertContent alert_content(int64_t event_id, const std::string& job, const std::
                                             c["to"].dump()));
         }
       }
+      // A fix that depends on a value the job does not show says what to check.
+      if (f.contains("check") && f["check"].is_string()) {
+        fix.changes.push_back("check: " + f["check"].get<std::string>());
+      }
       a.fixes.push_back(std::move(fix));
     }
   }

@@ -511,12 +511,7 @@ class Daemon {
     const int64_t now = unix_now();
     Job& job = file.job;
     job.name = expand_template(file.rule->job, file.path);
-    std::optional<fs::path> explicit_config;
-    if (!file.rule->config.empty()) {
-      const std::string config_path = expand_template(file.rule->config, file.path);
-      if (fs::exists(config_path)) explicit_config = config_path;
-    }
-    refresh_config(file, explicit_config);
+    refresh_config(file, rule_config(file));
     const std::string trainer(parsers::to_string(file.rule->trainer));
     auto id = store_.upsert_job(job.name, trainer, fs::path(file.path).parent_path().string(), now);
     if (!id) {
@@ -538,13 +533,26 @@ class Daemon {
     return true;
   }
 
+  // The rule's `config:` when it names an existing file; else the registry looks for one.
+  std::optional<fs::path> rule_config(const Tracked& file) const {
+    if (file.rule->config.empty()) return std::nullopt;
+    const std::string config_path = expand_template(file.rule->config, file.path);
+    std::error_code ec;
+    if (fs::exists(config_path, ec)) return fs::path(config_path);
+    return std::nullopt;
+  }
+
   void refresh_config(Tracked& file, const std::optional<fs::path>& explicit_config) {
-    parsers::LogAnalysis empty;
-    JobLookup lookup = locate_job(file.path, explicit_config, empty);
+    // The same registry as scan and fix: the log's own facts, the trainer the rule or the log
+    // names.
+    const parsers::LogAnalysis facts = file.analyzer ? file.analyzer->job_facts() : parsers::LogAnalysis{};
+    const parsers::Trainer trainer =
+        file.rule->trainer != parsers::Trainer::kUnknown ? file.rule->trainer : facts.trainer;
+    JobLookup lookup = locate_job(file.path, explicit_config, trainer, facts);
     Job& job = file.job;
     if (!lookup.warning.empty() && warned_configs_.insert(lookup.warning).second) {
       ++metrics_.parse_errors["bad_job_config"];
-      log_line(4, "{}", lookup.warning);
+      log_line(4, "{}", lookup.warning);  // each bad field once, the job goes on
     }
     job.config = std::move(lookup.config);
     job.config_problem = lookup.config_problem;
@@ -703,9 +711,7 @@ class Daemon {
     }
     if (!events.empty()) {
       // The config as it is now: a new snapshot when it changed since the last event.
-      std::optional<fs::path> explicit_config;
-      if (file.job.config_path) explicit_config = *file.job.config_path;
-      refresh_config(file, explicit_config);
+      refresh_config(file, rule_config(file));
       snapshot(file);
       progress.snapshot_id = file.job.snapshot_id;
     }

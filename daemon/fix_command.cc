@@ -2,6 +2,10 @@
 #include "daemon/fix_command.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -23,6 +27,20 @@ std::string describe(const triage::Fix& fix) {
   return fmt::format("{} ({}, rank {})", fix.title, fix.id, fix.rank);
 }
 
+// A command-line change as a person types it: "--train_batch_size 2 -> 1",
+// "+ --gradient_checkpointing", "- --validation_prompt".
+std::string argument_line(const triage::ConfigChange& change) {
+  const auto from = nlohmann::json::parse(change.from_json, nullptr, false);
+  const auto to = nlohmann::json::parse(change.to_json, nullptr, false);
+  const auto shown = [](const nlohmann::json& v) {
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  if (to.is_null() || to == false) return "- " + change.path;
+  if (to == true) return from == true ? "  " + change.path : "+ " + change.path;
+  if (from.is_null()) return fmt::format("+ {} {}", change.path, shown(to));
+  return fmt::format("  {} {} -> {}", change.path, shown(from), shown(to));
+}
+
 }  // namespace
 
 int run_fix(const FixOptions& options) {
@@ -34,16 +52,12 @@ int run_fix(const FixOptions& options) {
   const parsers::LogAnalysis analysis = analyzer.finish();
   std::optional<std::filesystem::path> explicit_config;
   if (options.config) explicit_config = *options.config;
-  JobLookup lookup = locate_job(options.log, explicit_config, analysis);
+  JobLookup lookup = locate_job(options.log, explicit_config, analysis.trainer, analysis);
   if (!lookup.error.empty()) return fail(kExitEnvironment, lookup.error);
-  if (!lookup.job || !lookup.job->config_path) {
-    return fail(kExitBadInput, fmt::format("{}: no job config file beside the log (.job_config.json "
-                                           "or config.yaml); pass --config FILE",
-                                           options.log));
-  }
-  if (!lookup.config) return fail(kExitBadInput, lookup.warning);
+  if (!lookup.warning.empty()) fmt::print(stderr, "oomtriage: {}\n", lookup.warning);
 
-  const triage::TriageInput input{&analysis, &*lookup.config, ""};
+  const triage::TriageInput input{&analysis, lookup.config ? &*lookup.config : nullptr,
+                                  lookup.config_problem};
   const std::vector<triage::Fix> fixes = triage::rank_fixes(input);
   if (fixes.empty()) {
     fmt::print(stderr, "oomtriage: {}: no out-of-memory incident, nothing to fix\n", options.log);
@@ -71,8 +85,36 @@ int run_fix(const FixOptions& options) {
     }
     chosen = &fixes[static_cast<size_t>(*options.rank - 1)];
   }
+  if (!chosen->check.empty()) fmt::print(stderr, "oomtriage: check first: {}\n", chosen->check);
+
+  using parsers::TargetKind;
+  std::vector<std::string> argument_lines;
+  for (const auto& change : chosen->changes) {
+    if (change.kind == TargetKind::kArgs) argument_lines.push_back(argument_line(change));
+    if (change.kind == TargetKind::kEnv) {
+      fmt::print(stderr, "oomtriage: also set {} to {} (not part of the config)\n", change.path,
+                 change.to_json);
+    }
+  }
   if (!chosen->changes_config()) {
-    std::string action = chosen->why;
+    if (!argument_lines.empty()) {
+      if (options.write_to) {
+        return fail(kExitBadInput, fmt::format("{} changes the trainer's command line, not a file; "
+                                               "nothing to --write",
+                                               describe(*chosen)));
+      }
+      fmt::print(stderr, "oomtriage: applying {} to the command line the log shows\n",
+                 describe(*chosen));
+      for (const auto& line : argument_lines) fmt::print("{}\n", line);
+      return kExitOk;
+    }
+    if (!lookup.config) {
+      return fail(kExitBadInput,
+                  fmt::format("{}: no job config found (beside the log, named by it or printed "
+                              "in it) and {} is not a command-line change; pass --config FILE",
+                              options.log, chosen->id));
+    }
+    std::string action = chosen->check.empty() ? chosen->why : chosen->check;
     for (const auto& change : chosen->changes) {
       action += fmt::format("; set {} to {}", change.path, change.to_json);
     }
@@ -81,28 +123,47 @@ int run_fix(const FixOptions& options) {
                             describe(*chosen), action));
   }
 
-  const std::string& path = *lookup.job->config_path;
-  const bool json = lookup.config->format == parsers::ConfigFormat::kJson;
-  const triage::PatchResult patched = json ? triage::patch_json(lookup.config_text, chosen->changes)
-                                           : triage::patch_yaml(lookup.config_text, chosen->changes);
-  if (!patched.text) return fail(kExitBadInput, fmt::format("{}: {}", path, patched.error));
-
-  fmt::print(stderr, "oomtriage: applying {}\n", describe(*chosen));
+  // The files the fix touches, in the order its changes name them.
+  std::vector<std::string> files;
   for (const auto& change : chosen->changes) {
-    if (change.path.rfind("config.", 0) != 0) {
-      fmt::print(stderr, "oomtriage: also set {} to {} (not part of the config)\n", change.path,
-                 change.to_json);
+    const bool in_file = change.kind == TargetKind::kYaml || change.kind == TargetKind::kJson ||
+                         change.kind == TargetKind::kToml;
+    if (in_file && std::find(files.begin(), files.end(), change.file) == files.end()) {
+      files.push_back(change.file);
     }
   }
-  fmt::print("{}", triage::unified_diff(lookup.config_text, *patched.text, "a/" + path, "b/" + path));
-  if (options.write_to) {
-    std::ofstream out(*options.write_to, std::ios::binary | std::ios::trunc);
-    out << *patched.text;
-    out.close();
-    if (!out) {
-      return fail(kExitEnvironment, fmt::format("cannot write {}", *options.write_to));
+  if (options.write_to && files.size() > 1) {
+    return fail(kExitBadInput, fmt::format("{} changes {} files ({}); --write takes one",
+                                           describe(*chosen), files.size(), fmt::join(files, ", ")));
+  }
+  for (const std::string& path : files) {
+    if (path.empty() || std::none_of(lookup.files.begin(), lookup.files.end(),
+                                     [&](const parsers::NativeFile& f) { return f.path == path; })) {
+      return fail(kExitBadInput,
+                  fmt::format("{}: the job's config was only printed in the log; pass the file "
+                              "it came from with --config FILE",
+                              options.log));
     }
   }
+  fmt::print(stderr, "oomtriage: applying {}\n", describe(*chosen));
+  for (const std::string& path : files) {
+    const auto file = std::find_if(lookup.files.begin(), lookup.files.end(),
+                                   [&](const parsers::NativeFile& f) { return f.path == path; });
+    std::vector<triage::ConfigChange> mine;
+    for (const auto& change : chosen->changes) {
+      if (change.file == path) mine.push_back(change);
+    }
+    const triage::PatchResult patched = triage::patch_file(file->kind, file->text, mine);
+    if (!patched.text) return fail(kExitBadInput, fmt::format("{}: {}", path, patched.error));
+    fmt::print("{}", triage::unified_diff(file->text, *patched.text, "a/" + path, "b/" + path));
+    if (options.write_to) {
+      std::ofstream out(*options.write_to, std::ios::binary | std::ios::trunc);
+      out << *patched.text;
+      out.close();
+      if (!out) return fail(kExitEnvironment, fmt::format("cannot write {}", *options.write_to));
+    }
+  }
+  for (const auto& line : argument_lines) fmt::print("{}\n", line);
   return kExitOk;
 }
 

@@ -20,17 +20,31 @@ ordered_json evidence_json(const std::optional<parsers::Evidence>& evidence) {
 
 }  // namespace
 
+ordered_json target_to_json(parsers::TargetKind kind, const std::string& path) {
+  return {{"kind", parsers::to_string(kind)},
+          {"path", path.empty() ? ordered_json(nullptr) : ordered_json(path)}};
+}
+
 ordered_json fix_to_json(const triage::Fix& fix) {
+  const parsers::ConfigTarget target = fix.target();
   ordered_json changes = ordered_json::array();
   for (const auto& change : fix.changes) {
-    changes.push_back({{"path", change.path},
-                       {"from", ordered_json::parse(change.from_json, nullptr, false)},
-                       {"to", ordered_json::parse(change.to_json, nullptr, false)}});
+    ordered_json item = {{"path", change.path},
+                         {"from", ordered_json::parse(change.from_json, nullptr, false)},
+                         {"to", ordered_json::parse(change.to_json, nullptr, false)}};
+    if (!change.table.empty()) item["table"] = change.table;
+    // A change written somewhere else than the fix's target names its own.
+    if (change.kind != target.kind || change.file != target.path) {
+      item["target"] = target_to_json(change.kind, change.file);
+    }
+    changes.push_back(std::move(item));
   }
   return {{"id", fix.id},
           {"rank", fix.rank},
           {"title", fix.title},
           {"why", fix.why},
+          {"check", fix.check.empty() ? ordered_json(nullptr) : ordered_json(fix.check)},
+          {"target", target_to_json(target.kind, target.path)},
           {"changes", changes},
           {"cost", fix.cost},
           {"predicted_peak_bytes", or_null(fix.predicted_peak_bytes)},

@@ -264,9 +264,17 @@ int run_report(const std::string& store_path, const std::string& name, bool json
     for (const auto& fix : fixes) {
       fmt::print("  {}. {} [{}]\n", fix["rank"].dump(), fix["title"].get<std::string>(),
                  fix["id"].get<std::string>());
+      if (fix.contains("target") && fix["target"].is_object() && !fix["changes"].empty()) {
+        const auto& target = fix["target"];
+        fmt::print("       in {}{}\n", target.value("kind", "?"),
+                   target["path"].is_string() ? " " + target["path"].get<std::string>() : "");
+      }
       for (const auto& change : fix["changes"]) {
         fmt::print("       {}: {} -> {}\n", change["path"].get<std::string>(), change["from"].dump(),
                    change["to"].dump());
+      }
+      if (fix.contains("check") && fix["check"].is_string()) {
+        fmt::print("       check: {}\n", fix["check"].get<std::string>());
       }
       fmt::print("       cost: {}\n", fix["cost"].get<std::string>());
     }

@@ -65,7 +65,7 @@ int run_scan(const ScanOptions& options) {
       report(fmt::format("{}: {} record(s) longer than {} bytes were cut", path,
                          a.truncated_records, parsers::kMaxRecordBytes));
     }
-    JobLookup lookup = locate_job(path, explicit_config, a);
+    JobLookup lookup = locate_job(path, explicit_config, a.trainer, a);
     if (!lookup.error.empty()) {
       report(lookup.error);
       return kExitEnvironment;

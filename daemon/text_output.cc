@@ -115,9 +115,26 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
   for (const auto& fix : log.fixes) {
     out += fmt::format("  {}. {} [{}]\n", fix.rank, paint(color, fmt::emphasis::bold, fix.title),
                        fix.id);
-    for (const auto& change : fix.changes) {
-      out += fmt::format("       {}: {} -> {}\n", change.path, change.from_json, change.to_json);
+    const parsers::ConfigTarget target = fix.target();
+    if (!fix.changes.empty()) {
+      const bool file = target.kind == parsers::TargetKind::kYaml ||
+                        target.kind == parsers::TargetKind::kJson ||
+                        target.kind == parsers::TargetKind::kToml;
+      out += fmt::format("       in {}{}\n", parsers::to_string(target.kind),
+                         !target.path.empty() ? " " + printable(target.path, 200)
+                         : file ? " (the job's config; the log only printed it)"
+                         : target.kind == parsers::TargetKind::kArgs ? " (the trainer's command line)"
+                                                                     : "");
     }
+    for (const auto& change : fix.changes) {
+      const std::string where = change.table.empty() ? "" : "[" + change.table + "] ";
+      const std::string file = change.kind != target.kind || change.file != target.path
+                                   ? fmt::format(" (in {})", printable(change.file, 200))
+                                   : "";
+      out += fmt::format("       {}{}: {} -> {}{}\n", where, printable(change.path, 200),
+                         printable(change.from_json, 120), printable(change.to_json, 120), file);
+    }
+    if (!fix.check.empty()) out += fmt::format("       check: {}\n", printable(fix.check, 400));
     out += fmt::format("       why: {}\n", printable(fix.why, 400));
     out += fmt::format("       cost: {}\n", printable(fix.cost, 300));
     if (fix.predicted_peak_bytes) {

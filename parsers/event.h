@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace oomtriage::parsers {
@@ -126,6 +127,10 @@ struct LogAnalysis {
   std::optional<std::string> job_name;  // as the log itself names it (AI Toolkit's "# Running job:")
   std::string printed_config;  // the process config AI Toolkit prints as JSON at start, if any
   PrintedArguments arguments;
+  // Every argument a printed `Namespace(...)` or `TrainingArguments(` block shows, as printed.
+  std::vector<std::pair<std::string, std::string>> printed_arguments;
+  std::optional<std::string> named_config;          // kohya's `Loading settings from X...`
+  std::optional<std::string> named_dataset_config;  // `Loading dataset config from X`
   uint64_t bytes = 0;
   int64_t lines = 0;
   uint64_t records = 0;

@@ -1,5 +1,6 @@
 // parsers/job_config.cc: YAML/JSON to one JSON tree (with the line of every path), then the
-// typed view with AI Toolkit's defaults. The first wrong type is the error; nothing throws.
+// typed view with AI Toolkit's defaults. A field of the wrong type is a problem that keeps its
+// default out (the knob becomes unknown) and the rest of the config in; nothing throws.
 #include "parsers/job_config.h"
 
 #include <re2/re2.h>
@@ -62,11 +63,38 @@ ordered_json convert(const YAML::Node& node, const std::string& path,
   }
 }
 
-// Reads typed values out of one JSON object, remembering the first wrong type as the error.
+// The knob an AI Toolkit path sets, so that a bad value makes exactly that knob unknown.
+std::optional<Knob> knob_of_path(std::string_view path) {
+  while (!path.empty() && path.back() == ']') path = path.substr(0, path.rfind('['));  // an item
+  const auto has = [&](std::string_view part) { return path.find(part) != std::string_view::npos; };
+  const auto ends = [&](std::string_view suffix) {
+    return path.size() >= suffix.size() && path.substr(path.size() - suffix.size()) == suffix;
+  };
+  if (ends(".gradient_checkpointing")) return Knob::kGradientCheckpointing;
+  if (ends(".batch_size")) return Knob::kBatchSize;
+  if (has(".gradient_accumulation")) return Knob::kGradientAccumulation;
+  if (has(".sample.")) return has("sample_every") ? Knob::kSampling : Knob::kPreviewSize;
+  if (ends(".disable_sampling") || ends(".skip_first_sample")) return Knob::kSampling;
+  if (ends(".resolution")) return Knob::kResolution;
+  if (ends(".num_frames")) return Knob::kNumFrames;
+  if (ends(".num_workers")) return Knob::kNumWorkers;
+  if (has("cache_latents")) return Knob::kLatentCache;
+  if (ends(".dtype")) return Knob::kDtype;
+  if (ends(".optimizer")) return Knob::kOptimizer;
+  if (has("text_encoder") || has("text_embeddings") || ends("_te")) return Knob::kTextEncoder;
+  if (ends(".quantize") || ends(".qtype")) return Knob::kQuantize;
+  if (ends(".low_vram")) return Knob::kLowVram;
+  if (has("offloading") || ends(".auto_memory")) return Knob::kOffloading;
+  return std::nullopt;
+}
+
+// Reads typed values out of one JSON object; a wrong type is one problem line and the value
+// keeps its default.
 class Reader {
  public:
-  Reader(const std::map<std::string, int>& lines, std::string_view source, std::string& error)
-      : lines_(lines), source_(source), error_(error) {}
+  Reader(const std::map<std::string, int>& lines, std::string_view source,
+         std::vector<std::string>& problems, std::set<std::string>& failed_paths)
+      : lines_(lines), source_(source), problems_(problems), failed_paths_(failed_paths) {}
 
   template <class T>
   void read(const ordered_json& object, const std::string& path, const char* key, T& out) {
@@ -111,14 +139,16 @@ class Reader {
   }
 
   void fail(const std::string& path, const std::string& reason, const ordered_json& value) {
-    if (!error_.empty()) return;
+    if (!failed_paths_.insert(path).second) return;
     auto it = lines_.find(path);
-    error_ = it != lines_.end()
-                 ? std::string(source_) + ":" + std::to_string(it->second) + ": "
-                 : std::string(source_) + ": ";
+    std::string problem = it != lines_.end()
+                              ? std::string(source_) + ":" + std::to_string(it->second) + ": "
+                              : std::string(source_) + ": ";
     // The value may hold any bytes: invalid UTF-8 is replaced, never thrown on.
-    error_ += display_path(path) + " " + reason + ", got " +
-              value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    problem += display_path(path) + " " + reason + ", got " +
+               value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+               "; the rest of the config is used";
+    problems_.push_back(std::move(problem));
   }
 
   static std::string display_path(const std::string& path) {
@@ -129,7 +159,8 @@ class Reader {
  private:
   const std::map<std::string, int>& lines_;
   std::string_view source_;
-  std::string& error_;
+  std::vector<std::string>& problems_;
+  std::set<std::string>& failed_paths_;
 };
 
 ModelFamily family_from_arch(std::string arch, const std::string& name_or_path) {
@@ -155,28 +186,6 @@ ModelFamily family_from_arch(std::string arch, const std::string& name_or_path) 
   return ModelFamily::kOther;
 }
 
-ModelFamily family_from_name(const std::string& name_or_path) {
-  static const std::pair<const char*, ModelFamily> kNames[] = {
-      {"(?i)qwen-image-edit-25(?:09|11)", ModelFamily::kQwenImageEditPlus},
-      {"(?i)qwen-image-edit", ModelFamily::kQwenImageEdit},
-      {"(?i)qwen-image", ModelFamily::kQwenImage},
-      {"(?i)z-image", ModelFamily::kZImage},
-      {"(?i)flex\\.1", ModelFamily::kFlex1},
-      {"(?i)flex\\.2", ModelFamily::kFlex2},
-      {"(?i)flux\\.2", ModelFamily::kFlux2},
-      {"(?i)flux", ModelFamily::kFlux1},
-      {"(?i)chroma", ModelFamily::kChroma},
-      {"(?i)wan2\\.?1", ModelFamily::kWan21},
-      {"(?i)wan2\\.?2", ModelFamily::kWan22},
-      {"(?i)ltx", ModelFamily::kLtx},
-      {"(?i)xl", ModelFamily::kSdxl},
-      {"(?i)stable-diffusion|sd-?1|v1-5", ModelFamily::kSd1},
-  };
-  for (const auto& [pattern, family] : kNames) {
-    if (RE2::PartialMatch(name_or_path, RE2(pattern, quiet_options()))) return family;
-  }
-  return ModelFamily::kOther;
-}
 
 // Inline prompt flags AI Toolkit honours: "--w 768 --h 1024 --s 20 --frames 41".
 void apply_inline_flags(const std::string& prompt, int& width, int& height, int& steps,
@@ -279,6 +288,49 @@ void read_dataset(const ordered_json& d, const std::string& path, Reader& r, Dat
 }
 
 }  // namespace
+
+ModelFamily family_from_name(const std::string& name_or_path) {
+  static const std::pair<const char*, ModelFamily> kNames[] = {
+      {"(?i)qwen-image-edit-25(?:09|11)", ModelFamily::kQwenImageEditPlus},
+      {"(?i)qwen-image-edit", ModelFamily::kQwenImageEdit},
+      {"(?i)qwen-image", ModelFamily::kQwenImage},
+      {"(?i)z-image", ModelFamily::kZImage},
+      {"(?i)flex\\.1", ModelFamily::kFlex1},
+      {"(?i)flex\\.2", ModelFamily::kFlex2},
+      {"(?i)flux\\.2", ModelFamily::kFlux2},
+      {"(?i)flux", ModelFamily::kFlux1},
+      {"(?i)chroma", ModelFamily::kChroma},
+      {"(?i)wan2\\.?1", ModelFamily::kWan21},
+      {"(?i)wan2\\.?2", ModelFamily::kWan22},
+      {"(?i)ltx", ModelFamily::kLtx},
+      {"(?i)xl", ModelFamily::kSdxl},
+      {"(?i)stable-diffusion|sd-?1|v1-5", ModelFamily::kSd1},
+  };
+  for (const auto& [pattern, family] : kNames) {
+    if (RE2::PartialMatch(name_or_path, RE2(pattern, quiet_options()))) return family;
+  }
+  return ModelFamily::kOther;
+}
+
+std::string_view to_string(Knob knob) {
+  static constexpr std::string_view kNames[kKnobCount] = {
+      "gradient_checkpointing", "batch_size", "gradient_accumulation", "resolution", "dtype",
+      "optimizer", "sampling", "preview_size", "num_workers", "quantize", "low_vram",
+      "text_encoder", "latent_cache", "offloading", "num_frames"};
+  return kNames[static_cast<size_t>(knob)];
+}
+
+std::string_view to_string(TargetKind kind) {
+  switch (kind) {
+    case TargetKind::kYaml: return "yaml";
+    case TargetKind::kJson: return "json";
+    case TargetKind::kToml: return "toml";
+    case TargetKind::kArgs: return "args";
+    case TargetKind::kEnv: return "env";
+    case TargetKind::kOps: return "ops";
+  }
+  return "ops";
+}
 
 std::string_view to_string(ModelFamily family) {
   switch (family) {
@@ -451,9 +503,11 @@ ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::str
     return load;
   }
 
-  std::string error;
-  Reader r(lines, source, error);
+  std::set<std::string> failed_paths;
+  Reader r(lines, source, config.problems, failed_paths);
   const std::string p = config.process_path;
+  config.targets.push_back({format == ConfigFormat::kJson ? TargetKind::kJson : TargetKind::kYaml,
+                            std::string(source)});
   if (config.name.empty()) r.read(process, p, "name", config.name);
 
   const ordered_json empty = ordered_json::object();
@@ -530,9 +584,8 @@ ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::str
     config.has_sample_section = true;
     read_sample(process["sample"], p + ".sample", r, config.sample);
   }
-  if (!error.empty()) {
-    load.error = error;
-    return load;
+  for (const std::string& path : failed_paths) {
+    if (const auto knob = knob_of_path(path)) config.forget(*knob);
   }
   load.config = std::move(config);
   return load;

@@ -1,19 +1,27 @@
 // parsers/job_config.h
 //
-// Reads an AI Toolkit job config (YAML config.yaml or a user file, JSON .job_config.json, or the
-// process config AI Toolkit prints as JSON at the top of log.txt) into a typed view with AI
-// Toolkit's own defaults applied (docs/ai-toolkit.md §1.4: gradient_checkpointing defaults to
-// true, dtype to fp32, a resolution list becomes one dataset per resolution, ...). The triage
-// engine (triage/ranker.h) reads only this view. Pure: text in, view or a one-line error out.
+// The typed view of a job's config that the triage engine (triage/ranker.h) reads, whatever the
+// trainer. This file reads AI Toolkit's configs (YAML config.yaml or a user file, JSON
+// .job_config.json, or the process config AI Toolkit prints as JSON at the top of log.txt) with
+// AI Toolkit's own defaults applied (docs/ai-toolkit.md §1.4: gradient_checkpointing defaults to
+// true, dtype to fp32, a resolution list becomes one dataset per resolution, ...);
+// parsers/native_config.h reads the other trainers' files and printed arguments into the same
+// view. A knob that neither the files nor the trainer's own defaults show is marked unknown, and
+// a bad field is a problem (file, line, reason) that leaves the rest of the config standing.
+// Pure: text in, view out.
 #pragma once
 
 #include <nlohmann/json.hpp>
+
+#include <bitset>
 
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "parsers/event.h"
 
 namespace oomtriage::parsers {
 
@@ -40,6 +48,48 @@ bool is_video_family(ModelFamily family);
 
 enum class ConfigFormat { kYaml, kJson, kPrintedProcess };
 
+// The levers a fix can pull, trainer-neutral. A knob is unknown when neither the job's files nor
+// its trainer's documented defaults show its value.
+enum class Knob {
+  kGradientCheckpointing,
+  kBatchSize,
+  kGradientAccumulation,
+  kResolution,
+  kDtype,
+  kOptimizer,
+  kSampling,     // whether previews/validation/evaluation run, and how often
+  kPreviewSize,  // preview width, height, steps, frames
+  kNumWorkers,
+  kQuantize,
+  kLowVram,
+  kTextEncoder,  // caching its outputs, unloading it
+  kLatentCache,
+  kOffloading,
+  kNumFrames,
+};
+inline constexpr size_t kKnobCount = 15;
+std::string_view to_string(Knob knob);
+
+// Where a fix is written: the job's config file in its own syntax, the command line the log
+// printed, the process environment, or an operator's action.
+enum class TargetKind { kYaml, kJson, kToml, kArgs, kEnv, kOps };
+std::string_view to_string(TargetKind kind);
+
+struct ConfigTarget {
+  TargetKind kind = TargetKind::kYaml;
+  std::string path;        // the file; for kArgs the log that printed the arguments
+  std::string key_prefix;  // SimpleTuner's config.json writes its keys as "--name"
+};
+
+// Where a native key was read, so that an edit lands in the same file and table.
+struct NativeSlot {
+  size_t target = 0;  // index into JobConfig::targets
+  std::string table;  // TOML table ("" at the root, "datasets[0]" for an array of tables)
+  std::string key;    // the native key as written ("--train_batch_size" in SimpleTuner's JSON)
+  nlohmann::json value;  // the native value as written
+  int line = 0;
+};
+
 struct SampleView {
   int width = 512;
   int height = 512;
@@ -51,6 +101,7 @@ struct SampleView {
   int max_height = 512;
   int max_steps = 20;
   int max_frames = 1;
+  int batch_size = 1;  // evaluation batch (HF Trainer's per_device_eval_batch_size)
   bool uses_samples_list = false;  // `samples:` (objects) rather than `prompts:` (strings)
   bool has_control_images = false;
 };
@@ -68,6 +119,11 @@ struct DatasetView {
 
 struct JobConfig {
   ConfigFormat format = ConfigFormat::kYaml;
+  Trainer trainer = Trainer::kAiToolkit;
+  std::vector<ConfigTarget> targets;         // [0] is the main file
+  std::map<std::string, NativeSlot> slots;   // other trainers: neutral path -> where it was read
+  std::bitset<kKnobCount> unknown;           // knobs whose value the job does not show
+  std::vector<std::string> problems;         // "config.yaml:12: train.batch_size must be ..."
   std::string name;
   std::string process_path = "config.process[0]";  // prefix of every change path
   ModelFamily family = ModelFamily::kOther;
@@ -110,12 +166,20 @@ struct JobConfig {
   bool has_control_images() const;
   // The largest per-dataset batch, or train.batch_size.
   int effective_batch_size() const;
+
+  bool knows(Knob knob) const { return !unknown.test(static_cast<size_t>(knob)); }
+  void forget(Knob knob) { unknown.set(static_cast<size_t>(knob)); }
 };
 
+// `config` is set whenever the document itself parsed; bad fields are listed in
+// config->problems and their knobs marked unknown. `error` is set when nothing could be read.
 struct ConfigLoad {
   std::optional<JobConfig> config;
-  std::string error;  // "config.yaml:12: train.batch_size must be an integer, got \"two\""
+  std::string error;  // "config.yaml:3: mapping values are not allowed here"
 };
+
+// The family a model name or path suggests ("black-forest-labs/FLUX.1-dev" -> kFlux1).
+ModelFamily family_from_name(const std::string& name_or_path);
 
 // `source` names the file in error messages.
 ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::string_view source);

@@ -14,6 +14,7 @@
 #include "parsers/line_cleaner.h"
 #include "parsers/oom_figures.h"
 #include "parsers/oom_patterns.h"
+#include "parsers/printed_arguments.h"
 #include "parsers/progress.h"
 #include "parsers/stage_lexicon.h"
 #include "parsers/step_counters.h"
@@ -137,6 +138,8 @@ void LogAnalyzer::on_record(const Record& record) {
   }
   if (watch_ && seq_ - watch_->from_seq > 2 * kIncidentWindow) watch_.reset();
   if (config_capture_ != ConfigCapture::kDone) capture_printed_config(record.text);
+  constexpr int64_t kJobFactRecords = 5000;
+  if (seq_ <= kJobFactRecords) capture_job_arguments(record.text);
   if (defer_frame(record)) {
     return;
   }
@@ -166,6 +169,45 @@ void LogAnalyzer::capture_printed_config(std::string_view text) {
     printed_config_.clear();
     config_capture_ = ConfigCapture::kDone;
   }
+}
+
+// Trainers print their arguments and the config files they load near the top; only the first
+// namespace and the first names are kept, bounded.
+void LogAnalyzer::capture_job_arguments(std::string_view text) {
+  constexpr size_t kMaxArguments = 1000;
+  if (in_arguments_block_) {
+    auto field = parse_field_line(text);
+    if (field && printed_arguments_.size() < kMaxArguments) {
+      printed_arguments_.push_back(std::move(*field));
+      return;
+    }
+    in_arguments_block_ = false;
+  }
+  if (printed_arguments_.empty()) {
+    if (text.find("Namespace(") != std::string_view::npos) {
+      printed_arguments_ = parse_namespace(text);
+    } else if (text.size() >= 18 && text.substr(text.size() - 18) == "TrainingArguments(") {
+      in_arguments_block_ = true;
+    }
+  }
+  if (!named_config_ || !named_dataset_config_) {
+    if (auto named = named_config_file(text)) {
+      auto& slot = named->dataset ? named_dataset_config_ : named_config_;
+      if (!slot) slot = std::move(named->path);
+    }
+  }
+}
+
+LogAnalysis LogAnalyzer::job_facts() const {
+  LogAnalysis facts;
+  facts.trainer = trainer_guess();
+  if (!job_name_.empty()) facts.job_name = job_name_;
+  if (config_capture_ == ConfigCapture::kDone) facts.printed_config = printed_config_;
+  facts.arguments = arguments_;
+  facts.printed_arguments = printed_arguments_;
+  facts.named_config = named_config_;
+  facts.named_dataset_config = named_dataset_config_;
+  return facts;
 }
 
 bool LogAnalyzer::defer_frame(const Record& record) {
@@ -837,16 +879,12 @@ LogAnalysis LogAnalyzer::finish() {
   const bool had_events = open_.has_value() || last_event_seq_ >= 0;
   if (open_) close_incident();
 
-  LogAnalysis analysis;
-  analysis.trainer = trainer_guess();
-  if (!job_name_.empty()) analysis.job_name = job_name_;
+  LogAnalysis analysis = job_facts();
   analysis.bytes = splitter_.bytes();
   analysis.lines = splitter_.lines();
   analysis.records = static_cast<uint64_t>(seq_);
   analysis.truncated_records = splitter_.truncated_records();
   analysis.binary_bytes = binary_bytes_;
-  if (config_capture_ == ConfigCapture::kDone) analysis.printed_config = printed_config_;
-  analysis.arguments = arguments_;
 
   analysis.outcome = decide_outcome(had_events);
   analysis.events = std::move(events_);

@@ -71,6 +71,9 @@ class LogAnalyzer {
   uint64_t truncated_records() const { return splitter_.truncated_records(); }
   Trainer trainer() const { return trainer_guess(); }
   const PrintedArguments& arguments() const { return arguments_; }
+  // What the log has shown so far about its job (trainer, name, printed config and arguments,
+  // config files it loads): a LogAnalysis without events or counts.
+  LogAnalysis job_facts() const;
 
  private:
   // A piece of evidence for the phase or the step, and where the log shows it.
@@ -131,6 +134,7 @@ class LogAnalyzer {
 
   void on_record(const Record& record);
   void capture_printed_config(std::string_view text);
+  void capture_job_arguments(std::string_view text);
   bool defer_frame(const Record& record);
   void flush_pending_frame();
   void process_text(std::string_view text, uint64_t offset, int64_t line, int depth);
@@ -207,6 +211,10 @@ class LogAnalyzer {
   ConfigCapture config_capture_ = ConfigCapture::kLooking;
   std::string printed_config_;
   PrintedArguments arguments_;
+  std::vector<std::pair<std::string, std::string>> printed_arguments_;
+  bool in_arguments_block_ = false;
+  std::optional<std::string> named_config_;
+  std::optional<std::string> named_dataset_config_;
   std::array<int, 8> trainer_votes_{};
 
   std::optional<Incident> open_;

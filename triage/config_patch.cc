@@ -7,7 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
+#include <re2/re2.h>
+#include <toml++/toml.h>
+
 #include <algorithm>
+#include <tuple>
 #include <variant>
 
 namespace oomtriage::triage {
@@ -86,7 +90,11 @@ std::string yaml_value(const nlohmann::json& value, char quote) {
     const bool plain_ok = !s.empty() && s.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos &&
                           s.front() != ' ' && s.back() != ' ' && s != "true" && s != "false" &&
                           s != "null" && !std::isdigit(static_cast<unsigned char>(s.front()));
-    if (quote == '\'') return "'" + s + "'";
+    if (quote == '\'') {
+      std::string quoted = "'";
+      for (char c : s) quoted += c == '\'' ? std::string("''") : std::string(1, c);
+      return quoted + "'";
+    }
     if (quote == '"' || !plain_ok) return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return s;
   }
@@ -192,21 +200,7 @@ class YamlEditor {
     std::string& line = lines_[static_cast<size_t>(mark.line)];
     const size_t col = static_cast<size_t>(mark.column);
     if (node.IsSequence() && (col >= line.size() || line[col] != '[')) {
-      // A block sequence: turn it into a flow sequence on the key's line.
-      const size_t first = static_cast<size_t>(mark.line);
-      size_t last = first;
-      for (size_t i = 0; i < node.size(); ++i) last = std::max(last, size_t(node[i].Mark().line));
-      size_t key_line = first;
-      while (key_line > 0 && lines_[key_line].find(':') == std::string::npos) --key_line;
-      if (key_line == first) {
-        error = path + ": block sequence on the key's line, edit it by hand";
-        return false;
-      }
-      std::string& key = lines_[key_line];
-      const size_t colon = key.rfind(':');
-      key = key.substr(0, colon + 1) + " " + yaml_value(value, 0);
-      lines_.erase(lines_.begin() + static_cast<long>(first), lines_.begin() + static_cast<long>(last) + 1);
-      return true;
+      return replace_block_sequence(node, value, path);
     }
     if (node.IsMap()) {
       error = path + ": is a mapping, not a value";
@@ -215,6 +209,53 @@ class YamlEditor {
     const char quote = col < line.size() && (line[col] == '"' || line[col] == '\'') ? line[col] : 0;
     const size_t end = value_end(line, col);
     line = line.substr(0, col) + yaml_value(value, quote) + line.substr(end);
+    return true;
+  }
+
+  // A block sequence stays one: its item lines are replaced by the new items at the same
+  // indentation ("- 512"), comment lines between them are kept.
+  bool replace_block_sequence(const YAML::Node& node, const nlohmann::json& value,
+                              const std::string& path) {
+    if (!value.is_array() || value.empty() || node.size() == 0) {
+      error = path + ": a block list can only be replaced by a non-empty list";
+      return false;
+    }
+    for (const auto& item : value) {
+      if (item.is_array() || item.is_object()) {
+        error = path + ": nested lists are edited by hand";
+        return false;
+      }
+    }
+    std::vector<size_t> item_lines;
+    for (size_t i = 0; i < node.size(); ++i) {
+      if (!node[i].IsScalar()) {
+        error = path + ": a list of mappings is edited by hand";
+        return false;
+      }
+      const int line = node[i].Mark().line;
+      if (line < 0 || static_cast<size_t>(line) >= lines_.size()) {
+        error = path + ": cannot locate the list";
+        return false;
+      }
+      item_lines.push_back(static_cast<size_t>(line));
+    }
+    if (std::adjacent_find(item_lines.begin(), item_lines.end()) != item_lines.end()) {
+      error = path + ": list items share lines, edit it by hand";
+      return false;
+    }
+    const std::string& first = lines_[item_lines.front()];
+    const size_t dash = first.find('-');
+    if (dash == std::string::npos || first.find_first_not_of(' ') != dash) {
+      error = path + ": list items share lines, edit it by hand";
+      return false;
+    }
+    std::vector<std::string> items;
+    for (const auto& item : value) items.push_back(std::string(dash, ' ') + "- " + yaml_value(item, 0));
+    for (size_t k = item_lines.size(); k-- > 0;) {
+      lines_.erase(lines_.begin() + static_cast<long>(item_lines[k]));
+    }
+    lines_.insert(lines_.begin() + static_cast<long>(item_lines.front()), items.begin(),
+                  items.end());
     return true;
   }
 
@@ -234,7 +275,11 @@ class YamlEditor {
     // later line indented less than that.
     const YAML::Mark first_key = parent.begin()->first.Mark();
     const size_t child_indent = static_cast<size_t>(first_key.column);
-    if (first_key.line < 0 || lines_[size_t(first_key.line)].find('{') != std::string::npos) {
+    const YAML::Mark parent_mark = parent.Mark();
+    const bool flow = parent_mark.line >= 0 && size_t(parent_mark.line) < lines_.size() &&
+                      size_t(parent_mark.column) < lines_[size_t(parent_mark.line)].size() &&
+                      lines_[size_t(parent_mark.line)][size_t(parent_mark.column)] == '{';
+    if (first_key.line < 0 || flow) {
       error = path + ": is a flow mapping, edit it by hand";
       return false;
     }
@@ -264,6 +309,18 @@ class YamlEditor {
   bool trailing_newline_;
 };
 
+// Environment, command-line and operator changes have no place in a file.
+bool edits_file(const ConfigChange& change) {
+  using parsers::TargetKind;
+  return change.kind != TargetKind::kEnv && change.kind != TargetKind::kArgs &&
+         change.kind != TargetKind::kOps && change.path.rfind("env.", 0) != 0;
+}
+
+// The path inside the document: a native key lives in its table ("optimizer" + "optimizer").
+std::string key_path(const ConfigChange& change) {
+  return change.table.empty() ? change.path : change.table + "." + change.path;
+}
+
 nlohmann::ordered_json* json_slot(nlohmann::ordered_json& root, const std::vector<Segment>& path,
                                   std::string& error, const std::string& name) {
   nlohmann::ordered_json* node = &root;
@@ -287,12 +344,220 @@ nlohmann::ordered_json* json_slot(nlohmann::ordered_json& root, const std::vecto
   return node;
 }
 
+// TOML is edited as text too: a key's line is found inside its table's region (the lines after
+// the table's header up to the next header; the root is everything before the first header)
+// and only its value is replaced, so comments and layout stay. A key the table lacks is added
+// at the end of the region.
+std::string toml_value(const nlohmann::json& value) {
+  if (value.is_boolean()) return value.get<bool>() ? "true" : "false";
+  if (value.is_number()) return value.dump();
+  if (value.is_array()) {
+    std::vector<std::string> items;
+    for (const auto& item : value) items.push_back(toml_value(item));
+    return fmt::format("[{}]", fmt::join(items, ", "));
+  }
+  // A JSON string is a valid TOML basic string for every escape nlohmann writes.
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+bool is_toml_header(const std::string& line) {
+  const size_t n = indentation(line);
+  return n < line.size() && line[n] == '[';
+}
+
+// "datasets[2]" -> ("datasets", 2, true); "general" -> ("general", 0, false)
+std::tuple<std::string, size_t, bool> toml_table(const std::string& table) {
+  const size_t open = table.find('[');
+  if (open == std::string::npos || table.back() != ']') return {table, 0, false};
+  return {table.substr(0, open), std::stoul(table.substr(open + 1, table.size() - open - 2)), true};
+}
+
+std::string header_name(const std::string& line) {
+  std::string name = line.substr(indentation(line));
+  const bool array = name.rfind("[[", 0) == 0;
+  const size_t close = name.find(array ? "]]" : "]");
+  if (close == std::string::npos) return "";
+  name = name.substr(array ? 2 : 1, close - (array ? 2 : 1));
+  name.erase(std::remove(name.begin(), name.end(), ' '), name.end());
+  return (array ? "[[" : "[") + name;
+}
+
+class TomlEditor {
+ public:
+  explicit TomlEditor(std::string_view text)
+      : lines_(split_lines(text)), trailing_newline_(text.empty() || text.back() == '\n') {}
+
+  std::string error;
+
+  bool apply(const ConfigChange& change) {
+    const auto value = nlohmann::json::parse(change.to_json, nullptr, false);
+    if (value.is_discarded()) {
+      error = change.path + ": not a value";
+      return false;
+    }
+    size_t begin = 0, end = lines_.size();
+    if (!region(change.table, begin, end)) {
+      error = fmt::format("[{}] is not in the file", change.table);
+      return false;
+    }
+    static const RE2 kKey(R"(^\s*("?)([A-Za-z0-9_.-]+)("?)\s*=)");
+    for (size_t i = begin; i < end; ++i) {
+      std::string q1, key, q2;
+      if (!RE2::PartialMatch(lines_[i], kKey, &q1, &key, &q2) || key != change.path) continue;
+      if (value.is_null()) {
+        lines_.erase(lines_.begin() + static_cast<long>(i));
+        return true;
+      }
+      std::string& line = lines_[i];
+      const size_t equals = line.find('=');
+      size_t col = line.find_first_not_of(' ', equals + 1);
+      if (col == std::string::npos) col = line.size();
+      const size_t value_stop = value_end(line, col);
+      if (value_stop == line.size() && col < line.size() && line[col] == '[' &&
+          line.find(']', col) == std::string::npos) {
+        error = change.path + ": a list over several lines, edit it by hand";
+        return false;
+      }
+      line = line.substr(0, col) + toml_value(value) + line.substr(value_stop);
+      return true;
+    }
+    if (value.is_null()) return true;  // nothing to remove
+    size_t at = end;
+    while (at > begin && is_blank_or_comment(lines_[at - 1])) --at;
+    if (change.table.empty() && at == begin) {
+      at = begin;  // an empty root: before the first table, after leading comments
+      while (at < end && is_blank_or_comment(lines_[at])) ++at;
+    }
+    lines_.insert(lines_.begin() + static_cast<long>(at), change.path + " = " + toml_value(value));
+    return true;
+  }
+
+  std::string text() const { return join_lines(lines_, trailing_newline_); }
+
+ private:
+  // The lines [begin, end) that hold the keys of `table`.
+  bool region(const std::string& table, size_t& begin, size_t& end) const {
+    const auto [name, index, array] = toml_table(table);
+    const std::string wanted = table.empty() ? "" : (array ? "[[" : "[") + name;
+    size_t seen = 0;
+    bool inside = table.empty();
+    begin = 0;
+    for (size_t i = 0; i < lines_.size(); ++i) {
+      if (!is_toml_header(lines_[i])) continue;
+      if (inside) {
+        end = i;
+        return true;
+      }
+      if (header_name(lines_[i]) == wanted && seen++ == index) {
+        inside = true;
+        begin = i + 1;
+      }
+    }
+    end = lines_.size();
+    return inside;
+  }
+
+  std::vector<std::string> lines_;
+  bool trailing_newline_;
+};
+
+// The value at `path` in a JSON tree, or nullptr.
+const nlohmann::json* at_path(const nlohmann::json& root, const std::vector<Segment>& path) {
+  const nlohmann::json* node = &root;
+  for (const Segment& segment : path) {
+    if (const auto* key = std::get_if<std::string>(&segment)) {
+      if (!node->is_object() || !node->contains(*key)) return nullptr;
+      node = &(*node)[*key];
+    } else {
+      const size_t index = std::get<size_t>(segment);
+      if (!node->is_array() || index >= node->size()) return nullptr;
+      node = &(*node)[index];
+    }
+  }
+  return node;
+}
+
+nlohmann::json toml_to_json(const toml::node& node) {
+  if (const auto* t = node.as_table()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [key, child] : *t) out[std::string(key.str())] = toml_to_json(child);
+    return out;
+  }
+  if (const auto* a = node.as_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& child : *a) out.push_back(toml_to_json(child));
+    return out;
+  }
+  if (const auto* v = node.as_boolean()) return v->get();
+  if (const auto* v = node.as_integer()) return v->get();
+  if (const auto* v = node.as_floating_point()) return v->get();
+  if (const auto* v = node.as_string()) return v->get();
+  return nullptr;
+}
+
+bool same_value(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
+  return a == b;
+}
+
 }  // namespace
+
+PatchResult patch_toml(std::string_view text, const std::vector<ConfigChange>& changes) {
+  TomlEditor editor(text);
+  for (const ConfigChange& change : changes) {
+    if (!edits_file(change)) continue;
+    if (!editor.apply(change)) return {std::nullopt, editor.error};
+  }
+  return {editor.text(), ""};
+}
+
+PatchResult patch_file(parsers::TargetKind kind, std::string_view text,
+                       const std::vector<ConfigChange>& changes) {
+  using parsers::TargetKind;
+  PatchResult result = kind == TargetKind::kToml   ? patch_toml(text, changes)
+                       : kind == TargetKind::kJson ? patch_json(text, changes)
+                                                   : patch_yaml(text, changes);
+  if (!result.text) return result;
+  // Read the result back: every change must hold its new value at its path.
+  nlohmann::json doc;
+  std::string error;
+  if (kind == TargetKind::kToml) {
+    try {
+      doc = toml_to_json(toml::parse(*result.text));
+    } catch (const toml::parse_error& e) {
+      return {std::nullopt, fmt::format("the patched file does not parse (line {}: {})",
+                                        e.source().begin.line, e.description())};
+    }
+  } else if (kind == TargetKind::kJson) {
+    doc = nlohmann::json::parse(*result.text, nullptr, false);
+  } else {
+    auto parsed = parsers::yaml_to_json(*result.text, nullptr, &error);
+    if (parsed) doc = nlohmann::json::parse(parsed->dump());
+  }
+  if (doc.is_discarded() || doc.is_null()) {
+    return {std::nullopt, "the patched file does not parse" + (error.empty() ? "" : ": " + error)};
+  }
+  for (const ConfigChange& change : changes) {
+    if (!edits_file(change)) continue;
+    const auto segments = split_path(key_path(change));
+    const auto want = nlohmann::json::parse(change.to_json, nullptr, false);
+    if (!segments) continue;
+    const nlohmann::json* got = at_path(doc, *segments);
+    const bool ok = want.is_null() ? got == nullptr || got->is_null()
+                                   : got != nullptr && same_value(*got, want);
+    if (!ok) {
+      return {std::nullopt, fmt::format("{}: the patched file does not hold {} (holds {})",
+                                        key_path(change), change.to_json,
+                                        got ? got->dump() : "nothing")};
+    }
+  }
+  return result;
+}
 
 PatchResult patch_yaml(std::string_view text, const std::vector<ConfigChange>& changes) {
   YamlEditor editor(text);
   for (const ConfigChange& change : changes) {
-    if (change.path.rfind("config.", 0) != 0) continue;
+    if (!edits_file(change)) continue;
     if (!editor.apply(change)) return {std::nullopt, editor.error};
   }
   return {editor.text(), ""};
@@ -302,11 +567,19 @@ PatchResult patch_json(std::string_view text, const std::vector<ConfigChange>& c
   auto doc = nlohmann::ordered_json::parse(text, nullptr, false);
   if (doc.is_discarded()) return {std::nullopt, "not valid JSON"};
   for (const ConfigChange& change : changes) {
-    if (change.path.rfind("config.", 0) != 0) continue;
-    const auto segments = split_path(change.path);
+    if (!edits_file(change)) continue;
+    const auto segments = split_path(key_path(change));
     const auto value = nlohmann::ordered_json::parse(change.to_json, nullptr, false);
     if (!segments || value.is_discarded()) return {std::nullopt, change.path + ": not a config path"};
     std::string error;
+    if (value.is_null() && std::holds_alternative<std::string>(segments->back())) {
+      // Removing a key: erase it from its parent, if it is there at all.
+      std::vector<Segment> parent_path(segments->begin(), segments->end() - 1);
+      nlohmann::ordered_json* parent = json_slot(doc, parent_path, error, change.path);
+      if (parent == nullptr) return {std::nullopt, error};
+      if (parent->is_object()) parent->erase(std::get<std::string>(segments->back()));
+      continue;
+    }
     nlohmann::ordered_json* slot = json_slot(doc, *segments, error, change.path);
     if (slot == nullptr) return {std::nullopt, error};
     *slot = value;

@@ -1,9 +1,10 @@
 // triage/config_patch.h
 //
 // Applies a fix's config changes to the job config's text, and shows them as a unified diff.
-// YAML is edited as text (only the changed lines are touched, so comments, key order, quoting and
-// formatting elsewhere stay as the user wrote them); JSON is re-emitted with its key order and
-// indentation. Pure: text in, text out.
+// YAML and TOML are edited as text (only the changed lines are touched, so comments, key order,
+// quoting, block or flow style and formatting elsewhere stay as the user wrote them); JSON is
+// re-emitted with its key order and indentation. Every patch is read back and must hold the new
+// values. Pure: text in, text out.
 #pragma once
 
 #include <optional>
@@ -20,9 +21,19 @@ struct PatchResult {
   std::string error;  // "config.process[0].model: is a flow mapping, edit it by hand"
 };
 
-// Only changes under "config." are applied; environment changes are skipped.
+// Environment, command-line and operator changes are skipped.
 PatchResult patch_yaml(std::string_view text, const std::vector<ConfigChange>& changes);
 PatchResult patch_json(std::string_view text, const std::vector<ConfigChange>& changes);
+
+// TOML (kohya's --config_file and --dataset_config, SimpleTuner's config.toml) is edited as text:
+// only the value of the changed key, in its table, is replaced; a missing key is added at the
+// end of its table. A `to` of null removes the key's line.
+PatchResult patch_toml(std::string_view text, const std::vector<ConfigChange>& changes);
+
+// Patches one file of `kind` with the changes meant for files, then reads the result back and
+// checks that every change holds its new value at its path (an error otherwise).
+PatchResult patch_file(parsers::TargetKind kind, std::string_view text,
+                       const std::vector<ConfigChange>& changes);
 
 // The process config AI Toolkit prints (no "config.process[0]" around it) cannot be patched in
 // place; callers patch a file instead.

@@ -21,8 +21,16 @@ const std::vector<std::string_view>& known_fix_ids() {
 }
 
 bool Fix::changes_config() const {
-  return std::any_of(changes.begin(), changes.end(),
-                     [](const ConfigChange& c) { return c.path.rfind("config.", 0) == 0; });
+  using parsers::TargetKind;
+  return std::any_of(changes.begin(), changes.end(), [](const ConfigChange& c) {
+    return c.kind == TargetKind::kYaml || c.kind == TargetKind::kJson ||
+           c.kind == TargetKind::kToml;
+  });
+}
+
+parsers::ConfigTarget Fix::target() const {
+  if (changes.empty()) return {parsers::TargetKind::kOps, ""};
+  return {changes.front().kind, changes.front().file};
 }
 
 bool is_known_fix_id(std::string_view id) {

@@ -1,8 +1,8 @@
 // triage/fix.h
 //
-// A ranked fix for one job: the stable id (docs/design.md lists them), the exact config changes,
-// why it applies to this job, its cost and, where the memory model can tell, the predicted peak.
-// The ranking rules that produce these arrive with the triage engine; scan prints the list.
+// A ranked fix for one job: the stable id (docs/design.md lists them), the exact changes in the
+// trainer's own syntax and where they are written, why it applies to this job, its cost and,
+// where the memory model can tell, the predicted peak.
 #pragma once
 
 #include <cstdint>
@@ -11,15 +11,25 @@
 #include <string_view>
 #include <vector>
 
+#include "parsers/job_config.h"
+
 namespace oomtriage::triage {
 
-// A config change ("config.process[0].train.gradient_checkpointing") or an environment change
-// ("env.PYTORCH_CUDA_ALLOC_CONF"). Values are JSON text so that null, numbers, strings and lists
-// keep their type.
+// One change in the job's own syntax, and where it is written:
+//   yaml/json (AI Toolkit)  "config.process[0].train.gradient_checkpointing"
+//   toml/json (others)      "gradient_checkpointing", in `table` ("datasets[0]", "general")
+//   args                    "--train_batch_size"
+//   env                     "env.PYTORCH_CUDA_ALLOC_CONF"
+// Values are JSON text so that null, numbers, strings and lists keep their type; a `to` of
+// null removes the key (or the flag).
 struct ConfigChange {
   std::string path;
-  std::string from_json;  // the current value as JSON text ("false", "null" when absent)
+  std::string from_json;  // the current value as JSON text ("false"; "null" when absent)
   std::string to_json;
+  parsers::TargetKind kind = parsers::TargetKind::kYaml;
+  std::string file;   // the file it is written to; "" when the config was only printed
+  std::string table;  // TOML: the table holding the key ("" at the root)
+  bool neutral = false;  // still in the ranker's vocabulary (triage/native_changes.h converts)
 };
 
 struct Fix {
@@ -33,9 +43,14 @@ struct Fix {
   std::optional<bool> fits;  // predicted peak under 95% of the usable memory
   std::string estimate;      // how the predicted peak was reached (assumptions, in words)
   double confidence = 0.0;
+  // What to check first when the job does not show a value the fix depends on ("the log does
+  // not show the batch size: if it is above 1, ...").
+  std::string check;
 
-  // True when at least one change edits the job config (paths under "config.").
+  // True when at least one change edits the job's config file (yaml, json or toml).
   bool changes_config() const;
+  // Where the fix is written: its first change's target; ops when it changes nothing.
+  parsers::ConfigTarget target() const;
 };
 
 // The fix ids of the contract, in no particular order. Reports, alerts and tests use them.

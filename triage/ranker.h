@@ -1,16 +1,19 @@
 // triage/ranker.h
 //
 // Ranks the fixes for one log: which OOM it was (kind, phase, step, figures), the job's config
-// (parsers/job_config.h) and what is already applied. The rules are the seed guide's
-// (docs/domain.md): gradient checkpointing first when it is explicitly off; cheaper previews for
-// a sampling OOM; the top resolution bucket for an OOM at a random later step; a smaller batch
-// with more gradient accumulation for an early OOM; quantization, low_vram and offloading for a
-// load/quantize OOM; free the GPU, expandable segments, host memory and /dev/shm for the causes
-// no config change fixes. A fix already applied, or one the config cannot express, is never
-// proposed. Pure: no I/O.
+// (parsers/job_config.h, any trainer) and what is already applied. The rules are the seed
+// guide's (docs/domain.md), kept as data in ranking_table(): gradient checkpointing first when
+// it is off; cheaper previews for a sampling OOM; the top resolution bucket for an OOM at a
+// random later step; a smaller batch with more gradient accumulation for an early OOM;
+// quantization, low_vram and offloading for a load/quantize OOM; free the GPU, expandable
+// segments, host memory and /dev/shm for the causes no config change fixes. A fix already
+// applied, one the trainer cannot express, or one that would claim a value the job does not
+// show is never proposed (an unknown value gives a fix that says what to check). Pure: no I/O.
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "parsers/event.h"
@@ -18,6 +21,37 @@
 #include "triage/fix.h"
 
 namespace oomtriage::triage {
+
+// The situations the ranking table knows, in the order they are considered.
+enum class Situation {
+  kShm,
+  kHost,
+  kOtherProcesses,
+  kFragmentation,
+  kCheckpointingOff,
+  kLoad,
+  kCacheTextEmbeddings,
+  kCacheLatents,
+  kSampling,
+  kTrainLaterBuckets,
+  kTrainBatch,
+  kTrainBatchOne,
+  kTrainAny,
+};
+
+// One row of the ranking table: when it applies (in words, for the README) and the candidate
+// fixes with their priority (lower first). Every matching row adds its candidates; a fix id
+// proposed twice keeps its first placement. Candidates are then ordered by fit (fits by the
+// memory model, not estimated, cannot fit), then priority, then confidence.
+struct RankingRow {
+  Situation situation;
+  std::string_view when;
+  std::vector<std::pair<std::string_view, int>> fixes;
+};
+const std::vector<RankingRow>& ranking_table();
+
+// The table as the README shows it (a Markdown table).
+std::string ranking_table_markdown();
 
 struct TriageInput {
   const parsers::LogAnalysis* analysis = nullptr;
@@ -27,6 +61,11 @@ struct TriageInput {
 
 // The event the fixes answer: the last OOM that was not recovered, else the last one.
 const parsers::OomEvent* incident_to_fix(const parsers::LogAnalysis& analysis);
+
+// The config a log alone shows when the job has no config: the trainer, the training arguments
+// it prints (batch, accumulation, checkpointing, resolution), every other knob unknown; fixes
+// are written for the trainer's command line (AI Toolkit: its YAML paths).
+parsers::JobConfig config_from_log(const parsers::LogAnalysis& analysis);
 
 std::vector<Fix> rank_fixes(const TriageInput& input);
 

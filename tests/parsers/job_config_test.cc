@@ -176,18 +176,37 @@ config:
   TEST_CASE("broken configs give one line with file, line and reason") {
     CHECK(parse_job_config("config:\n  name: [unclosed\n", ConfigFormat::kYaml, "c.yaml").error ==
           "c.yaml:3: end of sequence flow not found");
-    CHECK(parse_job_config("config:\n  name: x\n  process:\n    - train:\n        batch_size: two\n",
-                           ConfigFormat::kYaml, "c.yaml")
-              .error == "c.yaml:5: train.batch_size must be a non-negative integer, got \"two\"");
+    {
+      // A bad field is a problem; the rest of the config stands and only its knob is unknown.
+      const ConfigLoad load = parse_job_config(
+          "config:\n  name: x\n  process:\n    - train:\n        batch_size: two\n"
+          "        gradient_checkpointing: false\n",
+          ConfigFormat::kYaml, "c.yaml");
+      CHECK(load.error == "");
+      REQUIRE(load.config);
+      REQUIRE(load.config->problems.size() == 1);
+      CHECK(load.config->problems[0] ==
+            "c.yaml:5: train.batch_size must be a non-negative integer, got \"two\"; the rest of "
+            "the config is used");
+      CHECK_FALSE(load.config->knows(Knob::kBatchSize));
+      CHECK(load.config->knows(Knob::kGradientCheckpointing));
+      CHECK(load.config->gradient_checkpointing == false);
+    }
     CHECK(parse_job_config("job: extension\nconfig:\n  name: x\n", ConfigFormat::kYaml, "c.yaml")
               .error == "c.yaml:2: config.process is missing or empty");
     CHECK(parse_job_config("job: extension\n", ConfigFormat::kYaml, "c.yaml").error ==
           "c.yaml: the config has no `config` section");
     CHECK(parse_job_config("{nope", ConfigFormat::kJson, "j.json").error == "j.json: not valid JSON");
-    CHECK(parse_job_config("config:\n  process:\n    - datasets:\n        - resolution: [512, big]\n",
-                           ConfigFormat::kYaml, "c.yaml")
-              .error.find("datasets[0].resolution[1] must be a positive integer") !=
-          std::string::npos);
+    {
+      const ConfigLoad load = parse_job_config(
+          "config:\n  process:\n    - datasets:\n        - resolution: [512, big]\n",
+          ConfigFormat::kYaml, "c.yaml");
+      REQUIRE(load.config);
+      REQUIRE(load.config->problems.size() == 1);
+      CHECK(load.config->problems[0].find("datasets[0].resolution[1] must be a positive integer") !=
+            std::string::npos);
+      CHECK_FALSE(load.config->knows(Knob::kResolution));
+    }
   }
   TEST_CASE("every real AI Toolkit example config loads") {
     const fs::path dir = fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" / "ai-toolkit";

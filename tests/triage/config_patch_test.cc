@@ -97,23 +97,19 @@ TEST_SUITE("triage::config_patch") {
           "         width: 1024\n"
           " meta:\n");
   }
-  TEST_CASE("quoted strings keep their quotes, and a block list becomes a flow list") {
+  TEST_CASE("quoted strings keep their quotes, and a block list stays a block list") {
     CHECK(patch({{"config.process[0].model.qtype", "\"qfloat8\"", "\"uint4\""},
                  {"config.process[0].datasets[0].resolution", "[512,768,1024]", "[512,768]"}}) ==
           "--- a/config.yaml\n+++ b/config.yaml\n"
-          "@@ -7,10 +7,7 @@\n"
-          "     - type: 'diffusion_trainer'\n"
-          "       datasets:\n"
-          "         - folder_path: \"/data\"  # images and captions\n"
-          "-          resolution:\n"
-          "-            - 512\n"
-          "-            - 768\n"
+          "@@ -10,7 +10,6 @@\n"
+          "           resolution:\n"
+          "             - 512\n"
+          "             - 768\n"
           "-            - 1024\n"
-          "+          resolution: [512, 768]\n"
           "       train:\n"
           "         batch_size: 4\n"
           "         gradient_checkpointing: false  # need the on unless you have a ton of vram\n"
-          "@@ -20,7 +17,7 @@\n"
+          "@@ -20,7 +19,7 @@\n"
           " \n"
           "       model:\n"
           "         name_or_path: \"Qwen/Qwen-Image-Edit-2509\"\n"

@@ -188,13 +188,18 @@ std::vector<Scenario> scenarios() {
                       "          resolution: [512, 768, 1024]\n          control_path: /ctrl\n"),
                {.step = 3}, "drop_top_bucket", {}, {}, {"match_target_res"}});
   {
+    // Figures a real 24 GiB card can show: 13 GiB held by others, 8.25 GiB reserved here.
     Incident busy{.step = 10, .figures = figures_24gb()};
+    busy.figures.allocated_by_pytorch_bytes = 8 * kGiB;
     busy.figures.other_processes = {{654925, 6 * kGiB}, {706098, 7 * kGiB}};
     s.push_back({"other processes hold the GPU: free it first", config(gc_off), busy, "free_gpu",
                  {{"free_gpu", "enable_gradient_checkpointing"}}, {}, {}});
   }
   {
+    // 19 GiB allocated + 3 GiB reserved in pieces + 0.5 GiB free: the 2 GiB request fits once
+    // the pieces can grow.
     Incident fragmented{.step = 10, .figures = figures_24gb(2 * kGiB)};
+    fragmented.figures.allocated_by_pytorch_bytes = 19 * kGiB;
     fragmented.figures.reserved_unallocated_bytes = 3 * kGiB;
     s.push_back({"large reserved-but-unallocated: expandable segments early", config(gc_on),
                  fragmented, "expandable_segments", {}, {}, {}});
@@ -402,10 +407,15 @@ TEST_SUITE("triage::ranker") {
     REQUIRE(fixes.size() >= 2);
     CHECK(fixes[0].id == "enable_gradient_checkpointing");
     REQUIRE(fixes[0].changes.size() == 1);
-    CHECK(fixes[0].changes[0].path == "args.gradient_checkpointing");
+    // Written for kohya's command line: --flag, and the value the log printed as `from`.
+    CHECK(fixes[0].changes[0].path == "--gradient_checkpointing");
+    CHECK(fixes[0].changes[0].kind == parsers::TargetKind::kArgs);
     CHECK(fixes[1].id == "lower_batch_size");
-    CHECK(fixes[1].changes[0].path == "args.train_batch_size");
-    CHECK(fixes[1].changes[1].path == "args.gradient_accumulation_steps");
+    CHECK(fixes[1].changes[0].path == "--train_batch_size");
+    CHECK(fixes[1].changes[0].from_json == "4");
+    CHECK(fixes[1].changes[0].to_json == "2");
+    CHECK(fixes[1].changes[1].path == "--gradient_accumulation_steps");
+    CHECK(fixes[1].changes[1].to_json == "2");
     for (const auto& fix : fixes) {
       CHECK(fix.why.find("the training arguments the log prints") != std::string::npos);
       for (const auto& change : fix.changes) CHECK(change.path.rfind("config.", 0) != 0);

@@ -1,0 +1,88 @@
+// triage/native_changes.cc: neutral path -> dialect row -> the slot the value was read from (or
+// the trainer's main file for a key it leaves out) -> the native key and value.
+#include "triage/native_changes.h"
+
+#include <nlohmann/json.hpp>
+
+#include "parsers/trainer_dialect.h"
+
+namespace oomtriage::triage {
+namespace {
+
+using nlohmann::json;
+using parsers::TargetKind;
+
+std::string dump(const json& value) {
+  return value.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+// Changes that come with a fix but are not what it is for: accumulation keeps the effective
+// batch of a smaller batch; previews less often do not make one preview cheaper.
+bool essential(const std::string& neutral) {
+  return neutral != "sample.sample_every" &&
+         neutral.find("gradient_accumulation") == std::string::npos;
+}
+
+}  // namespace
+
+bool to_native(Fix& fix, const parsers::JobConfig& config) {
+  std::vector<ConfigChange> out;
+  bool wanted = false, kept = false;
+  for (ConfigChange& change : fix.changes) {
+    if (!change.neutral) {
+      out.push_back(std::move(change));
+      continue;
+    }
+    const bool needed = essential(change.path);
+    wanted |= needed;
+    const parsers::ConfigTarget main =
+        config.targets.empty() ? parsers::ConfigTarget{} : config.targets.front();
+    if (config.trainer == parsers::Trainer::kAiToolkit) {
+      if (!config.process_path.empty()) change.path = config.process_path + "." + change.path;
+      change.kind = main.kind;
+      change.file = main.path;
+      change.neutral = false;
+      out.push_back(std::move(change));
+      kept |= needed;
+      continue;
+    }
+    const parsers::DialectRow* row = parsers::row_for(config.trainer, change.path);
+    if (row == nullptr) continue;
+    size_t target = 0;
+    std::string table;
+    std::string key(row->native);
+    json current = nullptr;
+    if (const auto slot = config.slots.find(change.path); slot != config.slots.end()) {
+      target = slot->second.target;
+      table = slot->second.table;
+      key = slot->second.key;
+      current = slot->second.value;
+    } else if (const size_t dot = key.find('.'); dot != std::string::npos) {
+      table = key.substr(0, dot);  // OneTrainer's "optimizer": {"optimizer": ...}
+      key = key.substr(dot + 1);
+    }
+    const parsers::ConfigTarget& where =
+        target < config.targets.size() ? config.targets[target] : main;
+    if (current.is_null()) {
+      // Not written down: the value the job runs with (a default, or what the log printed).
+      current = parsers::encode(row->codec, json::parse(change.from_json, nullptr, false), current);
+    }
+    if (current.is_null() && table.empty()) key = where.key_prefix + key;
+    if (where.kind == TargetKind::kArgs && key.rfind("--", 0) != 0) key = "--" + key;
+    const json to = parsers::encode(row->codec, json::parse(change.to_json, nullptr, false), current);
+    if (to == current) continue;
+    ConfigChange native;
+    native.path = key;
+    native.from_json = dump(current);
+    native.to_json = dump(to);
+    native.kind = where.kind;
+    native.file = where.path;
+    native.table = table;
+    out.push_back(std::move(native));
+    kept |= needed;
+  }
+  fix.changes = std::move(out);
+  return !wanted || kept;
+}
+
+}  // namespace oomtriage::triage
