@@ -255,6 +255,7 @@ void apply_rows(Trainer trainer, const Document& doc, bool complete,
     } else if (complete && !row->default_json.empty()) {
       if (const auto value = decode(row->codec, json::parse(row->default_json))) {
         set_neutral(config, row->neutral, 0, *value);
+        if (knob == Knob::kGradientCheckpointing) config.gradient_checkpointing_explicit = false;
         known.insert(static_cast<size_t>(knob));
       }
     }

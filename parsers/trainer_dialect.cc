@@ -254,10 +254,12 @@ json encode(Codec codec, const json& neutral, const json& current) {
       if (current.is_string() && !neutral.is_string()) return neutral.dump();
       return neutral;
     case Codec::kResolution:
-      if (current.is_string()) {
+      if (current.is_string() && neutral.is_number_integer()) {
+        // "1024,1024" (kohya), "1024x1024" (SimpleTuner, OneTrainer) or "1024": same shape.
         const std::string side = std::to_string(neutral.get<int>());
-        return current.get<std::string>().find(',') != std::string::npos ? side + "," + side
-                                                                         : side;
+        const std::string now = current.get<std::string>();
+        const size_t separator = now.find_first_of(",x");
+        return separator == std::string::npos ? side : side + now[separator] + side;
       }
       if (current.is_array() && current.size() == 2 && neutral.is_number_integer()) {
         // [width, height]: scale both sides to keep the aspect ratio, multiples of 64.
@@ -282,7 +284,9 @@ json encode(Codec codec, const json& neutral, const json& current) {
       const std::string want = neutral.is_string() ? neutral.get<std::string>() : "";
       const std::string now = current.is_string() ? current.get<std::string>() : "";
       if (want != "adamw8bit") return neutral;
-      if (now.find('_') != std::string::npos && std::isupper(static_cast<unsigned char>(now[0]))) {
+      if (!now.empty() && std::none_of(now.begin(), now.end(), [](unsigned char c) {
+            return std::islower(c);
+          })) {
         return "ADAMW_8BIT";  // OneTrainer's enum names
       }
       if (now.rfind("adamw_", 0) == 0) return "adamw_bnb_8bit";  // HF's optim names
