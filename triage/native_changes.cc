@@ -60,6 +60,15 @@ bool to_native(Fix& fix, const parsers::JobConfig& config) {
     } else if (const size_t dot = key.find('.'); dot != std::string::npos) {
       table = key.substr(0, dot);  // OneTrainer's "optimizer": {"optimizer": ...}
       key = key.substr(dot + 1);
+    } else if (!config.targets.empty() && main.kind == TargetKind::kToml) {
+      // kohya reads every table of its --config_file as one namespace: a new key joins the
+      // table its neighbours are in (the GUI's [training_arguments]), not a bare root.
+      for (const auto& [neutral, slot] : config.slots) {
+        if (slot.target == 0 && !slot.table.empty()) {
+          table = slot.table;
+          if (neutral.rfind("train.", 0) == 0) break;
+        }
+      }
     }
     const parsers::ConfigTarget& where =
         target < config.targets.size() ? config.targets[target] : main;

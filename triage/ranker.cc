@@ -825,15 +825,18 @@ bool Planner::applies(Situation situation) const {
 }
 
 void Planner::propose(std::string_view id, int priority, Situation situation) {
-  const bool early = e_.step ? *e_.step <= 5 : e_.phase != Phase::kSampling;
+  const bool early = e_.step && *e_.step <= 5 && e_.phase != Phase::kSampling;
   if (id == "increase_shm") return plan_shm();
   if (id == "reduce_host_memory") return plan_host_memory();
   if (id == "free_gpu") return plan_free_gpu(priority);
   if (id == "expandable_segments") return plan_expandable_segments(priority, 45);
-  // Not shown: checked early on (the GC-off signature is an OOM in the first steps), else
-  // after the situation's own first fix.
+  // Not shown: checked first for an OOM in the first steps (the GC-off signature), after the
+  // situation's own first fix for a later one, and after the preview levers for a sampling OOM
+  // (cheaper previews fix those, not checkpointing).
   if (id == "enable_gradient_checkpointing") {
-    return plan_gradient_checkpointing(priority, early ? 2 : 11);
+    return plan_gradient_checkpointing(priority, early                         ? 2
+                                                 : e_.phase == Phase::kSampling ? 21
+                                                                                       : 11);
   }
   if (id == "quantize_model") return plan_quantize(priority);
   if (id == "quantize_text_encoder") return plan_quantize_te(priority);
@@ -932,8 +935,10 @@ parsers::JobConfig config_from_log(const parsers::LogAnalysis& analysis) {
   if (config.trainer == parsers::Trainer::kAiToolkit) {
     config.process_path = "config.process[0]";
     config.targets.push_back({parsers::TargetKind::kYaml, ""});
-  } else {
+  } else if (parsers::writes_flags(config.trainer)) {
     config.targets.push_back({parsers::TargetKind::kArgs, ""});
+  } else {
+    config.targets.push_back({parsers::TargetKind::kJson, ""});  // OneTrainer: its UI's JSON
   }
   const parsers::PrintedArguments& args = analysis.arguments;
   if (args.batch_size) {

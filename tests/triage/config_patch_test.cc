@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <sstream>
 
 #include "parsers/job_config.h"
+#include <nlohmann/json.hpp>
 
 #include "tests/support/files.h"
 
@@ -180,5 +182,148 @@ TEST_SUITE("triage::config_patch") {
     CHECK(load.config->match_target_res);
     CHECK_FALSE(load.config->gradient_checkpointing);
     CHECK(load.config->qtype.rfind("uint3|", 0) == 0);
+  }
+
+  TEST_CASE("property: every scalar and list of the example configs, patched, reads back") {
+    // Each leaf gets a new value of its type (a string with a quote, a colon and a brace); the
+    // patch must either hold exactly that value at its path with every other leaf unchanged,
+    // or refuse with a reason.
+    std::vector<fs::path> files;
+    for (const fs::path dir :
+         {fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" / "ai-toolkit",
+          fs::path(OOMTRIAGE_SOURCE_DIR) / "examples" / "training_folder"}) {
+      if (!fs::is_directory(dir)) continue;
+      for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+        if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+      }
+    }
+    REQUIRE(!files.empty());  // the project's own examples are always there
+    size_t patched = 0, refused = 0;
+    for (const fs::path& path : files) {
+      const std::string text = slurp(path);
+      std::string error;
+      const auto doc = parsers::yaml_to_json(text, nullptr, &error);
+      REQUIRE(doc);
+      const nlohmann::json original = nlohmann::json::parse(doc->dump());
+      const nlohmann::json flat = original.flatten();
+      std::set<std::string> lists;
+      for (const auto& [pointer, value] : flat.items()) {
+        // "/config/process/0/datasets/0/resolution/2" -> the list "/.../resolution"
+        const size_t slash = pointer.rfind('/');
+        const std::string last = pointer.substr(slash + 1);
+        if (!last.empty() && last.find_first_not_of("0123456789") == std::string::npos) {
+          lists.insert(pointer.substr(0, slash));
+        }
+      }
+      std::vector<std::pair<std::string, nlohmann::json>> targets;
+      for (const auto& [pointer, value] : flat.items()) {
+        if (lists.count(pointer.substr(0, pointer.rfind('/')))) continue;  // list items: below
+        nlohmann::json next;
+        if (value.is_boolean()) next = !value.get<bool>();
+        else if (value.is_number_integer()) next = value.get<int64_t>() + 1;
+        else if (value.is_number_float()) next = value.get<double>() + 0.5;
+        else if (value.is_string()) next = "it's: {new} # not a comment";
+        else continue;
+        targets.emplace_back(pointer, next);
+      }
+      for (const std::string& list : lists) {
+        const nlohmann::json& value = original.at(nlohmann::json::json_pointer(list));
+        if (!value.is_array() || value.size() < 2 || value[0].is_object() || value[0].is_array()) {
+          continue;
+        }
+        targets.emplace_back(list, nlohmann::json(value.begin(), value.end() - 1));
+      }
+      for (const auto& [pointer, next] : targets) {
+        // JSON pointer -> the patch's path: /config/process/0/train -> config.process[0].train
+        std::string dotted;
+        std::stringstream parts(pointer.substr(1));
+        for (std::string part; std::getline(parts, part, '/');) {
+          if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos) {
+            dotted += "[" + part + "]";
+          } else {
+            dotted += (dotted.empty() ? "" : ".") + part;
+          }
+        }
+        if (dotted.find('~') != std::string::npos) continue;  // escaped keys: not config paths
+        CAPTURE(path.filename().string());
+        CAPTURE(dotted);
+        const ConfigChange change{dotted, "null", next.dump()};
+        const auto result = triage::patch_file(parsers::TargetKind::kYaml, text, {change});
+        if (!result.text) {
+          CHECK(!result.error.empty());
+          ++refused;
+          continue;
+        }
+        ++patched;
+        const auto after = parsers::yaml_to_json(*result.text, nullptr, &error);
+        REQUIRE(after);
+        nlohmann::json expected = original;
+        expected[nlohmann::json::json_pointer(pointer)] = next;
+        CHECK(nlohmann::json::parse(after->dump()) == expected);
+      }
+    }
+    CHECK(patched > 50);
+    CHECK(refused * 10 < patched);  // refusals are the rare shapes (lists of mappings, ...)
+  }
+
+  TEST_CASE("values and comments holding colons, braces and quotes are edited in place") {
+    const std::string yaml =
+        "config:\n"
+        "  process:\n"
+        "    - train:  # defaults: {batch: 1}\n"
+        "        batch_size: 2  # was: {4}\n"
+        "      sample:\n"
+        "        prompts:\n"
+        "          - 'a photo: of {sks}'\n"
+        "        neg: 'don''t'\n";
+    const auto result = triage::patch_file(
+        parsers::TargetKind::kYaml, yaml,
+        {{"config.process[0].train.gradient_checkpointing", "null", "true"},
+         {"config.process[0].train.batch_size", "2", "1"},
+         {"config.process[0].sample.neg", "\"don't\"", "\"it's\""}});
+    INFO(result.error);
+    REQUIRE(result.text);
+    CHECK(result.text->find("        batch_size: 1  # was: {4}\n") != std::string::npos);
+    CHECK(result.text->find("        gradient_checkpointing: true\n") != std::string::npos);
+    CHECK(result.text->find("        neg: 'it''s'\n") != std::string::npos);
+  }
+
+  TEST_CASE("TOML: a value replaced in its table, a key added to a table, a key removed") {
+    const std::string toml =
+        "# kohya config\n"
+        "[training_arguments]\n"
+        "train_batch_size = 4   # per GPU\n"
+        "sample_prompts = \"/p.txt\"\n"
+        "\n"
+        "[[datasets]]\n"
+        "resolution = [1024, 768]\n"
+        "[[datasets]]\n"
+        "resolution = 512\n";
+    const auto result = triage::patch_file(
+        parsers::TargetKind::kToml, toml,
+        {{"train_batch_size", "4", "2", parsers::TargetKind::kToml, "", "training_arguments"},
+         {"gradient_accumulation_steps", "null", "2", parsers::TargetKind::kToml, "",
+          "training_arguments"},
+         {"sample_prompts", "\"/p.txt\"", "null", parsers::TargetKind::kToml, "",
+          "training_arguments"},
+         {"resolution", "[1024,768]", "[768,576]", parsers::TargetKind::kToml, "", "datasets[0]"}});
+    INFO(result.error);
+    REQUIRE(result.text);
+    CHECK(*result.text ==
+          "# kohya config\n"
+          "[training_arguments]\n"
+          "train_batch_size = 2   # per GPU\n"
+          "gradient_accumulation_steps = 2\n"
+          "\n"
+          "[[datasets]]\n"
+          "resolution = [768, 576]\n"
+          "[[datasets]]\n"
+          "resolution = 512\n");
+    // A table that is not there is refused, not invented.
+    const auto missing = triage::patch_file(
+        parsers::TargetKind::kToml, toml,
+        {{"batch_size", "null", "1", parsers::TargetKind::kToml, "", "general"}});
+    CHECK_FALSE(missing.text);
+    CHECK(missing.error.find("[general]") != std::string::npos);
   }
 }
