@@ -28,6 +28,7 @@
 
 #include "daemon/alert_dispatcher.h"
 #include "daemon/clock.h"
+#include "daemon/job_history.h"
 #include "daemon/job_locator.h"
 #include "daemon/metrics.h"
 #include "daemon/metrics_server.h"
@@ -91,6 +92,7 @@ struct Job {
   std::string config_problem;
   std::optional<std::string> config_path;
   std::optional<std::string> config_sha256;
+  std::vector<parsers::NativeFile> files;  // the config files read, for what a run carried
 };
 
 struct Tracked {
@@ -558,6 +560,7 @@ class Daemon {
     job.config_problem = lookup.config_problem;
     job.config_path = lookup.job ? lookup.job->config_path : std::nullopt;
     job.config_sha256 = lookup.job ? lookup.job->config_sha256 : std::nullopt;
+    job.files = std::move(lookup.files);
     if (job.config_path) config_texts_[*job.config_path] = lookup.config_text;
   }
 
@@ -720,8 +723,9 @@ class Daemon {
       single.trainer = file.analyzer->trainer();
       single.arguments = file.analyzer->arguments();
       single.events = {event};
-      const triage::TriageInput input{&single, file.job.config ? &*file.job.config : nullptr,
-                                      file.job.config_problem};
+      triage::TriageInput input{&single, file.job.config ? &*file.job.config : nullptr,
+                                file.job.config_problem};
+      input.tried_and_failed = tried_and_failed(file, event);
       const std::vector<triage::Fix> fixes = triage::rank_fixes(input);
       nlohmann::ordered_json fixes_json = nlohmann::ordered_json::array();
       for (const auto& fix : fixes) fixes_json.push_back(fix_to_json(fix));
@@ -749,6 +753,15 @@ class Daemon {
                fixes.empty() ? "" : "; top fix: " + fixes.front().id);
     }
     return progress;
+  }
+
+  // The fixes this run carried from the previous run's crash, when it crashed again in the same
+  // phase: the ranker puts them last so that the next lever leads.
+  std::vector<std::string> tried_and_failed(const Tracked& file, const parsers::OomEvent& event) {
+    if (event.recovered || file.job.files.empty()) return {};
+    auto story = store_.job_story(file.job.name);
+    if (!story || !*story) return {};
+    return daemon::tried_and_failed(**story, file.job.run_id, event, file.job.files);
   }
 
   void arm_reads() {

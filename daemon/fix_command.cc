@@ -6,11 +6,16 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <ctime>
 
 #include <filesystem>
 #include <fstream>
 
+#include "daemon/job_history.h"
 #include "daemon/job_locator.h"
+#include "daemon/json_output.h"
+#include "db/store.h"
+#include "triage/history.h"
 #include "daemon/log_reader.h"
 #include "triage/config_patch.h"
 #include "triage/ranker.h"
@@ -41,6 +46,75 @@ std::string argument_line(const triage::ConfigChange& change) {
   return fmt::format("  {} {} -> {}", change.path, shown(from), shown(to));
 }
 
+// The fixes of this crash the job's config already carries: applied with `fix --write` (kept in
+// the store), or by hand after the daemon took the config's snapshot at the crash. Reading an
+// absent store creates nothing.
+struct AlreadyApplied {
+  std::vector<std::string> ids;
+  std::string how;  // "with `oomtriage fix --write`" / "since the daemon's snapshot at the crash"
+};
+
+AlreadyApplied already_applied(const FixOptions& options, const JobLookup& lookup,
+                               uint64_t incident_offset) {
+  AlreadyApplied out;
+  std::error_code ec;
+  if (options.store.empty() || lookup.files.empty() || !std::filesystem::exists(options.store, ec)) {
+    return out;
+  }
+  auto store = db::Store::open(options.store);
+  if (!store) return out;
+  const std::string log = std::filesystem::absolute(options.log).lexically_normal().string();
+  if (auto records = (*store)->applied_fixes(log, incident_offset)) {
+    for (const db::AppliedFix& record : *records) {
+      const auto carried =
+          triage::carried_fixes(fixes_from_json("[" + record.fix_json + "]"), lookup.files);
+      if (!carried.empty()) {
+        out.ids.push_back(record.fix_id);
+        out.how = "with `oomtriage fix --write`";
+      }
+    }
+  }
+  if (auto story = (*store)->job_story_of_log(log); story && *story) {
+    for (const db::StoredEvent& event : (*story)->events) {
+      const auto json = nlohmann::json::parse(event.event_json, nullptr, false);
+      if (!json.is_object() || json.value("offset", uint64_t{0}) != incident_offset) continue;
+      std::string crash_sha;
+      for (const auto& snapshot : (*story)->snapshots) {
+        if (event.snapshot_id && snapshot.id == *event.snapshot_id) crash_sha = snapshot.sha256;
+      }
+      if (crash_sha.empty() || !lookup.job || crash_sha == lookup.job->config_sha256) continue;
+      for (const std::string& id :
+           triage::carried_fixes(fixes_from_json(event.fixes_json), lookup.files)) {
+        if (std::find(out.ids.begin(), out.ids.end(), id) == out.ids.end()) {
+          out.ids.push_back(id);
+          if (out.how.empty()) out.how = "since the daemon's snapshot of the config at the crash";
+        }
+      }
+    }
+  }
+  return out;
+}
+
+void record_applied(const FixOptions& options, uint64_t incident_offset, const triage::Fix& fix,
+                    const std::string& config_path, const std::string& before,
+                    const std::string& after) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(options.store).parent_path(), ec);
+  auto store = db::Store::open(options.store);
+  const db::AppliedFix record{std::filesystem::absolute(options.log).lexically_normal().string(),
+                              incident_offset,
+                              fix.id,
+                              config_path,
+                              sha256_hex(before),
+                              sha256_hex(after),
+                              fix_to_json(fix).dump(-1, ' ', false,
+                                                    nlohmann::json::error_handler_t::replace),
+                              static_cast<int64_t>(std::time(nullptr))};
+  if (!store || !(*store)->record_applied_fix(record)) {
+    fmt::print(stderr, "oomtriage: note: could not record the applied fix in {}\n", options.store);
+  }
+}
+
 }  // namespace
 
 int run_fix(const FixOptions& options) {
@@ -56,11 +130,25 @@ int run_fix(const FixOptions& options) {
   if (!lookup.error.empty()) return fail(kExitEnvironment, lookup.error);
   if (!lookup.warning.empty()) fmt::print(stderr, "oomtriage: {}\n", lookup.warning);
 
-  const triage::TriageInput input{&analysis, lookup.config ? &*lookup.config : nullptr,
-                                  lookup.config_problem};
+  triage::TriageInput input{&analysis, lookup.config ? &*lookup.config : nullptr,
+                            lookup.config_problem};
+  if (const parsers::OomEvent* incident = triage::incident_to_fix(analysis)) {
+    input.tried_and_failed =
+        tried_and_failed_for_log(options.store, options.log, *incident, lookup.files);
+  }
   const std::vector<triage::Fix> fixes = triage::rank_fixes(input);
   if (fixes.empty()) {
     fmt::print(stderr, "oomtriage: {}: no out-of-memory incident, nothing to fix\n", options.log);
+    return kExitOk;
+  }
+  const uint64_t incident_offset = triage::incident_to_fix(analysis)->offset;
+  const AlreadyApplied applied = already_applied(options, lookup, incident_offset);
+  if (!applied.ids.empty() && !options.fix_id && !options.rank) {
+    fmt::print(stderr,
+               "oomtriage: {}: the config changed after this crash and already carries {} ({}); "
+               "nothing more is proposed for it. Run the job again: if it crashes the same way, "
+               "the next lever comes first (or pick one now with --fix ID or --rank N)\n",
+               options.log, fmt::join(applied.ids, ", "), applied.how);
     return kExitOk;
   }
   const triage::Fix* chosen = &fixes.front();
@@ -84,6 +172,10 @@ int run_fix(const FixOptions& options) {
                                              *options.rank, fixes.size()));
     }
     chosen = &fixes[static_cast<size_t>(*options.rank - 1)];
+  }
+  if (std::find(applied.ids.begin(), applied.ids.end(), chosen->id) != applied.ids.end()) {
+    return fail(kExitBadInput, fmt::format("{} is already applied to the config after this crash ({})",
+                                           describe(*chosen), applied.how));
   }
   if (!chosen->check.empty()) fmt::print(stderr, "oomtriage: check first: {}\n", chosen->check);
 
@@ -161,6 +253,7 @@ int run_fix(const FixOptions& options) {
       out << *patched.text;
       out.close();
       if (!out) return fail(kExitEnvironment, fmt::format("cannot write {}", *options.write_to));
+      record_applied(options, incident_offset, *chosen, path, file->text, *patched.text);
     }
   }
   for (const auto& line : argument_lines) fmt::print("{}\n", line);

@@ -104,4 +104,50 @@ ordered_json scan_to_json(const std::vector<ScannedLog>& logs) {
   return {{"oomtriage", 1}, {"logs", out_logs}};
 }
 
+namespace {
+
+parsers::TargetKind kind_from_string(const std::string& name) {
+  using parsers::TargetKind;
+  for (TargetKind kind : {TargetKind::kYaml, TargetKind::kJson, TargetKind::kToml,
+                          TargetKind::kArgs, TargetKind::kEnv, TargetKind::kOps}) {
+    if (parsers::to_string(kind) == name) return kind;
+  }
+  return TargetKind::kOps;
+}
+
+}  // namespace
+
+std::vector<triage::Fix> fixes_from_json(const std::string& fixes_json) {
+  std::vector<triage::Fix> fixes;
+  const auto doc = nlohmann::json::parse(fixes_json, nullptr, false);
+  if (!doc.is_array()) return fixes;
+  const auto text = [](const nlohmann::json& v) {
+    return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  for (const auto& item : doc) {
+    if (!item.is_object() || !item.contains("id") || !item["id"].is_string()) continue;
+    triage::Fix fix;
+    fix.id = item["id"].get<std::string>();
+    fix.rank = item.value("rank", 0);
+    fix.title = item.value("title", "");
+    nlohmann::json target = item.value("target", nlohmann::json::object());
+    for (const auto& c : item.value("changes", nlohmann::json::array())) {
+      if (!c.is_object() || !c.contains("path") || !c["path"].is_string()) continue;
+      const nlohmann::json& where = c.contains("target") ? c["target"] : target;
+      triage::ConfigChange change;
+      change.path = c["path"].get<std::string>();
+      change.from_json = text(c.value("from", nlohmann::json()));
+      change.to_json = text(c.value("to", nlohmann::json()));
+      change.table = c.value("table", "");
+      change.kind = kind_from_string(where.is_object() ? where.value("kind", "yaml") : "yaml");
+      if (where.is_object() && where.contains("path") && where["path"].is_string()) {
+        change.file = where["path"].get<std::string>();
+      }
+      fix.changes.push_back(std::move(change));
+    }
+    fixes.push_back(std::move(fix));
+  }
+  return fixes;
+}
+
 }  // namespace oomtriage::daemon

@@ -27,4 +27,8 @@ nlohmann::ordered_json event_to_json(const parsers::OomEvent& event);
 nlohmann::ordered_json fix_to_json(const triage::Fix& fix);
 nlohmann::ordered_json scan_to_json(const std::vector<ScannedLog>& logs);
 
+// The fixes a stored fixes_json holds, back as Fix values (id, rank, changes with their
+// targets); what does not parse is left out.
+std::vector<triage::Fix> fixes_from_json(const std::string& fixes_json);
+
 }  // namespace oomtriage::daemon

@@ -172,11 +172,13 @@ int main(int argc, char** argv) {
     return daemon::run_report(store_path(state_dir, ""), report_job, report_json, color_mode);
   }
   if (fix_cmd->parsed()) {
+    fix.store = store_path(state_dir, "");
     return daemon::run_fix(fix);
   }
   if (scan_cmd->parsed()) {
     scan.trainer = parsers::trainer_from_string(trainer).value_or(parsers::Trainer::kUnknown);
     scan.color = color_mode;
+    scan.store = store_path(state_dir, "");
     return daemon::run_scan(scan);
   }
   return 1;

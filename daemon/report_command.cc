@@ -17,7 +17,9 @@
 #include "daemon/text_output.h"
 #include "db/store.h"
 #include "parsers/job_config.h"
+#include "daemon/json_output.h"
 #include "triage/config_patch.h"
+#include "triage/history.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -68,6 +70,53 @@ std::string family_of(const db::SnapshotRow& snapshot) {
                                                        : parsers::ConfigFormat::kYaml;
   auto load = parsers::parse_job_config(snapshot.content, format, snapshot.path);
   return load.config ? std::string(parsers::to_string(load.config->family)) : "unknown";
+}
+
+// What a run carried from the previous run's crash, and how it went.
+struct Carried {
+  std::vector<std::string> ids;
+  std::string verdict;  // "worked", "did not work: crashed again in sampling", ...
+};
+
+Carried carried_by(const db::JobStory& story, size_t run_index) {
+  Carried out;
+  if (run_index == 0) return out;
+  const db::RunRow& run = story.runs[run_index];
+  // The previous crash: the newest fatal event of an earlier run.
+  const db::StoredEvent* previous = nullptr;
+  const db::StoredEvent* own = nullptr;
+  for (const auto& event : story.events) {
+    const auto json = nlohmann::json::parse(event.event_json, nullptr, false);
+    if (!json.is_object() || json.value("recovered", false)) continue;
+    if (event.run_id < run.id) previous = &event;
+    if (event.run_id == run.id && own == nullptr) own = &event;
+  }
+  // The config the run ran with: its first crash's snapshot, else the one taken at its start.
+  std::optional<int64_t> snapshot_id = own && own->snapshot_id ? own->snapshot_id : run.snapshot_id;
+  const db::SnapshotRow* snapshot = nullptr;
+  for (const auto& s : story.snapshots) {
+    if (snapshot_id && s.id == *snapshot_id) snapshot = &s;
+  }
+  if (previous == nullptr || snapshot == nullptr) return out;
+  const std::string ext = std::filesystem::path(snapshot->path).extension().string();
+  const parsers::TargetKind kind = ext == ".json"   ? parsers::TargetKind::kJson
+                                   : ext == ".toml" ? parsers::TargetKind::kToml
+                                                    : parsers::TargetKind::kYaml;
+  out.ids = triage::carried_fixes(fixes_from_json(previous->fixes_json),
+                                  {{kind, snapshot->path, snapshot->content}});
+  if (out.ids.empty()) return out;
+  const std::string before =
+      nlohmann::json::parse(previous->event_json, nullptr, false).value("phase", "");
+  if (run.outcome == "completed") {
+    out.verdict = "worked: the run completed";
+  } else if (own != nullptr) {
+    const std::string phase = nlohmann::json::parse(own->event_json, nullptr, false).value("phase", "");
+    out.verdict = phase == before ? "did not work: crashed again in " + phase
+                                  : "crashed again, in " + phase + " this time";
+  } else {
+    out.verdict = "no crash so far (" + run.outcome + ")";
+  }
+  return out;
 }
 
 }  // namespace
@@ -177,9 +226,13 @@ int run_report(const std::string& store_path, const std::string& name, bool json
   if (json) {
     ordered_json runs = ordered_json::array();
     for (const auto& r : story->runs) {
+      const Carried carried = carried_by(*story, runs.size());
       runs.push_back({{"id", r.id}, {"log_path", r.log_path}, {"outcome", r.outcome},
                       {"started_at", when(r.started_at)}, {"updated_at", when(r.updated_at)},
-                      {"snapshot_id", r.snapshot_id ? ordered_json(*r.snapshot_id) : ordered_json(nullptr)}});
+                      {"snapshot_id", r.snapshot_id ? ordered_json(*r.snapshot_id) : ordered_json(nullptr)},
+                      {"carried_fixes", carried.ids},
+                      {"carried_result", carried.verdict.empty() ? ordered_json(nullptr)
+                                                                 : ordered_json(carried.verdict)}});
     }
     ordered_json snapshots = ordered_json::array();
     for (const auto& s : story->snapshots) {
@@ -205,8 +258,14 @@ int run_report(const std::string& store_path, const std::string& name, bool json
              story->job.outcome, family);
   fmt::print("folder {}\n\n", story->job.log_dir);
   fmt::print("{}\n", bold("runs"));
-  for (const auto& r : story->runs) {
+  for (size_t i = 0; i < story->runs.size(); ++i) {
+    const auto& r = story->runs[i];
     fmt::print("  #{}  {}  {}  {}\n", r.id, when(r.started_at), r.outcome, r.log_path);
+    const Carried carried = carried_by(*story, i);
+    if (!carried.ids.empty()) {
+      fmt::print("       carried {} from the previous crash: {}\n", fmt::join(carried.ids, ", "),
+                 carried.verdict);
+    }
   }
   fmt::print("\n{}\n", bold("config"));
   if (story->snapshots.empty()) fmt::print("  no config file seen\n");

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <vector>
 
+#include "daemon/job_history.h"
 #include "daemon/job_locator.h"
 #include "daemon/log_reader.h"
 #include "daemon/json_output.h"
@@ -73,6 +74,9 @@ int run_scan(const ScanOptions& options) {
     if (!lookup.warning.empty()) report(lookup.warning);
     triage::TriageInput input{&log.analysis, lookup.config ? &*lookup.config : nullptr,
                               lookup.config_problem};
+    if (const parsers::OomEvent* incident = triage::incident_to_fix(log.analysis)) {
+      input.tried_and_failed = tried_and_failed_for_log(options.store, path, *incident, lookup.files);
+    }
     log.fixes = triage::rank_fixes(input);
     log.job = std::move(lookup.job);
     scanned.push_back(std::move(log));

@@ -20,6 +20,7 @@ struct ScanOptions {
   parsers::Trainer trainer = parsers::Trainer::kUnknown;
   bool json = false;
   ColorMode color = ColorMode::kAuto;
+  std::string store;  // read (never created): a job's history changes the order of its fixes
 };
 
 // Returns the process exit code: 0 analysed, 1 bad input (a directory, a bad --config), 2 an

@@ -87,6 +87,23 @@ CREATE INDEX events_by_job ON events (job_id, id);
 CREATE INDEX outbox_due ON outbox (receiver, state, next_attempt_at);
 CREATE INDEX runs_by_job ON runs (job_id, id);
 )sql",
+    // 2: fixes `oomtriage fix --write` applied, so that running it again on the same old log
+    // proposes nothing already applied.
+    R"sql(
+CREATE TABLE applied_fixes (
+  id INTEGER PRIMARY KEY,
+  log_path TEXT NOT NULL,
+  event_offset INTEGER NOT NULL,
+  fix_id TEXT NOT NULL,
+  config_path TEXT NOT NULL,
+  sha256_before TEXT NOT NULL,
+  sha256_after TEXT NOT NULL,
+  fix_json TEXT NOT NULL,
+  applied_at INTEGER NOT NULL
+) STRICT;
+CREATE INDEX applied_fixes_by_log ON applied_fixes (log_path, event_offset);
+CREATE INDEX runs_by_log ON runs (log_path);
+)sql",
 };
 
 class Statement {
@@ -477,6 +494,51 @@ Result<std::optional<JobStory>> Store::job_story(const std::string& name) {
                             events.text(3), events.text(4), events.integer(5)});
   }
   return std::optional<JobStory>(std::move(story));
+}
+
+Result<std::optional<JobStory>> Store::job_story_of_log(const std::string& log_path) {
+  Statement s(db_,
+              "SELECT j.name FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.log_path = ?1 "
+              "ORDER BY r.id DESC LIMIT 1");
+  s.bind(1, log_path);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return std::optional<JobStory>();
+  if (rc != SQLITE_ROW) return busy_or_database(db_, "job_story_of_log");
+  return job_story(s.text(0));
+}
+
+Result<Ok> Store::record_applied_fix(const AppliedFix& fix) {
+  Statement s(db_,
+              "INSERT INTO applied_fixes (log_path, event_offset, fix_id, config_path, "
+              "sha256_before, sha256_after, fix_json, applied_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
+              "?7, ?8)");
+  s.bind(1, fix.log_path)
+      .bind(2, static_cast<int64_t>(fix.event_offset))
+      .bind(3, fix.fix_id)
+      .bind(4, fix.config_path)
+      .bind(5, fix.sha256_before)
+      .bind(6, fix.sha256_after)
+      .bind(7, fix.fix_json)
+      .bind(8, fix.applied_at);
+  if (s.step() != SQLITE_DONE) return busy_or_database(db_, "record_applied_fix");
+  return Ok{};
+}
+
+Result<std::vector<AppliedFix>> Store::applied_fixes(const std::string& log_path,
+                                                     uint64_t event_offset) {
+  Statement s(db_,
+              "SELECT log_path, event_offset, fix_id, config_path, sha256_before, sha256_after, "
+              "fix_json, applied_at FROM applied_fixes WHERE log_path = ?1 AND event_offset = ?2 "
+              "ORDER BY id");
+  s.bind(1, log_path).bind(2, static_cast<int64_t>(event_offset));
+  std::vector<AppliedFix> out;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    out.push_back({s.text(0), static_cast<uint64_t>(s.integer(1)), s.text(2), s.text(3), s.text(4),
+                   s.text(5), s.text(6), s.integer(7)});
+  }
+  if (rc != SQLITE_DONE) return busy_or_database(db_, "applied_fixes");
+  return out;
 }
 
 Result<std::vector<OutboxItem>> Store::due_alerts(const std::string& receiver, int64_t now,

@@ -115,6 +115,18 @@ struct OutboxItem {
   std::string fixes_json;
 };
 
+// A fix `oomtriage fix --write` applied to a job's config for one crash.
+struct AppliedFix {
+  std::string log_path;  // absolute
+  uint64_t event_offset = 0;
+  std::string fix_id;
+  std::string config_path;
+  std::string sha256_before;
+  std::string sha256_after;
+  std::string fix_json;  // the fix as `scan --json` shows it
+  int64_t applied_at = 0;
+};
+
 struct JobStory {
   JobSummary job;
   std::vector<RunRow> runs;
@@ -154,6 +166,10 @@ class Store {
   Result<std::vector<JobSummary>> list_jobs();
   Result<std::optional<JobStory>> job_story(const std::string& name);
   Result<int64_t> count_events();
+  // The story of the job whose newest run reads `log_path` (absolute), if any.
+  Result<std::optional<JobStory>> job_story_of_log(const std::string& log_path);
+  Result<Ok> record_applied_fix(const AppliedFix& fix);
+  Result<std::vector<AppliedFix>> applied_fixes(const std::string& log_path, uint64_t event_offset);
 
   // Pending outbox rows of `receiver` due at `now`, oldest first.
   Result<std::vector<OutboxItem>> due_alerts(const std::string& receiver, int64_t now, int limit);

@@ -896,7 +896,18 @@ std::vector<Fix> Planner::plan() {
     if (to_native(candidate.fix, c_)) kept.push_back(std::move(candidate));
   }
   // A fix the memory model says cannot fit never outranks one that can.
-  std::stable_sort(kept.begin(), kept.end(), [](const Candidate& a, const Candidate& b) {
+  const auto& tried = input_.tried_and_failed;
+  const auto was_tried = [&](const Candidate& c) {
+    return std::find(tried.begin(), tried.end(), c.fix.id) != tried.end();
+  };
+  for (Candidate& candidate : kept) {
+    if (was_tried(candidate)) {
+      candidate.fix.why += "; the previous run carried this fix and crashed again in the same "
+                           "phase, so the next lever comes first";
+    }
+  }
+  std::stable_sort(kept.begin(), kept.end(), [&](const Candidate& a, const Candidate& b) {
+    if (was_tried(a) != was_tried(b)) return was_tried(b);
     const int fa = fit_class(a.fix), fb = fit_class(b.fix);
     if (fa != fb) return fa < fb;
     if (a.priority != b.priority) return a.priority < b.priority;

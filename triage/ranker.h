@@ -57,6 +57,9 @@ struct TriageInput {
   const parsers::LogAnalysis* analysis = nullptr;
   const parsers::JobConfig* config = nullptr;  // null: no config, or it did not parse
   std::string config_problem;  // why there is no config, in words, for the fixes' "why"
+  // Fixes the job's previous run carried before it crashed again in the same phase: they go
+  // after every other candidate, so the next lever leads (cheaper previews -> previews off).
+  std::vector<std::string> tried_and_failed;
 };
 
 // The event the fixes answer: the last OOM that was not recovered, else the last one.

@@ -115,6 +115,64 @@ TEST_SUITE("daemon::e2e") {
     CHECK(view.events("flux_gc_off") == 1);
     CHECK(view.story("flux_gc_off")->runs[0].outcome == "crashed_oom");
   }
+  TEST_CASE("the next run carried the fix and crashed the same way: the next lever leads") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    const fs::path job = out / "previews";
+    fs::create_directories(job);
+    const std::string yaml =
+        "job: extension\nconfig:\n  name: previews\n  process:\n    - type: sd_trainer\n"
+        "      train:\n        gradient_checkpointing: true\n        dtype: bf16\n"
+        "      sample:\n        sample_every: 250\n        width: 1024\n        height: 1024\n"
+        "        sample_steps: 30\n";
+    std::ofstream(job / "config.yaml") << yaml;
+    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    write_slowly(job / "log.txt", slurp(kGolden / "aitk_sampling_oom_step500.log"));
+    REQUIRE(wait_until([&] { return view.events("previews") == 1; }));
+    CHECK(nlohmann::json::parse(view.story("previews")->events[0].fixes_json)[0]["id"] ==
+          "cheapen_previews");
+    // The user applies the top fix, the job restarts and dies in sampling again.
+    const std::string fix = std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                            (dir.path / "state").string() + " fix " + (job / "log.txt").string() +
+                            " --write " + (job / "config.yaml").string() + " >/dev/null 2>&1";
+    REQUIRE(std::system(fix.c_str()) == 0);
+    fs::create_directories(job / "logs");
+    fs::rename(job / "log.txt", job / "logs" / "1_log.txt");
+    write_slowly(job / "log.txt", slurp(kGolden / "aitk_sampling_oom_step500.log"));
+    REQUIRE(wait_until([&] { return view.events("previews") == 2; }));
+    const auto story = view.story("previews");
+    REQUIRE(story);
+    REQUIRE(story->runs.size() == 2);
+    const auto fixes = nlohmann::json::parse(story->events[1].fixes_json);
+    REQUIRE(fixes.size() >= 2);
+    CHECK(fixes[0]["id"] == "disable_sampling");
+    CHECK(fixes.back()["id"] == "cheapen_previews");
+    {
+      // scan reads the same history from the store: the same fixes as the daemon's.
+      const std::string scan = std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                               (dir.path / "state").string() + " scan --json " +
+                               (job / "log.txt").string() + " 2>/dev/null";
+      FILE* pipe = ::popen(scan.c_str(), "r");
+      REQUIRE(pipe != nullptr);
+      std::string out;
+      char buffer[4096];
+      for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+      ::pclose(pipe);
+      CHECK(nlohmann::json::parse(out)["logs"][0]["fixes"].dump() == fixes.dump());
+    }
+    // `report` tells which fix the second run carried and that it did not work.
+    const std::string command = std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                                (dir.path / "state").string() + " report previews --color never";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::string report;
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) report.append(buffer, n);
+    CHECK(::pclose(pipe) == 0);
+    CHECK(report.find("carried cheapen_previews from the previous crash: did not work: crashed "
+                      "again in sampling") != std::string::npos);
+  }
   TEST_CASE("real logrotate, create and copytruncate, mid-run: no event lost or doubled") {
     for (const char* mode : {"create", "copytruncate"}) {
       CAPTURE(mode);

@@ -40,11 +40,18 @@ void write(const fs::path& path, std::string_view bytes) {
   out << bytes;
 }
 
+// One state dir for the whole test binary: `fix --write` records what it applied there, never
+// in the user's own store.
+const fs::path& test_state_dir() {
+  static const TempDir kState;
+  return kState.path;
+}
+
 Run run(const std::string& args) {
   TempDir dir;
   const fs::path err = dir.path / "stderr";
-  const std::string command =
-      std::string(OOMTRIAGE_BINARY) + " " + args + " 2>" + err.string();
+  const std::string command = std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                              test_state_dir().string() + " " + args + " 2>" + err.string();
   Run result;
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -217,6 +224,33 @@ TEST_SUITE("daemon::scan") {
     CHECK(slurp(job / "config.yaml") == yaml);  // the original is untouched without --write on it
 
     r = run("fix " + (job / "log.txt").string() + " --rank 2");
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.find("+        disable_sampling: true") != std::string::npos);
+  }
+  TEST_CASE("fix again on the same old log after --write: nothing already applied is proposed") {
+    TempDir dir;
+    const fs::path job = dir.path / "again";
+    fs::create_directories(job);
+    fs::copy_file(kGolden / "aitk_sampling_oom_step500.log", job / "log.txt");
+    write(job / "config.yaml",
+          "job: extension\nconfig:\n  name: again\n  process:\n    - type: sd_trainer\n"
+          "      train:\n        gradient_checkpointing: true\n        dtype: bf16\n"
+          "      sample:\n        sample_every: 250\n        width: 1024\n        height: 1024\n"
+          "        sample_steps: 30\n");
+    Run r = run("fix " + (job / "log.txt").string() + " --write " + (job / "config.yaml").string());
+    REQUIRE(r.exit_code == 0);
+    CHECK(slurp(job / "config.yaml").find("width: 768") != std::string::npos);
+    // The same old log again: the config already carries the fix; nothing is tightened further.
+    r = run("fix " + (job / "log.txt").string() + " --write " + (job / "config.yaml").string());
+    CHECK(r.exit_code == 0);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("already carries cheapen_previews") != std::string::npos);
+    CHECK(slurp(job / "config.yaml").find("width: 768") != std::string::npos);
+    r = run("fix " + (job / "log.txt").string() + " --fix cheapen_previews");
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("already applied") != std::string::npos);
+    // Another lever can still be chosen on purpose.
+    r = run("fix " + (job / "log.txt").string() + " --fix disable_sampling");
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("+        disable_sampling: true") != std::string::npos);
   }

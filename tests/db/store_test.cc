@@ -46,11 +46,11 @@ db::EventRow event_at(uint64_t offset) {
 TEST_SUITE("db::store") {
   TEST_CASE("a new store is migrated to the current schema, and reopening keeps it") {
     TempStore t;
-    CHECK(t.store->schema_version() == 1);
+    CHECK(t.store->schema_version() == 2);
     t.store.reset();
     auto again = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(again);
-    CHECK((*again)->schema_version() == 1);
+    CHECK((*again)->schema_version() == 2);
   }
   TEST_CASE("a store from a newer oomtriage is refused, not damaged") {
     TempStore t;
@@ -143,5 +143,27 @@ TEST_SUITE("db::store") {
   TEST_CASE("an unknown job has no story") {
     TempStore t;
     CHECK_FALSE(*t.store->job_story("nope"));
+    CHECK_FALSE(*t.store->job_story_of_log("/nope/log.txt"));
+  }
+  TEST_CASE("applied fixes are kept per log and crash; a job's story is found by its log") {
+    TempStore t;
+    const db::AppliedFix fix{"/out/job/log.txt", 4096, "cheapen_previews", "/out/job/config.yaml",
+                             "aaa", "bbb", R"({"id":"cheapen_previews"})", 1700000000};
+    REQUIRE(t.store->record_applied_fix(fix));
+    auto found = t.store->applied_fixes("/out/job/log.txt", 4096);
+    REQUIRE(found);
+    REQUIRE(found->size() == 1);
+    CHECK((*found)[0].fix_id == "cheapen_previews");
+    CHECK((*found)[0].sha256_after == "bbb");
+    CHECK((*found)[0].fix_json == R"({"id":"cheapen_previews"})");
+    CHECK(t.store->applied_fixes("/out/job/log.txt", 1)->empty());
+
+    const auto job = t.store->upsert_job("job", "ai-toolkit", "/out/job", 1);
+    REQUIRE(job);
+    REQUIRE(t.store->start_run(*job, "/out/job/log.txt", std::nullopt, 1));
+    const auto story = t.store->job_story_of_log("/out/job/log.txt");
+    REQUIRE(story);
+    REQUIRE(*story);
+    CHECK((*story)->job.name == "job");
   }
 }

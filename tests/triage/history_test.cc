@@ -1,0 +1,78 @@
+// tests/triage/history_test.cc
+//
+// After a crash: which proposed fixes the config now carries (a patch that changes nothing), and
+// the escalation when a run carried a fix and crashed again in the same phase.
+#include "triage/history.h"
+
+#include <doctest/doctest.h>
+
+#include "triage/config_patch.h"
+#include "triage/ranker.h"
+
+using namespace oomtriage;
+using parsers::TargetKind;
+
+namespace {
+
+const std::string kYaml =
+    "config:\n"
+    "  name: job\n"
+    "  process:\n"
+    "    - train:\n"
+    "        batch_size: 1\n"
+    "      sample:\n"
+    "        width: 1024\n"
+    "        height: 1024\n"
+    "        sample_steps: 30\n"
+    "        sample_every: 250\n";
+
+std::vector<triage::Fix> rank_sampling(const std::string& yaml,
+                                       std::vector<std::string> tried = {}) {
+  parsers::LogAnalysis analysis;
+  analysis.trainer = parsers::Trainer::kAiToolkit;
+  parsers::OomEvent event;
+  event.phase = parsers::Phase::kSampling;
+  event.step = 250;
+  analysis.events.push_back(event);
+  auto load = parsers::parse_job_config(yaml, parsers::ConfigFormat::kYaml, "config.yaml");
+  REQUIRE(load.config);
+  triage::TriageInput input{&analysis, &*load.config, ""};
+  input.tried_and_failed = std::move(tried);
+  return triage::rank_fixes(input);
+}
+
+}  // namespace
+
+TEST_SUITE("triage::history") {
+  TEST_CASE("a fix is carried when the config already holds all its changes") {
+    const auto fixes = rank_sampling(kYaml);
+    REQUIRE(fixes.front().id == "cheapen_previews");
+    CHECK(triage::carried_fixes(fixes, {{TargetKind::kYaml, "config.yaml", kYaml}}).empty());
+    const auto patched = triage::patch_file(TargetKind::kYaml, kYaml, fixes.front().changes);
+    REQUIRE(patched.text);
+    CHECK(triage::carried_fixes(fixes, {{TargetKind::kYaml, "/elsewhere/config.yaml", *patched.text}}) ==
+          std::vector<std::string>{"cheapen_previews"});
+    // Half of a fix is not the fix.
+    const auto half = triage::patch_file(TargetKind::kYaml, kYaml, {fixes.front().changes.front()});
+    REQUIRE(half.text);
+    CHECK(triage::carried_fixes(fixes, {{TargetKind::kYaml, "config.yaml", *half.text}}).empty());
+    // An environment change cannot be seen in a file.
+    triage::Fix env;
+    env.id = "expandable_segments";
+    env.changes.push_back({"env.PYTORCH_CUDA_ALLOC_CONF", "null", "\"expandable_segments:True\"",
+                           TargetKind::kEnv});
+    CHECK(triage::carried_fixes({env}, {{TargetKind::kYaml, "config.yaml", kYaml}}).empty());
+  }
+
+  TEST_CASE("carried and crashed again in the same phase: the next lever comes first") {
+    const auto first = rank_sampling(kYaml);
+    REQUIRE(first.front().id == "cheapen_previews");
+    const auto patched = triage::patch_file(TargetKind::kYaml, kYaml, first.front().changes);
+    REQUIRE(patched.text);
+    const auto again = rank_sampling(*patched.text, {"cheapen_previews"});
+    REQUIRE(again.size() >= 2);
+    CHECK(again.front().id == "disable_sampling");
+    CHECK(again.back().id == "cheapen_previews");
+    CHECK(again.back().why.find("the previous run carried this fix") != std::string::npos);
+  }
+}
