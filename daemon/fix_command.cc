@@ -17,6 +17,7 @@
 #include "db/store.h"
 #include "triage/history.h"
 #include "daemon/log_reader.h"
+#include "daemon/text_output.h"
 #include "triage/config_patch.h"
 #include "triage/ranker.h"
 
@@ -30,20 +31,6 @@ int fail(int code, const std::string& message) {
 
 std::string describe(const triage::Fix& fix) {
   return fmt::format("{} ({}, rank {})", fix.title, fix.id, fix.rank);
-}
-
-// A command-line change as a person types it: "--train_batch_size 2 -> 1",
-// "+ --gradient_checkpointing", "- --validation_prompt".
-std::string argument_line(const triage::ConfigChange& change) {
-  const auto from = nlohmann::json::parse(change.from_json, nullptr, false);
-  const auto to = nlohmann::json::parse(change.to_json, nullptr, false);
-  const auto shown = [](const nlohmann::json& v) {
-    return v.is_string() ? v.get<std::string>() : v.dump();
-  };
-  if (to.is_null() || to == false) return "- " + change.path;
-  if (to == true) return from == true ? "  " + change.path : "+ " + change.path;
-  if (from.is_null()) return fmt::format("+ {} {}", change.path, shown(to));
-  return fmt::format("  {} {} -> {}", change.path, shown(from), shown(to));
 }
 
 // The fixes of this crash the job's config already carries: applied with `fix --write` (kept in

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -234,8 +235,12 @@ JobLookup locate_job(const fs::path& log, const std::optional<fs::path>& explici
     }
   }
   if (!lookup.config && lookup.config_problem.empty() && !facts.printed_arguments.empty()) {
+    // A whole namespace or command line shows every setting but those a --config_file holds.
+    const bool complete = std::none_of(facts.printed_arguments.begin(),
+                                       facts.printed_arguments.end(),
+                                       [](const auto& a) { return a.first == "config_file"; });
     lookup.config = parsers::config_from_printed_arguments(trainer, facts.printed_arguments,
-                                                           true, log.string());
+                                                           complete, log.string());
   }
   if (!lookup.config && lookup.config_problem.empty()) {
     lookup.config_problem = "no job config was found";

@@ -120,13 +120,22 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
       const bool file = target.kind == parsers::TargetKind::kYaml ||
                         target.kind == parsers::TargetKind::kJson ||
                         target.kind == parsers::TargetKind::kToml;
-      out += fmt::format("       in {}{}\n", parsers::to_string(target.kind),
-                         !target.path.empty() ? " " + printable(target.path, 200)
-                         : file ? " (the job's config; the log only printed it)"
-                         : target.kind == parsers::TargetKind::kArgs ? " (the trainer's command line)"
-                                                                     : "");
+      if (target.kind == parsers::TargetKind::kArgs) {
+        out += target.path.empty()
+                   ? std::string("       on the trainer's command line\n")
+                   : fmt::format("       on the command line {} shows\n", printable(target.path, 200));
+      } else {
+        out += fmt::format("       in {}{}\n", parsers::to_string(target.kind),
+                           !target.path.empty() ? " " + printable(target.path, 200)
+                           : file               ? " (the job's config; the log only printed it)"
+                                                : "");
+      }
     }
     for (const auto& change : fix.changes) {
+      if (change.kind == parsers::TargetKind::kArgs) {
+        out += fmt::format("       {}\n", printable(argument_line(change), 300));
+        continue;
+      }
       const std::string where = change.table.empty() ? "" : "[" + change.table + "] ";
       const std::string file = change.kind != target.kind || change.file != target.path
                                    ? fmt::format(" (in {})", printable(change.file, 200))
@@ -143,6 +152,18 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
     }
   }
   return out;
+}
+
+std::string argument_line(const triage::ConfigChange& change) {
+  const auto from = nlohmann::json::parse(change.from_json, nullptr, false);
+  const auto to = nlohmann::json::parse(change.to_json, nullptr, false);
+  const auto shown = [](const nlohmann::json& v) {
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  if (to.is_null() || to == false) return "- " + change.path;
+  if (to == true) return from == true ? "  " + change.path : "+ " + change.path;
+  if (from.is_null()) return fmt::format("+ {} {}", change.path, shown(to));
+  return fmt::format("  {} {} -> {}", change.path, shown(from), shown(to));
 }
 
 }  // namespace oomtriage::daemon

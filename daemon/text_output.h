@@ -14,4 +14,8 @@ std::string format_bytes(uint64_t bytes);
 
 std::string render_scan_text(const ScannedLog& log, bool color);
 
+// A command-line change as a person types it: "  --train_batch_size 2 -> 1",
+// "+ --gradient_checkpointing", "+ --gradient_accumulation_steps 2", "- --validation_prompt".
+std::string argument_line(const triage::ConfigChange& change);
+
 }  // namespace oomtriage::daemon

@@ -188,6 +188,15 @@ void LogAnalyzer::capture_job_arguments(std::string_view text) {
       printed_arguments_ = parse_namespace(text);
     } else if (text.size() >= 18 && text.substr(text.size() - 18) == "TrainingArguments(") {
       in_arguments_block_ = true;
+    } else if (text.find(".py ") != std::string_view::npos &&
+               text.find(" --") != std::string_view::npos) {
+      // A launch script's echo: its --config_file is the config the job loads.
+      Arguments args = parse_command_line(text);
+      for (const auto& [name, value] : args) {
+        if (name == "config_file" && !named_config_) named_config_ = value;
+        if (name == "dataset_config" && !named_dataset_config_) named_dataset_config_ = value;
+      }
+      printed_arguments_ = std::move(args);
     }
   }
   if (!named_config_ || !named_dataset_config_) {

@@ -64,6 +64,51 @@ Arguments parse_namespace(std::string_view text) {
   return out;
 }
 
+Arguments parse_command_line(std::string_view text) {
+  // Whitespace-separated words; quotes group (no escapes: a log line, not a shell).
+  std::vector<std::string> words;
+  constexpr size_t kMaxWords = 2000;
+  for (size_t i = 0; i < text.size() && words.size() < kMaxWords;) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    if (i >= text.size()) break;
+    std::string word;
+    while (i < text.size() && text[i] != ' ' && text[i] != '\t') {
+      if (text[i] == '"' || text[i] == '\'') {
+        const char quote = text[i++];
+        while (i < text.size() && text[i] != quote) word.push_back(text[i++]);
+        if (i < text.size()) ++i;
+      } else {
+        word.push_back(text[i++]);
+      }
+    }
+    words.push_back(std::move(word));
+  }
+  size_t script = words.size();
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0 && w.rfind("--", 0) != 0) {
+      script = i;
+      break;
+    }
+  }
+  Arguments out;
+  for (size_t i = script + 1; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w.size() < 3 || w.rfind("--", 0) != 0) continue;
+    std::string name = w.substr(2);
+    if (const size_t equals = name.find('='); equals != std::string::npos) {
+      out.emplace_back(name.substr(0, equals), name.substr(equals + 1));
+      continue;
+    }
+    if (i + 1 < words.size() && words[i + 1].rfind("--", 0) != 0) {
+      out.emplace_back(std::move(name), words[++i]);
+    } else {
+      out.emplace_back(std::move(name), "True");
+    }
+  }
+  return out;
+}
+
 std::optional<std::pair<std::string, std::string>> parse_field_line(std::string_view text) {
   static const RE2 kField(R"(^\s*([A-Za-z_][A-Za-z0-9_]*)=(.*?),?\s*$)", quiet());
   std::string name, value;
@@ -91,6 +136,8 @@ const std::vector<std::string_view>& printed_argument_samples() {
       "2025-01-04 10:21:33 INFO     Loading settings from /data/cfg/flux_lora.toml...   "
       "train_util.py:4618",
       "INFO     Loading dataset config from /data/cfg/dataset.toml     train_network.py:304",
+      "+ accelerate launch --mixed_precision bf16 sdxl_train_network.py --train_batch_size 4 "
+      "--resolution \"1024,1024\" --gradient_checkpointing --output_name my_lora",
   };
   return kSamples;
 }

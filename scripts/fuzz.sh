@@ -25,8 +25,10 @@ seed() {  # seed TARGET FILES...
   return 0
 }
 seed analyzer tests/testdata/logs/*.log ../shared/corpus/real-logs/*.log
-seed job_config examples/training_folder/*/config.yaml ../shared/configs/ai-toolkit/*.yaml
-seed config_patch examples/training_folder/*/config.yaml ../shared/configs/ai-toolkit/*.yaml
+seed job_config examples/training_folder/*/config.yaml ../shared/configs/ai-toolkit/*.yaml \
+  tests/testdata/configs/*
+seed config_patch examples/training_folder/*/config.yaml ../shared/configs/ai-toolkit/*.yaml \
+  tests/testdata/configs/*
 seed daemon_config systemd/oomtriage.yaml
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"

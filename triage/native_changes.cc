@@ -72,13 +72,27 @@ bool to_native(Fix& fix, const parsers::JobConfig& config) {
     }
     const parsers::ConfigTarget& where =
         target < config.targets.size() ? config.targets[target] : main;
+    json to_shape = current;  // what a new value is shaped like
     if (current.is_null()) {
-      // Not written down: the value the job runs with (a default, or what the log printed).
-      current = parsers::encode(row->codec, json::parse(change.from_json, nullptr, false), current);
+      // Not written down. On a command line the log shows, an absent flag is added ("+"); in a
+      // file, `from` is the value the job runs with: the trainer's default, or what the log
+      // printed.
+      const bool shown_command_line = where.kind == TargetKind::kArgs && !where.path.empty();
+      if (!shown_command_line) {
+        // The trainer's own spelling when the value is its default ("AdamW"), else the value.
+        const json neutral_from = json::parse(change.from_json, nullptr, false);
+        const json default_value =
+            row->default_json.empty() ? json() : json::parse(row->default_json);
+        const auto decoded_default = parsers::decode(row->codec, default_value);
+        current = decoded_default && *decoded_default == neutral_from
+                      ? default_value
+                      : parsers::encode(row->codec, neutral_from, nullptr);
+        to_shape = current;
+      }
     }
     if (current.is_null() && table.empty()) key = where.key_prefix + key;
     if (where.kind == TargetKind::kArgs && key.rfind("--", 0) != 0) key = "--" + key;
-    const json to = parsers::encode(row->codec, json::parse(change.to_json, nullptr, false), current);
+    const json to = parsers::encode(row->codec, json::parse(change.to_json, nullptr, false), to_shape);
     if (to == current) continue;
     ConfigChange native;
     native.path = key;

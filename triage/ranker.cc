@@ -643,9 +643,11 @@ void Planner::plan_quantize(int priority) {
     return;  // already at 4 bits or below
   }
   Fix fix = make("quantize_model",
-                 c_.quantize ? fmt::format("Quantize the transformer to {} instead of {}", to_qtype,
-                                           c_.qtype)
-                             : fmt::format("Quantize the transformer ({})", to_qtype),
+                 !ai_toolkit() ? fmt::format("Load the base model quantized ({})",
+                                             setting("model.quantize", "model.quantize"))
+                 : c_.quantize ? fmt::format("Quantize the transformer to {} instead of {}", to_qtype,
+                                             c_.qtype)
+                               : fmt::format("Quantize the transformer ({})", to_qtype),
                  fmt::format("The {} weights are a large share of the GPU memory{}",
                              parsers::to_string(c_.family),
                              cal_ && cal_->weights_bytes

@@ -43,6 +43,7 @@ const json* incident_to_fix(const json& events) {
 
 struct Job {
   fs::path log;                  // the source log
+  std::string prefix;            // lines printed before it (a launch script's echo, a Namespace)
   std::vector<std::pair<fs::path, std::string>> configs;  // source -> name beside the log
   std::string top_target_kind;   // "" when not checked
 };
@@ -55,23 +56,39 @@ TEST_SUITE("daemon::registry") {
     for (const fs::path& dir : {kGolden, kTrainerLogs}) {
       for (const auto& entry : fs::directory_iterator(dir)) {
         if (entry.path().extension() != ".log") continue;
-        jobs[entry.path().stem().string()] = {entry.path(), {}, ""};
+        jobs[entry.path().stem().string()] = {entry.path(), "", {}, ""};
       }
     }
     // Simulated jobs of each trainer with its own config beside the log.
-    jobs["with_kohya_toml"] = {kTrainerLogs / "kohya_flux_sample_oom_step120.log",
+    jobs["with_kohya_toml"] = {kTrainerLogs / "kohya_flux_sample_oom_step120.log", "",
                                {{kConfigs / "kohya_flux_lora.toml", "config.toml"},
                                 {kConfigs / "kohya_dataset.toml", "kohya_dataset.toml"}},
                                "toml"};
-    jobs["with_onetrainer_json"] = {kTrainerLogs / "onetrainer_flux_oom_epoch0_step23.log",
+    jobs["with_onetrainer_json"] = {kTrainerLogs / "onetrainer_flux_oom_epoch0_step23.log", "",
                                     {{kConfigs / "onetrainer_config.json", "config.json"}},
                                     "json"};
-    jobs["with_hf_training_args"] = {kTrainerLogs / "hf_eval_oom_step200.log",
+    jobs["with_hf_training_args"] = {kTrainerLogs / "hf_eval_oom_step200.log", "",
                                      {{kConfigs / "hf_training_args.json", "training_args.json"}},
                                      "json"};
-    jobs["with_simpletuner_json"] = {kGolden / "simpletuner_validation_oom.log",
+    jobs["with_simpletuner_json"] = {kGolden / "simpletuner_validation_oom.log", "",
                                      {{kConfigs / "simpletuner_config.json", "config.json"}},
                                      "json"};
+    // Known only by what the log prints: a launch script's echo, a diffusers Namespace.
+    jobs["with_kohya_command_line"] = {
+        kTrainerLogs / "kohya_sdxl_optimizer_oom_step0_buffered.log",
+        "+ accelerate launch --num_cpu_threads_per_process 1 sdxl_train_network.py "
+        "--pretrained_model_name_or_path /models/sdxl.safetensors --train_batch_size 4 "
+        "--resolution 1024,1024 --mixed_precision bf16 --output_name sdxl_lora\n",
+        {},
+        "args"};
+    jobs["with_diffusers_namespace"] = {
+        kTrainerLogs / "diffusers_dreambooth_lora_backward_oom_step64.log",
+        "Namespace(pretrained_model_name_or_path='stabilityai/stable-diffusion-xl-base-1.0', "
+        "resolution=1024, train_batch_size=2, gradient_accumulation_steps=1, "
+        "gradient_checkpointing=False, mixed_precision='bf16', use_8bit_adam=False, "
+        "validation_prompt=None)\n",
+        {},
+        "args"};
 
     TempDir dir;
     const fs::path out = dir.path / "output";
@@ -80,7 +97,7 @@ TEST_SUITE("daemon::registry") {
     for (const auto& [name, job] : jobs) {
       fs::create_directories(out / name);
       for (const auto& [source, beside] : job.configs) fs::copy_file(source, out / name / beside);
-      fs::copy_file(job.log, out / name / "log.txt");
+      std::ofstream(out / name / "log.txt", std::ios::binary) << job.prefix << slurp(job.log);
     }
 
     StoreView view{dir.path / "state" / "oomtriage.db"};
@@ -111,6 +128,7 @@ TEST_SUITE("daemon::registry") {
           const std::string kind = fix["target"]["kind"];
           if (kind != job.top_target_kind) continue;
           CHECK(fix["target"]["path"].get<std::string>().rfind((out / name).string(), 0) == 0);
+          if (kind == "args") CHECK(fix["changes"][0]["path"].get<std::string>().rfind("--", 0) == 0);
           found = true;
           break;
         }

@@ -1,5 +1,6 @@
-// tests/fuzz/config_patch_fuzz.cc: `oomtriage fix`'s YAML and JSON patchers on arbitrary
-// configs, with the changes the ranker proposes (set, insert, create a section, list values).
+// tests/fuzz/config_patch_fuzz.cc: `oomtriage fix`'s YAML, JSON and TOML patchers (and the
+// read-back check) on arbitrary configs, with the changes the ranker proposes (set, insert,
+// create a section, list values, remove a key).
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -17,10 +18,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       {"config.process[0].model.qtype", "\"qfloat8\"", "\"uint4\""},
       {"env.PYTORCH_CUDA_ALLOC_CONF", "null", "\"expandable_segments:True\""},
   };
+  using oomtriage::parsers::TargetKind;
+  static const std::vector<ConfigChange> kNative = {
+      {"train_batch_size", "4", "2", TargetKind::kToml, "c.toml", "training_arguments"},
+      {"gradient_checkpointing", "null", "true", TargetKind::kToml, "c.toml", ""},
+      {"batch_size", "2", "1", TargetKind::kToml, "d.toml", "datasets[1]"},
+      {"resolution", "[1024,768]", "[768,576]", TargetKind::kToml, "d.toml", "general"},
+      {"sample_prompts", "\"p.txt\"", "null", TargetKind::kToml, "c.toml", ""},
+      {"optimizer", "\"ADAMW\"", "\"ADAMW_8BIT\"", TargetKind::kJson, "c.json", "optimizer"},
+      {"--validation_resolution", "\"1024x1024\"", "\"768x768\"", TargetKind::kJson, "c.json", ""},
+  };
   for (const ConfigChange& change : kChanges) {
     const auto yaml = oomtriage::triage::patch_yaml(text, {change});
     if (yaml.text) (void)oomtriage::triage::unified_diff(text, *yaml.text, "a", "b");
     (void)oomtriage::triage::patch_json(text, {change});
+    (void)oomtriage::triage::patch_file(TargetKind::kYaml, text, {change});
+  }
+  for (const ConfigChange& change : kNative) {
+    (void)oomtriage::triage::patch_file(change.kind, text, {change});
+    (void)oomtriage::triage::patch_toml(text, {change});
   }
   return 0;
 }
