@@ -532,7 +532,11 @@ PatchResult patch_file(parsers::TargetKind kind, std::string_view text,
     doc = nlohmann::json::parse(*result.text, nullptr, false);
   } else {
     auto parsed = parsers::yaml_to_json(*result.text, nullptr, &error);
-    if (parsed) doc = nlohmann::json::parse(parsed->dump());
+    // Config strings may hold any bytes: invalid UTF-8 is replaced, never thrown on.
+    if (parsed) {
+      doc = nlohmann::json::parse(
+          parsed->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), nullptr, false);
+    }
   }
   if (doc.is_discarded() || doc.is_null()) {
     return {std::nullopt, "the patched file does not parse" + (error.empty() ? "" : ": " + error)};
@@ -548,7 +552,9 @@ PatchResult patch_file(parsers::TargetKind kind, std::string_view text,
     if (!ok) {
       return {std::nullopt, fmt::format("{}: the patched file does not hold {} (holds {})",
                                         key_path(change), change.to_json,
-                                        got ? got->dump() : "nothing")};
+                                        got ? got->dump(-1, ' ', false,
+                                                        nlohmann::json::error_handler_t::replace)
+                                            : "nothing")};
     }
   }
   return result;
@@ -594,7 +600,7 @@ PatchResult patch_json(std::string_view text, const std::vector<ConfigChange>& c
     }
   }
   if (text.find('\n') == std::string_view::npos) indent = -1;
-  std::string out = doc.dump(indent);
+  std::string out = doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
   if (!text.empty() && text.back() == '\n') out += '\n';
   return {out, ""};
 }

@@ -894,8 +894,11 @@ std::vector<Fix> Planner::plan() {
   std::vector<Candidate> kept;
   for (Candidate& candidate : candidates_) {
     estimate(candidate);
-    // Written in the job's own syntax; a fix its trainer cannot express is not proposed.
-    if (to_native(candidate.fix, c_)) kept.push_back(std::move(candidate));
+    // Written in the job's own syntax; a fix its trainer cannot express is not proposed, unless
+    // it says what to check (an unknown trainer still gets "make sure checkpointing is on").
+    if (to_native(candidate.fix, c_) || !candidate.fix.check.empty()) {
+      kept.push_back(std::move(candidate));
+    }
   }
   // A fix the memory model says cannot fit never outranks one that can.
   const auto& tried = input_.tried_and_failed;

@@ -326,4 +326,13 @@ TEST_SUITE("triage::config_patch") {
     CHECK_FALSE(missing.text);
     CHECK(missing.error.find("[general]") != std::string::npos);
   }
+  TEST_CASE("regression (fuzz): a patched config holding invalid UTF-8 is read back, not thrown on") {
+    const std::string yaml = "config:\n  process:\n    - train:\n        note: \"\xff\xfe\"\n"
+                             "        batch_size: 2\n";
+    triage::PatchResult result;
+    CHECK_NOTHROW(result = triage::patch_file(parsers::TargetKind::kYaml, yaml,
+                                              {{"config.process[0].train.batch_size", "2", "1"}}));
+    REQUIRE(result.text);
+    CHECK(result.text->find("batch_size: 1") != std::string::npos);
+  }
 }
