@@ -11,13 +11,13 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "daemon/alert_dispatcher.h"
-#include "daemon/daemon.h"
-#include "daemon/daemon_config.h"
-#include "daemon/fix_command.h"
-#include "daemon/report_command.h"
-#include "daemon/scan_command.h"
-#include "daemon/version.h"
+#include "daemon/alerts/alert_dispatcher.h"
+#include "daemon/service/daemon.h"
+#include "daemon/common/daemon_config.h"
+#include "daemon/cli/fix_command.h"
+#include "daemon/cli/report_command.h"
+#include "daemon/cli/scan_command.h"
+#include "daemon/common/version.h"
 #include "db/state_dir.h"
 #include "parsers/event.h"
 #include "parsers/log_analyzer.h"

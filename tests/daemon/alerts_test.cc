@@ -8,8 +8,8 @@
 #include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
 
-#include "daemon/alert_dispatcher.h"
-#include "daemon/alert_payload.h"
+#include "daemon/alerts/alert_dispatcher.h"
+#include "daemon/alerts/alert_payload.h"
 #include "tests/support/e2e.h"
 #include "tests/support/http_test_server.h"
 

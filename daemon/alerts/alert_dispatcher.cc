@@ -1,0 +1,312 @@
+// daemon/alerts/alert_dispatcher.cc: outbox lanes, retry policy, request building, HMAC, alert test.
+#include "daemon/alerts/alert_dispatcher.h"
+
+#include "daemon/common/clock.h"
+
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <random>
+#include <set>
+
+namespace oomtriage::daemon {
+namespace {
+
+namespace asio = boost::asio;
+
+
+
+std::string this_host() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
+}
+
+std::string base64(const unsigned char* data, size_t n) {
+  std::string out(4 * ((n + 2) / 3), '\0');
+  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data,
+                                      static_cast<int>(n));
+  out.resize(written > 0 ? static_cast<size_t>(written) : 0);
+  return out;
+}
+
+std::string unbase64(std::string_view text) {
+  std::string out(3 * ((text.size() + 3) / 4), '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()),
+                                static_cast<int>(text.size()));
+  if (n < 0) return std::string(text);
+  size_t size = static_cast<size_t>(n);
+  for (size_t i = text.size(); i > 0 && text[i - 1] == '=' && size > 0; --i) --size;
+  out.resize(size);
+  return out;
+}
+
+}  // namespace
+
+std::string standard_webhook_signature(const std::string& secret, const std::string& id,
+                                       const std::string& timestamp, const std::string& body) {
+  const std::string key = secret.rfind("whsec_", 0) == 0 ? unbase64(secret.substr(6)) : secret;
+  const std::string content = id + "." + timestamp + "." + body;
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+       reinterpret_cast<const unsigned char*>(content.data()), content.size(), mac, &length);
+  return "v1," + base64(mac, length);
+}
+
+HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, int64_t now_unix) {
+  HttpRequest request;
+  request.url = receiver.url;
+  request.timeout = std::chrono::milliseconds(receiver.timeout_ms);
+  nlohmann::json body;
+  if (receiver.type == "slack") {
+    body = slack_payload(alert);
+  } else if (receiver.type == "discord") {
+    body = discord_payload(alert);
+  } else if (receiver.type == "alertmanager") {
+    body = alertmanager_api_payload(alert);
+    std::string base = receiver.url;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    if (base.find("/api/v2/alerts") == std::string::npos) request.url = base + "/api/v2/alerts";
+  } else {
+    body = alertmanager_webhook_payload(alert, receiver.name);
+  }
+  request.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (receiver.type == "webhook") {
+    const std::string id = fmt::format("evt_{}", alert.event_id);
+    const std::string timestamp = std::to_string(now_unix);
+    request.headers.emplace_back("webhook-id", id);
+    request.headers.emplace_back("webhook-timestamp", timestamp);
+    if (!receiver.hmac_secret.empty()) {
+      request.headers.emplace_back(
+          "webhook-signature",
+          standard_webhook_signature(receiver.hmac_secret, id, timestamp, request.body));
+    }
+  }
+  return request;
+}
+
+struct AlertDispatcher::Lane {
+  Receiver receiver;
+  std::unique_ptr<asio::ssl::context> tls;
+  asio::steady_timer timer;
+  bool in_flight = false;
+  std::set<std::string> logged;  // each distinct failure is logged once
+  std::mt19937 jitter{std::random_device{}()};
+  explicit Lane(asio::io_context& io) : timer(io) {}
+};
+
+AlertDispatcher::AlertDispatcher(asio::io_context& io, db::Store& store, const DaemonConfig& config,
+                                 Metrics* metrics)
+    : io_(io), store_(store), host_(config.host.empty() ? this_host() : config.host),
+      group_seconds_(config.alert_group_seconds), metrics_(metrics) {
+  for (const Receiver& receiver : config.alerts) {
+    auto lane = std::make_unique<Lane>(io);
+    lane->receiver = receiver;
+    lanes_.push_back(std::move(lane));
+  }
+}
+
+AlertDispatcher::~AlertDispatcher() = default;
+
+bool AlertDispatcher::start(std::string& error) {
+  for (auto& lane : lanes_) {
+    std::string tls_error;
+    lane->tls = make_tls_context(lane->receiver.ca_file, tls_error);
+    if (!lane->tls) {
+      error = fmt::format("alert {}: {}", lane->receiver.name, tls_error);
+      return false;
+    }
+  }
+  poke();
+  return true;
+}
+
+void AlertDispatcher::poke() {
+  for (auto& lane : lanes_) {
+    asio::post(io_, [this, l = lane.get()] { pump(*l); });
+  }
+}
+
+void AlertDispatcher::arm(Lane& lane, int64_t due_unix) {
+  const int64_t wait = std::max<int64_t>(0, due_unix - unix_now());
+  lane.timer.expires_after(std::chrono::seconds(wait));
+  lane.timer.async_wait([this, &lane](const boost::system::error_code& ec) {
+    if (!ec) pump(lane);
+  });
+}
+
+void AlertDispatcher::pump(Lane& lane) {
+  if (lane.in_flight) return;
+  const int64_t now = unix_now();
+  auto due = store_.due_alerts(lane.receiver.name, now, 200);
+  if (!due) {
+    fmt::print(stderr, "<3>oomtriage: alert {}: store: {}\n", lane.receiver.name, due.error().message);
+    return;
+  }
+  // Oldest first; a burst of recovered OOMs waits for its window (per job), but a fatal OOM of
+  // the same job sends the burst at once, and other jobs' alerts never wait behind it.
+  std::set<std::string> waiting_jobs;
+  std::optional<int64_t> wake;
+  for (size_t i = 0; i < due->size(); ++i) {
+    const db::OutboxItem& item = (*due)[i];
+    if (waiting_jobs.count(item.job)) continue;
+    if (!item.recovered) {
+      send(lane, {item});
+      return;
+    }
+    std::vector<db::OutboxItem> group;
+    bool fatal_follows = false;
+    for (size_t j = i; j < due->size(); ++j) {
+      if ((*due)[j].job != item.job) continue;
+      if (!(*due)[j].recovered) {
+        fatal_follows = true;
+        break;
+      }
+      group.push_back((*due)[j]);
+    }
+    const int64_t ready_at = item.created_at + group_seconds_;
+    if (fatal_follows || ready_at <= now) {
+      send(lane, std::move(group));
+      return;
+    }
+    waiting_jobs.insert(item.job);
+    wake = wake ? std::min(*wake, ready_at) : ready_at;
+  }
+  auto next = store_.next_alert_due(lane.receiver.name);
+  if (next && *next && **next > now) wake = wake ? std::min(*wake, **next) : **next;
+  if (wake) arm(lane, *wake);
+}
+
+void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
+  const db::OutboxItem& last = group.back();
+  AlertContent alert = alert_content(group.front().event_id, last.job, host_, last.trainer,
+                                     last.model_family, last.log_path, last.event_json,
+                                     last.fixes_json, utc_time(group.front().created_at));
+  alert.grouped = static_cast<int>(group.size());
+  const int64_t now = unix_now();
+  HttpRequest request = alert_request(lane.receiver, alert, now);
+  lane.in_flight = true;
+  http_post(io_, *lane.tls, std::move(request), [this, &lane, group](HttpResponse response) {
+    lane.in_flight = false;
+    std::vector<int64_t> ids;
+    for (const auto& item : group) ids.push_back(item.id);
+    const int64_t attempts = group.front().attempts + 1;
+    const int64_t now = unix_now();
+    const Receiver& r = lane.receiver;
+    const auto log_once = [&](int priority, const std::string& what) {
+      if (lane.logged.insert(what).second) {
+        fmt::print(stderr, "<{}>oomtriage: alert {} ({}): {}\n", priority, r.name,
+                   redact_url(r.url), what);
+      }
+    };
+    const auto count = [&](const char* result) {
+      if (metrics_) ++metrics_->alerts[{r.name, result}];
+    };
+    if (response.status >= 200 && response.status < 300) {
+      count("delivered");
+      (void)store_.mark_alerts(ids, "delivered", attempts, now, "");
+    } else if (response.status >= 400 && response.status < 500 && response.status != 429 &&
+               response.status != 408) {
+      count("failed");
+      log_once(3, fmt::format("HTTP {}: the receiver refused the alert; kept as failed",
+                              response.status));
+      (void)store_.mark_alerts(ids, "failed", attempts, now, fmt::format("HTTP {}", response.status));
+    } else {
+      const std::string why = response.status ? fmt::format("HTTP {}", response.status) : response.error;
+      if (now - group.front().created_at > r.retry_horizon_seconds) {
+        count("failed");
+        log_once(3, "giving up after " + std::to_string(attempts) + " attempts: " + why);
+        (void)store_.mark_alerts(ids, "failed", attempts, now, why);
+      } else {
+        double delay_ms = std::min<double>(r.retry_max_ms,
+                                           r.retry_initial_ms * std::pow(2.0, double(attempts - 1)));
+        delay_ms *= std::uniform_real_distribution<double>(0.5, 1.5)(lane.jitter);
+        if (response.status == 429 && response.retry_after_seconds) {
+          delay_ms = *response.retry_after_seconds * 1000.0;
+        } else if (response.status == 429) {
+          // Discord puts it in the body: {"retry_after": 1.5, ...}
+          const auto body = nlohmann::json::parse(response.body, nullptr, false);
+          if (body.is_object() && body.contains("retry_after") && body["retry_after"].is_number()) {
+            delay_ms = body["retry_after"].get<double>() * 1000.0;
+          }
+        }
+        count("retry");
+        log_once(4, why + ": retrying");
+        const int64_t next = now + static_cast<int64_t>(std::ceil(delay_ms / 1000.0));
+        (void)store_.mark_alerts(ids, "pending", attempts, next, why);
+        arm(lane, next);
+        return;
+      }
+    }
+    pump(lane);
+  });
+}
+
+}  // namespace oomtriage::daemon
+
+namespace oomtriage::daemon {
+
+int run_alert_test(const DaemonConfig& config, const std::optional<std::string>& only) {
+  asio::io_context io;
+  AlertContent sample;
+  sample.event_id = 0;
+  sample.job = "oomtriage-test";
+  sample.host = config.host.empty() ? this_host() : config.host;
+  sample.trainer = "ai-toolkit";
+  sample.model_family = "flux.1";
+  sample.kind = "cuda";
+  sample.phase = "sampling";
+  sample.step = "500 of 3000";
+  sample.figures = "tried 1.50 GiB; 812.00 MiB free of 23.55 GiB; GPU 0";
+  sample.message = "CUDA out of memory. Tried to allocate 1.50 GiB. (a test alert from oomtriage)";
+  sample.log_path = "/srv/ai-toolkit/output/oomtriage-test/log.txt";
+  sample.line = 1234;
+  sample.starts_at = utc_time(unix_now());
+  sample.fixes.push_back({"cheapen_previews", "Make preview samples cheaper",
+                          {"config.process[0].sample.sample_steps: 30 -> 20"}, "Lower-quality previews"});
+  int failures = 0;
+  int sent = 0;
+  std::vector<std::unique_ptr<asio::ssl::context>> contexts;
+  for (const Receiver& receiver : config.alerts) {
+    if (only && receiver.name != *only) continue;
+    std::string error;
+    contexts.push_back(make_tls_context(receiver.ca_file, error));
+    if (!contexts.back()) {
+      fmt::print(stderr, "oomtriage: alert {}: {}\n", receiver.name, error);
+      ++failures;
+      continue;
+    }
+    ++sent;
+    http_post(io, *contexts.back(), alert_request(receiver, sample, unix_now()),
+              [&failures, name = receiver.name, url = receiver.url](HttpResponse response) {
+                if (response.status >= 200 && response.status < 300) {
+                  fmt::print("alert {} ({}): delivered (HTTP {})\n", name, redact_url(url),
+                             response.status);
+                } else {
+                  ++failures;
+                  fmt::print("alert {} ({}): failed: {}\n", name, redact_url(url),
+                             response.status ? fmt::format("HTTP {}", response.status)
+                                             : response.error);
+                }
+              });
+  }
+  if (sent == 0 && failures == 0) {
+    fmt::print(stderr, "oomtriage: {}\n",
+               only ? "no receiver named " + *only : std::string("the config has no alerts"));
+    return 1;
+  }
+  io.run();
+  return failures == 0 ? 0 : 2;
+}
+
+}  // namespace oomtriage::daemon

@@ -1,0 +1,62 @@
+// daemon/alerts/alert_dispatcher.h
+//
+// Delivers the alert outbox. One lane per receiver, one request in flight per lane, oldest first,
+// so a slow or dead receiver never delays another or the tailing. 2xx: delivered (never sent
+// again); 429: retried after Retry-After; 5xx, timeouts and network errors: retried with
+// exponential backoff and jitter up to the receiver's horizon; other 4xx: failed, logged once.
+// A crash between sending and marking sends again with the same webhook-id (the event id), so
+// delivery is at-least-once and receivers can deduplicate.
+#pragma once
+
+#include <utility>  // before Asio (Boost 1.74)
+#include <boost/asio/io_context.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/alerts/alert_payload.h"
+#include "daemon/common/daemon_config.h"
+#include "daemon/net/http_client.h"
+#include "daemon/common/metrics.h"
+#include "db/store.h"
+
+namespace oomtriage::daemon {
+
+// The HTTP request a receiver gets for one alert (or one burst of recovered ones).
+HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, int64_t now_unix);
+
+// "v1,<base64(HMAC-SHA256(secret, id.timestamp.body))>" per Standard Webhooks; a "whsec_" secret
+// is base64 after the prefix.
+std::string standard_webhook_signature(const std::string& secret, const std::string& id,
+                                       const std::string& timestamp, const std::string& body);
+
+class AlertDispatcher {
+ public:
+  AlertDispatcher(boost::asio::io_context& io, db::Store& store, const DaemonConfig& config,
+                  Metrics* metrics = nullptr);
+  ~AlertDispatcher();
+  // Builds each receiver's TLS trust store; false (with `error`) when one cannot be read.
+  bool start(std::string& error);
+  // New outbox rows may be due: look now.
+  void poke();
+
+ private:
+  struct Lane;
+  void pump(Lane& lane);
+  void arm(Lane& lane, int64_t due_unix);
+  void send(Lane& lane, std::vector<db::OutboxItem> group);
+
+  boost::asio::io_context& io_;
+  db::Store& store_;
+  std::string host_;
+  int group_seconds_;
+  Metrics* metrics_;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+};
+
+// `oomtriage alert test`: a sample alert to every receiver (or one), synchronously.
+int run_alert_test(const DaemonConfig& config, const std::optional<std::string>& receiver);
+
+}  // namespace oomtriage::daemon

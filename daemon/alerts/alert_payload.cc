@@ -1,0 +1,283 @@
+// daemon/alerts/alert_payload.cc: one AlertContent, four shapes. Limits from docs/daemon-anchors.md §4.
+#include "daemon/alerts/alert_payload.h"
+
+#include <fmt/format.h>
+
+#include "daemon/render/text_output.h"
+
+namespace oomtriage::daemon {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kSlackSection = 3000;
+constexpr size_t kSlackHeader = 150;
+constexpr size_t kDiscordContent = 2000;
+constexpr size_t kDiscordTitle = 256;
+constexpr size_t kDiscordDescription = 4096;
+constexpr size_t kDiscordField = 1024;
+constexpr int kDiscordRed = 0x992D22;
+constexpr int kDiscordAmber = 0xE67E22;
+
+// JSON can only carry valid UTF-8: replace invalid bytes before anything else.
+std::string valid_utf8(std::string_view text) {
+  const std::string dumped =
+      json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
+  return json::parse(dumped).get<std::string>();
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string kind_label(const std::string& kind) {
+  if (kind == "host_killed") return "Host OOM kill";
+  if (kind == "host_memoryerror") return "Host MemoryError";
+  if (kind == "shm") return "Shared-memory (/dev/shm) failure";
+  return upper(kind) + " OOM";
+}
+
+std::string fixes_text(const AlertContent& a, size_t count, bool markdown) {
+  std::string out;
+  size_t n = 0;
+  for (const AlertFix& fix : a.fixes) {
+    if (n++ == count) break;
+    out += fmt::format("{}. {}{}{} ({})\n", n, markdown ? "*" : "", fix.title, markdown ? "*" : "",
+                       fix.id);
+    for (const auto& change : fix.changes) out += fmt::format("    {}\n", change);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string truncate_utf8(std::string_view text, size_t limit) {
+  size_t chars = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c & 0xC0) != 0x80) {
+      if (chars == limit) return std::string(text.substr(0, i));
+      ++chars;
+    }
+  }
+  return std::string(text);
+}
+
+std::string escape_slack(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '&') out += "&amp;";
+    else if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else out += c;
+  }
+  return out;
+}
+
+std::string escape_discord(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '*' || c == '_' || c == '~' || c == '`' || c == '|' || c == '>' || c == '#' ||
+        c == '\\' || c == '[' || c == ']') {
+      out += '\\';
+      out += c;
+    } else if (c == '@') {
+      out += "@\u200b";  // a zero-width space breaks @everyone and <@id> mentions
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string AlertContent::title() const {
+  std::string t = kind_label(kind);
+  if (recovered) t = grouped > 1 ? fmt::format("{} recovered OOMs", grouped) : "Recovered OOM";
+  return fmt::format("{} in {}: {}", t, phase, job);
+}
+
+AlertContent alert_content(int64_t event_id, const std::string& job, const std::string& host,
+                           const std::string& trainer, const std::string& family,
+                           const std::string& log_path, const std::string& event_json,
+                           const std::string& fixes_json, const std::string& starts_at) {
+  AlertContent a;
+  a.event_id = event_id;
+  a.job = valid_utf8(job);
+  a.host = host;
+  a.trainer = trainer;
+  a.model_family = family;
+  a.log_path = valid_utf8(log_path);
+  a.starts_at = starts_at;
+  const json e = json::parse(event_json, nullptr, false);
+  if (e.is_object()) {
+    a.kind = e.value("kind", "cuda");
+    a.phase = e.value("phase", "unknown");
+    a.recovered = e.value("recovered", false);
+    a.line = e.value("line", int64_t{0});
+    a.message = valid_utf8(e.value("message", ""));
+    if (e.contains("step") && e["step"].is_number()) {
+      a.step = e["step"].dump();
+      if (e.contains("total_steps") && e["total_steps"].is_number()) {
+        a.step += " of " + e["total_steps"].dump();
+      }
+    } else {
+      a.step = "unknown";
+    }
+    std::vector<std::string> parts;
+    const auto size = [&](const char* key) -> std::optional<uint64_t> {
+      if (e.contains(key) && e[key].is_number_unsigned()) return e[key].get<uint64_t>();
+      if (e.contains(key) && e[key].is_number_integer() && e[key].get<int64_t>() >= 0) {
+        return static_cast<uint64_t>(e[key].get<int64_t>());
+      }
+      return std::nullopt;
+    };
+    if (auto t = size("tried_to_allocate_bytes")) parts.push_back("tried " + format_bytes(*t));
+    if (auto f = size("free_bytes"); f && size("total_capacity_bytes")) {
+      parts.push_back(format_bytes(*f) + " free of " + format_bytes(*size("total_capacity_bytes")));
+    } else if (auto c = size("total_capacity_bytes")) {
+      parts.push_back("capacity " + format_bytes(*c));
+    }
+    if (auto p = size("allocated_by_pytorch_bytes")) parts.push_back(format_bytes(*p) + " allocated by PyTorch");
+    if (e.contains("gpu_index") && e["gpu_index"].is_number()) parts.push_back("GPU " + e["gpu_index"].dump());
+    a.figures = fmt::format("{}", fmt::join(parts, "; "));
+  }
+  const json fixes = json::parse(fixes_json, nullptr, false);
+  if (fixes.is_array()) {
+    for (const auto& f : fixes) {
+      AlertFix fix{f.value("id", ""), f.value("title", ""), {}, f.value("cost", "")};
+      if (f.contains("changes")) {
+        for (const auto& c : f["changes"]) {
+          fix.changes.push_back(fmt::format("{}: {} -> {}", c.value("path", ""), c["from"].dump(),
+                                            c["to"].dump()));
+        }
+      }
+      // A fix that depends on a value the job does not show says what to check.
+      if (f.contains("check") && f["check"].is_string()) {
+        fix.changes.push_back("check: " + f["check"].get<std::string>());
+      }
+      a.fixes.push_back(std::move(fix));
+    }
+  }
+  return a;
+}
+
+json slack_payload(const AlertContent& a) {
+  const std::string title = a.title();
+  std::string summary = fmt::format("*Job* {}  *Host* {}  *Trainer* {}  *Model* {}\n*Step* {}",
+                                    escape_slack(a.job), escape_slack(a.host), a.trainer,
+                                    a.model_family, a.step);
+  if (!a.figures.empty()) summary += "\n*Memory* " + a.figures;
+  // The log's own text goes in a code block: inert for mrkdwn, with its backticks defused.
+  std::string message = escape_slack(a.message);
+  for (size_t at = message.find("```"); at != std::string::npos; at = message.find("```", at)) {
+    message.replace(at, 3, "'''");
+  }
+  const std::string log_block = "```" + truncate_utf8(message, kSlackSection - 8) + "```";
+  json blocks = json::array();
+  blocks.push_back({{"type", "header"},
+                    {"text", {{"type", "plain_text"}, {"text", truncate_utf8(title, kSlackHeader)}}}});
+  blocks.push_back({{"type", "section"},
+                    {"text", {{"type", "mrkdwn"}, {"text", truncate_utf8(summary, kSlackSection)}}}});
+  blocks.push_back({{"type", "section"}, {"text", {{"type", "mrkdwn"}, {"text", log_block}}}});
+  if (!a.fixes.empty()) {
+    blocks.push_back(
+        {{"type", "section"},
+         {"text", {{"type", "mrkdwn"},
+                   {"text", truncate_utf8("*Top fixes*\n" + escape_slack(fixes_text(a, 3, false)),
+                                          kSlackSection)}}}});
+  }
+  blocks.push_back({{"type", "context"},
+                    {"elements", json::array({{{"type", "mrkdwn"},
+                                                {"text", truncate_utf8(escape_slack(fmt::format(
+                                                             "{}:{} · run `{}`", a.log_path, a.line,
+                                                             a.report_command())),
+                                                         kSlackSection)}}})}});
+  const std::string fallback =
+      fmt::format("{} (step {}). {}", title, a.step,
+                  a.fixes.empty() ? a.report_command() : "Top fix: " + a.fixes[0].title);
+  return {{"text", escape_slack(fallback)}, {"blocks", blocks}};
+}
+
+json discord_payload(const AlertContent& a) {
+  std::string description = fmt::format("**Job** {}  **Host** {}  **Trainer** {}  **Model** {}\n**Step** {}\n",
+                                        escape_discord(a.job), escape_discord(a.host), a.trainer,
+                                        a.model_family, a.step);
+  if (!a.figures.empty()) description += "**Memory** " + a.figures + "\n";
+  description += "\n" + escape_discord(truncate_utf8(a.message, 1500)) + "\n";
+  json fields = json::array();
+  size_t n = 0;
+  for (const AlertFix& fix : a.fixes) {
+    if (n++ == 3) break;
+    std::string value;
+    for (const auto& change : fix.changes) value += escape_discord(change) + "\n";
+    value += escape_discord(fix.cost);
+    fields.push_back({{"name", truncate_utf8(fmt::format("{}. {}", n, escape_discord(fix.title)), 256)},
+                      {"value", truncate_utf8(value.empty() ? "-" : value, kDiscordField)}});
+  }
+  const std::string content = truncate_utf8(
+      fmt::format("{} — run `{}`", escape_discord(a.title()), escape_discord(a.report_command())),
+      kDiscordContent);
+  return {{"content", content},
+          {"embeds", json::array({{{"title", truncate_utf8(escape_discord(a.title()), kDiscordTitle)},
+                                   {"description", truncate_utf8(description, kDiscordDescription)},
+                                   {"color", a.recovered ? kDiscordAmber : kDiscordRed},
+                                   {"fields", fields}}})},
+          {"allowed_mentions", {{"parse", json::array()}}}};
+}
+
+namespace {
+
+json labels_of(const AlertContent& a) {
+  return {{"alertname", a.recovered ? "TrainingOOMRecovered" : "TrainingOOM"},
+          {"job", a.job},
+          {"kind", a.kind},
+          {"phase", a.phase},
+          {"host", a.host},
+          {"severity", a.recovered ? "warning" : "critical"}};
+}
+
+json annotations_of(const AlertContent& a) {
+  json annotations = {{"summary", a.title()},
+                      {"step", a.step},
+                      {"memory", a.figures},
+                      {"message", truncate_utf8(a.message, 4000)},
+                      {"log", fmt::format("{}:{}", a.log_path, a.line)},
+                      {"report", a.report_command()}};
+  if (!a.fixes.empty()) {
+    annotations["top_fix"] = a.fixes[0].id;
+    annotations["fixes"] = fixes_text(a, 3, false);
+  }
+  return annotations;
+}
+
+}  // namespace
+
+json alertmanager_webhook_payload(const AlertContent& a, const std::string& receiver) {
+  const json labels = labels_of(a);
+  const std::string fingerprint = fmt::format("{:016x}", static_cast<uint64_t>(a.event_id));
+  return {{"version", "4"},
+          {"groupKey", fmt::format("{{}}:{{job=\"{}\"}}", a.job)},
+          {"truncatedAlerts", 0},
+          {"status", "firing"},
+          {"receiver", receiver},
+          {"groupLabels", {{"job", a.job}}},
+          {"commonLabels", labels},
+          {"commonAnnotations", annotations_of(a)},
+          {"externalURL", ""},
+          {"alerts", json::array({{{"status", "firing"},
+                                   {"labels", labels},
+                                   {"annotations", annotations_of(a)},
+                                   {"startsAt", a.starts_at},
+                                   {"endsAt", "0001-01-01T00:00:00Z"},
+                                   {"generatorURL", ""},
+                                   {"fingerprint", fingerprint}}})}};
+}
+
+json alertmanager_api_payload(const AlertContent& a) {
+  return json::array({{{"labels", labels_of(a)},
+                       {"annotations", annotations_of(a)},
+                       {"startsAt", a.starts_at}}});
+}
+
+}  // namespace oomtriage::daemon

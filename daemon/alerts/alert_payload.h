@@ -1,0 +1,63 @@
+// daemon/alerts/alert_payload.h
+//
+// What an OOM alert says, and how each receiver wants it: Slack (text fallback + blocks, 3,000
+// characters per section), Discord (content + embeds, allowed_mentions parse [] so a log line
+// cannot ping anyone), Prometheus Alertmanager's webhook v4 JSON (so existing receivers consume
+// it), and Alertmanager's own /api/v2/alerts. Log text is untrusted: it is escaped for each
+// format and cut to each platform's limits. Pure: no I/O.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace oomtriage::daemon {
+
+struct AlertFix {
+  std::string id;
+  std::string title;
+  std::vector<std::string> changes;  // "config.process[0].train.batch_size: 4 -> 2"
+  std::string cost;
+};
+
+struct AlertContent {
+  int64_t event_id = 0;  // also the idempotency key (webhook-id)
+  std::string job;
+  std::string host;
+  std::string trainer;
+  std::string model_family;
+  std::string kind;
+  std::string phase;
+  std::string step;      // "500 of 3000", "unknown"
+  std::string figures;   // "tried 1.50 GiB; 812.00 MiB free of 23.55 GiB; GPU 0"
+  std::string message;   // the log's own text (untrusted)
+  std::string log_path;
+  int64_t line = 0;
+  bool recovered = false;
+  int grouped = 1;       // recovered OOMs of a burst sent as one message
+  std::string starts_at; // RFC 3339
+  std::vector<AlertFix> fixes;
+
+  std::string title() const;  // "CUDA OOM in sampling: my_lora"
+  std::string report_command() const { return "oomtriage report " + job; }
+};
+
+// Builds the content from a stored event and its fixes (both JSON, as the store keeps them).
+AlertContent alert_content(int64_t event_id, const std::string& job, const std::string& host,
+                           const std::string& trainer, const std::string& family,
+                           const std::string& log_path, const std::string& event_json,
+                           const std::string& fixes_json, const std::string& starts_at);
+
+nlohmann::json slack_payload(const AlertContent& alert);
+nlohmann::json discord_payload(const AlertContent& alert);
+nlohmann::json alertmanager_webhook_payload(const AlertContent& alert, const std::string& receiver);
+nlohmann::json alertmanager_api_payload(const AlertContent& alert);
+
+// Escapes for Slack mrkdwn (&, <, >) and Discord markdown (*_~`|># and @-mentions).
+std::string escape_slack(std::string_view text);
+std::string escape_discord(std::string_view text);
+// Cuts to at most `limit` characters (UTF-8 code points), never inside a character.
+std::string truncate_utf8(std::string_view text, size_t limit);
+
+}  // namespace oomtriage::daemon

@@ -1,0 +1,65 @@
+// daemon/cli/log_reader.cc: read(2) in 1 MiB chunks into the analyzer.
+#include "daemon/cli/log_reader.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+namespace oomtriage::daemon {
+namespace {
+
+constexpr size_t kReadChunk = 1 << 20;
+constexpr off_t kProgressMinBytes = 64 << 20;
+
+}  // namespace
+
+int read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer, std::string& error) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    error = fmt::format("cannot read {}: {}", path, std::strerror(errno));
+    return kExitEnvironment;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+    error = S_ISDIR(st.st_mode) ? fmt::format("{}: is a directory, expected a log file", path)
+                                : fmt::format("cannot stat {}: {}", path, std::strerror(errno));
+    ::close(fd);
+    return S_ISDIR(st.st_mode) ? kExitBadInput : kExitEnvironment;
+  }
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  const bool show_progress = ::isatty(STDERR_FILENO) && st.st_size >= kProgressMinBytes;
+  std::vector<char> buffer(kReadChunk);
+  uint64_t done = 0;
+  int last_percent = -1;
+  while (true) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      error = fmt::format("cannot read {}: {}", path, std::strerror(errno));
+      ::close(fd);
+      return kExitEnvironment;
+    }
+    if (n == 0) break;
+    analyzer.feed(std::string_view(buffer.data(), static_cast<size_t>(n)));
+    done += static_cast<uint64_t>(n);
+    if (show_progress) {
+      const int percent = static_cast<int>(done * 100 / static_cast<uint64_t>(st.st_size));
+      if (percent != last_percent) {
+        fmt::print(stderr, "\rscanning {} {:3d}%", path, std::min(percent, 100));
+        last_percent = percent;
+      }
+    }
+  }
+  if (show_progress) fmt::print(stderr, "\r\x1b[2K");
+  ::close(fd);
+  return kExitOk;
+}
+
+}  // namespace oomtriage::daemon

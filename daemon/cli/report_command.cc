@@ -1,0 +1,344 @@
+// daemon/cli/report_command.cc: the store's rows back into words and JSON.
+#include "daemon/cli/report_command.h"
+
+#include "daemon/common/clock.h"
+
+#include <unistd.h>
+
+#include <fmt/color.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+
+#include "daemon/cli/log_reader.h"
+#include "daemon/render/text_output.h"
+#include "db/store.h"
+#include "parsers/job_config.h"
+#include "daemon/render/json_output.h"
+#include "triage/config_patch.h"
+#include "triage/history.h"
+
+namespace oomtriage::daemon {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string when(int64_t unix_seconds) { return utc_time(unix_seconds, "%Y-%m-%d %H:%M:%SZ"); }
+
+bool color_on(ColorMode mode) {
+  if (mode != ColorMode::kAuto) return mode == ColorMode::kAlways;
+  const char* no_color = std::getenv("NO_COLOR");
+  return ::isatty(STDOUT_FILENO) && (no_color == nullptr || *no_color == '\0');
+}
+
+
+// Opens the store read-side; a missing store is "no jobs yet", not an error.
+std::optional<std::unique_ptr<db::Store>> open_store(const std::string& path, int& exit_code) {
+  if (!std::filesystem::exists(path)) {
+    exit_code = kExitOk;
+    return std::nullopt;
+  }
+  auto store = db::Store::open(path);
+  if (!store) {
+    fmt::print(stderr, "oomtriage: store {}: {}\n", path, store.error().message);
+    exit_code = kExitEnvironment;
+    return std::nullopt;
+  }
+  return std::move(*store);
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string family_of(const db::SnapshotRow& snapshot) {
+  const auto format = snapshot.path.ends_with(".json") ? parsers::ConfigFormat::kJson
+                                                       : parsers::ConfigFormat::kYaml;
+  auto load = parsers::parse_job_config(snapshot.content, format, snapshot.path);
+  return load.config ? std::string(parsers::to_string(load.config->family)) : "unknown";
+}
+
+// What a run carried from the previous run's crash, and how it went.
+struct Carried {
+  std::vector<std::string> ids;
+  std::string verdict;  // "worked", "did not work: crashed again in sampling", ...
+};
+
+Carried carried_by(const db::JobStory& story, size_t run_index) {
+  Carried out;
+  if (run_index == 0) return out;
+  const db::RunRow& run = story.runs[run_index];
+  // The previous crash: the newest fatal event of an earlier run.
+  const db::StoredEvent* previous = nullptr;
+  const db::StoredEvent* own = nullptr;
+  for (const auto& event : story.events) {
+    const auto json = nlohmann::json::parse(event.event_json, nullptr, false);
+    if (!json.is_object() || json.value("recovered", false)) continue;
+    if (event.run_id < run.id) previous = &event;
+    if (event.run_id == run.id && own == nullptr) own = &event;
+  }
+  // The config the run ran with: its first crash's snapshot, else the one taken at its start.
+  std::optional<int64_t> snapshot_id = own && own->snapshot_id ? own->snapshot_id : run.snapshot_id;
+  const db::SnapshotRow* snapshot = nullptr;
+  for (const auto& s : story.snapshots) {
+    if (snapshot_id && s.id == *snapshot_id) snapshot = &s;
+  }
+  if (previous == nullptr || snapshot == nullptr) return out;
+  const std::string ext = std::filesystem::path(snapshot->path).extension().string();
+  const parsers::TargetKind kind = ext == ".json"   ? parsers::TargetKind::kJson
+                                   : ext == ".toml" ? parsers::TargetKind::kToml
+                                                    : parsers::TargetKind::kYaml;
+  out.ids = triage::carried_fixes(fixes_from_json(previous->fixes_json),
+                                  {{kind, snapshot->path, snapshot->content}});
+  if (out.ids.empty()) return out;
+  const std::string before =
+      nlohmann::json::parse(previous->event_json, nullptr, false).value("phase", "");
+  if (run.outcome == "completed") {
+    out.verdict = "worked: the run completed";
+  } else if (own != nullptr) {
+    const std::string phase = nlohmann::json::parse(own->event_json, nullptr, false).value("phase", "");
+    out.verdict = phase == before ? "did not work: crashed again in " + phase
+                                  : "crashed again, in " + phase + " this time";
+  } else {
+    out.verdict = "no crash so far (" + run.outcome + ")";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string memory_bar(uint64_t capacity, uint64_t used, uint64_t tried, int width) {
+  if (capacity == 0 || width <= 0) return "";
+  const auto cells = [&](uint64_t bytes) {
+    return static_cast<int>(std::min<uint64_t>(width, (bytes * width + capacity / 2) / capacity));
+  };
+  const int used_cells = cells(std::min(used, capacity));
+  const int tried_cells = std::min(width - used_cells, std::max(tried > 0 ? 1 : 0, cells(tried)));
+  const int free_cells = width - used_cells - tried_cells;
+  return "[" + std::string(used_cells, '#') + std::string(tried_cells, '!') +
+         std::string(free_cells, '.') + "]";
+}
+
+int run_jobs(const std::string& store_path, bool json, ColorMode color) {
+  int exit_code = kExitOk;
+  auto store = open_store(store_path, exit_code);
+  std::vector<db::JobSummary> jobs;
+  if (store) {
+    auto listed = (*store)->list_jobs();
+    if (!listed) {
+      fmt::print(stderr, "oomtriage: {}\n", listed.error().message);
+      return kExitEnvironment;
+    }
+    jobs = std::move(*listed);
+  } else if (exit_code != kExitOk) {
+    return exit_code;
+  }
+  if (json) {
+    ordered_json out = ordered_json::array();
+    for (const auto& job : jobs) {
+      out.push_back({{"name", job.name}, {"trainer", job.trainer}, {"outcome", job.outcome},
+                     {"runs", job.runs}, {"events", job.events}, {"log_dir", job.log_dir},
+                     {"last_seen", when(job.last_seen)}});
+    }
+    fmt::print("{}\n", ordered_json{{"oomtriage", 1}, {"jobs", out}}.dump(2));
+    return kExitOk;
+  }
+  if (jobs.empty()) {
+    fmt::print("no jobs yet (store: {})\n", store_path);
+    return kExitOk;
+  }
+  const bool c = color_on(color);
+  fmt::print("{:<32} {:<12} {:<14} {:>5} {:>7}  {}\n", "JOB", "TRAINER", "OUTCOME", "RUNS",
+             "EVENTS", "LAST SEEN");
+  for (const auto& job : jobs) {
+    const std::string outcome =
+        c && job.outcome.starts_with("crashed")
+            ? fmt::format(fmt::fg(fmt::terminal_color::red), "{:<14}", job.outcome)
+            : fmt::format("{:<14}", job.outcome);
+    fmt::print("{:<32} {:<12} {} {:>5} {:>7}  {}\n", job.name, job.trainer, outcome, job.runs,
+               job.events, when(job.last_seen));
+  }
+  return kExitOk;
+}
+
+int run_report(const std::string& store_path, const std::string& name, bool json, ColorMode color) {
+  int exit_code = kExitOk;
+  auto store = open_store(store_path, exit_code);
+  std::optional<db::JobStory> story;
+  std::vector<std::string> names;
+  if (store) {
+    auto found = (*store)->job_story(name);
+    if (!found) {
+      fmt::print(stderr, "oomtriage: {}\n", found.error().message);
+      return kExitEnvironment;
+    }
+    story = std::move(*found);
+    if (auto jobs = (*store)->list_jobs()) {
+      for (const auto& job : *jobs) names.push_back(job.name);
+    }
+  } else if (exit_code != kExitOk) {
+    return exit_code;
+  }
+  if (!story) {
+    std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+      return edit_distance(a, name) < edit_distance(b, name);
+    });
+    std::vector<std::string> close;
+    for (const auto& candidate : names) {
+      if (close.size() < 5 && (edit_distance(candidate, name) <= std::max<size_t>(3, name.size() / 3) ||
+                               candidate.find(name) != std::string::npos)) {
+        close.push_back(candidate);
+      }
+    }
+    fmt::print(stderr, "oomtriage: no job named '{}' in {}{}\n", name, store_path,
+               close.empty() ? "" : fmt::format("; did you mean: {}", fmt::join(close, ", ")));
+    return kExitBadInput;
+  }
+
+  ordered_json events = ordered_json::array();
+  for (const auto& e : story->events) {
+    ordered_json event = ordered_json::parse(e.event_json, nullptr, false);
+    if (event.is_discarded()) continue;
+    event["run_id"] = e.run_id;
+    event["snapshot_id"] = e.snapshot_id ? ordered_json(*e.snapshot_id) : ordered_json(nullptr);
+    event["stored_at"] = when(e.created_at);
+    events.push_back(event);
+  }
+  ordered_json fixes = story->events.empty()
+                           ? ordered_json::array()
+                           : ordered_json::parse(story->events.back().fixes_json, nullptr, false);
+  const std::string family = story->snapshots.empty() ? "unknown" : family_of(story->snapshots.back());
+
+  if (json) {
+    ordered_json runs = ordered_json::array();
+    for (const auto& r : story->runs) {
+      const Carried carried = carried_by(*story, runs.size());
+      runs.push_back({{"id", r.id}, {"log_path", r.log_path}, {"outcome", r.outcome},
+                      {"started_at", when(r.started_at)}, {"updated_at", when(r.updated_at)},
+                      {"snapshot_id", r.snapshot_id ? ordered_json(*r.snapshot_id) : ordered_json(nullptr)},
+                      {"carried_fixes", carried.ids},
+                      {"carried_result", carried.verdict.empty() ? ordered_json(nullptr)
+                                                                 : ordered_json(carried.verdict)}});
+    }
+    ordered_json snapshots = ordered_json::array();
+    for (const auto& s : story->snapshots) {
+      snapshots.push_back({{"id", s.id}, {"path", s.path}, {"sha256", s.sha256},
+                           {"seen_at", when(s.seen_at)}, {"content", s.content}});
+    }
+    const ordered_json out = {
+        {"oomtriage", 1},
+        {"job", {{"name", story->job.name}, {"trainer", story->job.trainer},
+                 {"model_family", family}, {"outcome", story->job.outcome},
+                 {"log_dir", story->job.log_dir}}},
+        {"runs", runs},
+        {"snapshots", snapshots},
+        {"events", events},
+        {"fixes", fixes.is_discarded() ? ordered_json::array() : fixes}};
+    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+    return kExitOk;
+  }
+
+  const bool c = color_on(color);
+  const auto bold = [&](const std::string& s) { return c ? fmt::format(fmt::emphasis::bold, "{}", s) : s; };
+  fmt::print("{}  {}  {}  model {}\n", bold("job " + story->job.name), story->job.trainer,
+             story->job.outcome, family);
+  fmt::print("folder {}\n\n", story->job.log_dir);
+  fmt::print("{}\n", bold("runs"));
+  for (size_t i = 0; i < story->runs.size(); ++i) {
+    const auto& r = story->runs[i];
+    fmt::print("  #{}  {}  {}  {}\n", r.id, when(r.started_at), r.outcome, r.log_path);
+    const Carried carried = carried_by(*story, i);
+    if (!carried.ids.empty()) {
+      fmt::print("       carried {} from the previous crash: {}\n", fmt::join(carried.ids, ", "),
+                 carried.verdict);
+    }
+  }
+  fmt::print("\n{}\n", bold("config"));
+  if (story->snapshots.empty()) fmt::print("  no config file seen\n");
+  for (size_t i = 0; i < story->snapshots.size(); ++i) {
+    const auto& s = story->snapshots[i];
+    fmt::print("  snapshot {}  sha256 {}  taken {}  {}\n", s.id, s.sha256.substr(0, 12),
+               when(s.seen_at), s.path);
+    if (i > 0) {
+      const std::string diff = triage::unified_diff(story->snapshots[i - 1].content, s.content,
+                                                    "previous", "this");
+      for (size_t at = 0, next; at < diff.size(); at = next + 1) {
+        next = diff.find('\n', at);
+        if (next == std::string::npos) next = diff.size();
+        fmt::print("    {}\n", diff.substr(at, next - at));
+      }
+    }
+  }
+  fmt::print("\n{}\n", bold(fmt::format("out-of-memory events ({})", story->events.size())));
+  int index = 0;
+  for (const auto& event : events) {
+    ++index;
+    const auto get = [&](const char* key) -> uint64_t {
+      return event.contains(key) && event[key].is_number() ? event[key].get<uint64_t>() : 0;
+    };
+    const std::string step = event["step"].is_null()
+                                 ? "step unknown"
+                                 : "step " + event["step"].dump() +
+                                       (event["total_steps"].is_null() ? "" : "/" + event["total_steps"].dump());
+    fmt::print("  {}. {} in {}, {}{}  (run #{}, line {})\n", index, event["kind"].get<std::string>(),
+               event["phase"].get<std::string>(), step,
+               event["recovered"].get<bool>() ? " (recovered)" : "", event["run_id"].dump(),
+               event["line"].dump());
+    const uint64_t capacity = get("total_capacity_bytes");
+    if (capacity > 0) {
+      uint64_t used = get("this_process_in_use_bytes");
+      if (used == 0 || used > capacity) used = get("allocated_by_pytorch_bytes") + get("reserved_unallocated_bytes");
+      const uint64_t tried = get("tried_to_allocate_bytes");
+      fmt::print("     {} used {} + tried {} of {} ({} free)\n", memory_bar(capacity, used, tried, 30),
+                 format_bytes(used), format_bytes(tried), format_bytes(capacity),
+                 event["free_bytes"].is_null() ? "?" : format_bytes(get("free_bytes")));
+    }
+    std::string message = event["message"].get<std::string>();
+    if (message.size() > 150) message = message.substr(0, 150) + "…";
+    fmt::print("     {}\n", message);
+    // Why this phase and this step: the line that showed each.
+    for (const auto& [key, what] : {std::pair{"phase_evidence", "phase"}, std::pair{"step_evidence", "step"}}) {
+      if (!event.contains(key) || !event[key].is_object()) continue;
+      const auto& evidence = event[key];
+      fmt::print("     {} from {} at line {}: {}\n", what, evidence.value("source", "?"),
+                 evidence.value("line", int64_t{0}), evidence.value("text", ""));
+    }
+  }
+  if (!fixes.is_discarded() && !fixes.empty()) {
+    fmt::print("\n{}\n", bold("fixes for the last incident, best first"));
+    for (const auto& fix : fixes) {
+      fmt::print("  {}. {} [{}]\n", fix["rank"].dump(), fix["title"].get<std::string>(),
+                 fix["id"].get<std::string>());
+      if (fix.contains("target") && fix["target"].is_object() && !fix["changes"].empty()) {
+        const auto& target = fix["target"];
+        fmt::print("       in {}{}\n", target.value("kind", "?"),
+                   target["path"].is_string() ? " " + target["path"].get<std::string>() : "");
+      }
+      for (const auto& change : fix["changes"]) {
+        fmt::print("       {}: {} -> {}\n", change["path"].get<std::string>(), change["from"].dump(),
+                   change["to"].dump());
+      }
+      if (fix.contains("check") && fix["check"].is_string()) {
+        fmt::print("       check: {}\n", fix["check"].get<std::string>());
+      }
+      fmt::print("       cost: {}\n", fix["cost"].get<std::string>());
+    }
+  }
+  return kExitOk;
+}
+
+}  // namespace oomtriage::daemon

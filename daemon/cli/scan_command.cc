@@ -1,0 +1,98 @@
+// daemon/cli/scan_command.cc: file reading, the progress bar on stderr, exit codes, output.
+#include "daemon/cli/scan_command.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "daemon/service/job_history.h"
+#include "daemon/service/job_locator.h"
+#include "daemon/cli/log_reader.h"
+#include "daemon/render/json_output.h"
+#include "daemon/render/text_output.h"
+#include "parsers/log_analyzer.h"
+#include "triage/ranker.h"
+
+namespace oomtriage::daemon {
+namespace {
+
+void report(const std::string& message) { fmt::print(stderr, "oomtriage: {}\n", message); }
+
+bool use_color(ColorMode mode) {
+  if (mode == ColorMode::kAlways) return true;
+  if (mode == ColorMode::kNever) return false;
+  const char* no_color = std::getenv("NO_COLOR");
+  return ::isatty(STDOUT_FILENO) && (no_color == nullptr || *no_color == '\0');
+}
+
+}  // namespace
+
+int run_scan(const ScanOptions& options) {
+  int exit_code = kExitOk;
+  std::vector<ScannedLog> scanned;
+  std::optional<std::filesystem::path> explicit_config;
+  if (options.config) explicit_config = *options.config;
+
+  for (const std::string& path : options.logs) {
+    parsers::AnalyzerOptions analyzer_options;
+    analyzer_options.trainer = options.trainer;
+    parsers::LogAnalyzer analyzer(analyzer_options);
+    std::string error;
+    if (const int rc = read_log_into(path, analyzer, error); rc != kExitOk) {
+      report(error);
+      exit_code = std::max(exit_code, rc);
+      continue;
+    }
+    ScannedLog log;
+    log.path = path;
+    log.analysis = analyzer.finish();
+    const auto& a = log.analysis;
+    if (a.bytes == 0) {
+      report(fmt::format("{}: empty file, nothing to analyse", path));
+    } else if (a.binary_bytes * 10 > std::min<uint64_t>(a.bytes, 64 * 1024)) {
+      report(fmt::format("{}: does not look like a text log ({} control bytes in the first {}); "
+                         "scanned anyway",
+                         path, a.binary_bytes, std::min<uint64_t>(a.bytes, 64 * 1024)));
+    }
+    if (a.truncated_records > 0) {
+      report(fmt::format("{}: {} record(s) longer than {} bytes were cut", path,
+                         a.truncated_records, parsers::kMaxRecordBytes));
+    }
+    JobLookup lookup = locate_job(path, explicit_config, a.trainer, a);
+    if (!lookup.error.empty()) {
+      report(lookup.error);
+      return kExitEnvironment;
+    }
+    if (!lookup.warning.empty()) report(lookup.warning);
+    triage::TriageInput input{&log.analysis, lookup.config ? &*lookup.config : nullptr,
+                              lookup.config_problem};
+    if (const parsers::OomEvent* incident = triage::incident_to_fix(log.analysis)) {
+      input.tried_and_failed = tried_and_failed_for_log(options.store, path, *incident, lookup.files);
+    }
+    log.fixes = triage::rank_fixes(input);
+    log.job = std::move(lookup.job);
+    scanned.push_back(std::move(log));
+  }
+
+  if (options.json) {
+    fmt::print("{}\n", scan_to_json(scanned).dump(2, ' ', false,
+                                                   nlohmann::json::error_handler_t::replace));
+  } else {
+    const bool color = use_color(options.color);
+    for (size_t i = 0; i < scanned.size(); ++i) {
+      if (i > 0) fmt::print("\n");
+      fmt::print("{}", render_scan_text(scanned[i], color));
+    }
+  }
+  return exit_code;
+}
+
+}  // namespace oomtriage::daemon

@@ -1,0 +1,210 @@
+// daemon/common/daemon_config.cc: YAML in, validated config out (line numbers from yaml-cpp marks).
+#include "daemon/common/daemon_config.h"
+
+#include "parsers/job_config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace oomtriage::daemon {
+namespace fs = std::filesystem;
+namespace {
+
+Error bad(const std::string& source, const YAML::Node& node, const std::string& reason) {
+  return make_error(ErrorCode::kBadInput,
+                    fmt::format("{}:{}: {}", source, node.Mark().line + 1, reason));
+}
+
+std::optional<std::string> read_secret(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string secret = text.str();
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) {
+    secret.pop_back();
+  }
+  return secret;
+}
+
+Result<Receiver> parse_receiver(const YAML::Node& a, const std::string& source, int index) {
+  if (!a.IsMap() || !a["type"]) return bad(source, a, "each alert needs `type:`");
+  Receiver r;
+  r.type = a["type"].as<std::string>();
+  if (r.type != "slack" && r.type != "discord" && r.type != "webhook" && r.type != "alertmanager") {
+    return bad(source, a["type"], "unknown alert type `" + r.type + "`");
+  }
+  r.name = a["name"] ? a["name"].as<std::string>() : fmt::format("{}-{}", r.type, index);
+  const bool token_in_url = r.type == "slack" || r.type == "discord";
+  if (a["url"]) {
+    if (token_in_url) {
+      return bad(source, a["url"],
+                 fmt::format("a {} webhook URL holds its token: give it with url_file or url_env",
+                             r.type));
+    }
+    r.url = a["url"].as<std::string>();
+  } else if (a["url_file"]) {
+    auto secret = read_secret(a["url_file"].as<std::string>());
+    if (!secret) {
+      return bad(source, a["url_file"],
+                 fmt::format("cannot read url_file {}: {}", a["url_file"].as<std::string>(),
+                             std::strerror(errno)));
+    }
+    r.url = *secret;
+  } else if (a["url_env"]) {
+    const char* value = std::getenv(a["url_env"].as<std::string>().c_str());
+    if (value == nullptr || *value == '\0') {
+      return bad(source, a["url_env"],
+                 "environment variable " + a["url_env"].as<std::string>() + " is not set");
+    }
+    r.url = value;
+  } else {
+    return bad(source, a, "alert `" + r.name + "` needs url, url_file or url_env");
+  }
+  if (r.url.rfind("http://", 0) != 0 && r.url.rfind("https://", 0) != 0) {
+    return bad(source, a, "alert `" + r.name + "`: the URL must start with http:// or https://");
+  }
+  if (a["hmac_secret_file"]) {
+    auto secret = read_secret(a["hmac_secret_file"].as<std::string>());
+    if (!secret || secret->empty()) {
+      return bad(source, a["hmac_secret_file"], "cannot read hmac_secret_file");
+    }
+    r.hmac_secret = *secret;
+  }
+  if (a["ca_file"]) r.ca_file = a["ca_file"].as<std::string>();
+  if (a["timeout_ms"]) r.timeout_ms = a["timeout_ms"].as<int>();
+  if (a["retry_initial_ms"]) r.retry_initial_ms = a["retry_initial_ms"].as<int>();
+  if (a["retry_max_ms"]) r.retry_max_ms = a["retry_max_ms"].as<int>();
+  if (a["retry_horizon_seconds"]) r.retry_horizon_seconds = a["retry_horizon_seconds"].as<int>();
+  if (r.timeout_ms < 1 || r.retry_initial_ms < 1 || r.retry_max_ms < r.retry_initial_ms) {
+    return bad(source, a, "alert `" + r.name + "`: timeouts and retry delays must be positive");
+  }
+  return r;
+}
+
+}  // namespace
+
+Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::string& source) {
+  DaemonConfig config;
+  config.source = source;
+  YAML::Node root;
+  std::string depth_error;
+  if (!parsers::yaml_nesting_ok(text, &depth_error)) {
+    return make_error(ErrorCode::kBadInput, source + ":" + depth_error);
+  }
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return make_error(ErrorCode::kBadInput, fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
+  }
+  if (!root.IsMap()) return bad(source, root, "expected a mapping with a `watch:` list");
+  try {
+    for (const auto& item : root) {
+      const std::string key = item.first.as<std::string>();
+      const YAML::Node& value = item.second;
+      if (key == "state_dir") {
+        config.state_dir = value.as<std::string>();
+      } else if (key == "rescan_seconds") {
+        config.rescan_seconds = value.as<int>();
+        if (config.rescan_seconds < 1) return bad(source, value, "rescan_seconds must be >= 1");
+      } else if (key == "settle_ms") {
+        config.settle_ms = value.as<int>();
+        if (config.settle_ms < 0) return bad(source, value, "settle_ms must be >= 0");
+      } else if (key == "read_interval_ms") {
+        config.read_interval_ms = value.as<int>();
+        if (config.read_interval_ms < 0) return bad(source, value, "read_interval_ms must be >= 0");
+      } else if (key == "watch") {
+        if (!value.IsSequence()) return bad(source, value, "watch must be a list");
+        for (const auto& w : value) {
+          if (!w.IsMap() || !w["logs"]) return bad(source, w, "each watch entry needs `logs:`");
+          WatchRule rule;
+          rule.logs = w["logs"].as<std::string>();
+          if (w["trainer"]) {
+            const auto trainer = parsers::trainer_from_string(w["trainer"].as<std::string>());
+            if (!trainer) {
+              return bad(source, w["trainer"],
+                         "unknown trainer `" + w["trainer"].as<std::string>() + "`");
+            }
+            rule.trainer = *trainer;
+          }
+          if (w["job"]) rule.job = w["job"].as<std::string>();
+          if (w["config"]) rule.config = w["config"].as<std::string>();
+          config.watch.push_back(std::move(rule));
+        }
+      } else if (key == "alerts") {
+        if (!value.IsSequence()) return bad(source, value, "alerts must be a list");
+        int index = 0;
+        for (const auto& a : value) {
+          auto receiver = parse_receiver(a, source, ++index);
+          if (!receiver) return receiver.error();
+          config.alerts.push_back(std::move(*receiver));
+        }
+      } else if (key == "alert_group_seconds") {
+        config.alert_group_seconds = value.as<int>();
+      } else if (key == "host") {
+        config.host = value.as<std::string>();
+      } else if (key == "metrics") {
+        if (!value.IsMap()) return bad(source, value, "metrics must be a mapping");
+        for (const auto& m : value) {
+          const std::string mkey = m.first.as<std::string>();
+          if (mkey == "listen") {
+            config.metrics_listen = m.second.as<std::string>();
+          } else if (mkey == "textfile") {
+            config.metrics_textfile = m.second.as<std::string>();
+          } else {
+            return bad(source, m.first, "unknown metrics key `" + mkey + "`");
+          }
+        }
+      } else {
+        return bad(source, item.first, "unknown key `" + key + "`");
+      }
+    }
+  } catch (const YAML::Exception& e) {
+    return make_error(ErrorCode::kBadInput, fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
+  }
+  if (config.watch.empty()) return bad(source, root, "no `watch:` entries: nothing to do");
+  return config;
+}
+
+Result<DaemonConfig> load_daemon_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error(ErrorCode::kIo, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_daemon_config(text.str(), path);
+}
+
+DaemonConfig inline_watch_config(const std::vector<std::string>& dirs) {
+  DaemonConfig config;
+  config.source = "inline";
+  for (const std::string& dir : dirs) {
+    WatchRule rule;
+    rule.logs = (fs::path(dir) / "*" / "log.txt").string();
+    config.watch.push_back(rule);
+  }
+  return config;
+}
+
+std::string expand_template(const std::string& pattern, const std::string& log_path) {
+  const fs::path path(log_path);
+  std::string out = pattern;
+  const std::pair<std::string, std::string> vars[] = {
+      {"{parent}", path.parent_path().filename().string()},
+      {"{dir}", path.parent_path().string()},
+      {"{stem}", path.stem().string()},
+  };
+  for (const auto& [name, value] : vars) {
+    for (size_t at = out.find(name); at != std::string::npos; at = out.find(name, at + value.size())) {
+      out.replace(at, name.size(), value);
+    }
+  }
+  return out;
+}
+
+}  // namespace oomtriage::daemon

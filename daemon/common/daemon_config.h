@@ -1,0 +1,67 @@
+// daemon/common/daemon_config.h
+//
+// The daemon's YAML config (docs/design.md "Daemon config"): where the store lives, which logs
+// to watch (globs, the trainer, how the job is named, where its config is), the alert receivers
+// and the metrics listener. Every mistake is refused at load with the file, line and reason, so
+// SIGHUP can keep the old config when the new one is bad. `watch DIR...` builds one inline.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "parsers/event.h"
+#include "parsers/result.h"
+
+namespace oomtriage::daemon {
+
+struct WatchRule {
+  std::string logs;  // a glob: /srv/ai-toolkit/output/*/log.txt
+  parsers::Trainer trainer = parsers::Trainer::kUnknown;  // kUnknown = auto
+  std::string job = "{parent}";  // {parent}: the log's folder name, {stem}: its name
+  std::string config;            // "{dir}/.job_config.json"; empty: the trainer's default
+};
+
+// An alert receiver. Secrets (a Slack or Discord URL carries its token; an HMAC key) come from
+// files or the environment and are never logged: logs name the receiver and redact_url() it.
+struct Receiver {
+  std::string name;  // the outbox's receiver key: `name:` or "<type>-<n>"
+  std::string type;  // slack | discord | webhook | alertmanager
+  std::string url;
+  std::string hmac_secret;  // webhook only: signs the body (Standard Webhooks headers)
+  std::string ca_file;      // trust this CA instead of the system store (private receivers)
+  int timeout_ms = 10000;
+  int retry_initial_ms = 1000;   // backoff: initial delay, doubled per attempt, +-50% jitter
+  int retry_max_ms = 300000;
+  int retry_horizon_seconds = 86400;  // then the alert is kept as failed
+};
+
+struct DaemonConfig {
+  std::string source;  // the file it came from, or "inline"
+  std::string state_dir;
+  std::vector<WatchRule> watch;
+  std::vector<Receiver> alerts;
+  std::string metrics_listen;    // "127.0.0.1:9839": serve /metrics there
+  std::string metrics_textfile;  // write the metrics here for node_exporter's textfile collector
+  int rescan_seconds = 10;
+  // Recovered OOMs of one job within this window are one message (AI Toolkit skips batches in
+  // bursts); a fatal OOM of the same job sends the burst at once.
+  int alert_group_seconds = 30;
+  std::string host;  // in alerts; default: this machine's host name
+  // How long a file must be quiet before an open incident is reported: AI Toolkit prints the
+  // error line and then the traceback that names the phase, in one burst.
+  int settle_ms = 25;
+  // A busy log is read at most this often; a log that was quiet is read at once. Each read costs
+  // a few system calls, so this is what keeps 1,000 busy logs cheap.
+  int read_interval_ms = 500;
+};
+
+Result<DaemonConfig> load_daemon_config(const std::string& path);
+Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::string& source);
+
+// `oomtriage watch DIR...`: AI Toolkit's layout under each training folder.
+DaemonConfig inline_watch_config(const std::vector<std::string>& dirs);
+
+// Expands {parent}, {dir} and {stem} for one log path.
+std::string expand_template(const std::string& pattern, const std::string& log_path);
+
+}  // namespace oomtriage::daemon

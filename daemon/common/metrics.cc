@@ -1,0 +1,52 @@
+// daemon/common/metrics.cc: rendering. Counters end in _total; every family has HELP and TYPE.
+#include "daemon/common/metrics.h"
+
+#include <fmt/format.h>
+
+namespace oomtriage::daemon {
+
+std::string escape_label(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+std::string Metrics::render() const {
+  std::string out;
+  const auto family = [&](const char* name, const char* type, const char* help) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+  };
+  family("oomtriage_events_total", "counter", "Out-of-memory events stored, by kind and phase.");
+  for (const auto& [key, n] : events) {
+    out += fmt::format("oomtriage_events_total{{kind=\"{}\",phase=\"{}\"}} {}\n",
+                       escape_label(key.first), escape_label(key.second), n);
+  }
+  family("oomtriage_files_watched", "gauge", "Log files followed now.");
+  out += fmt::format("oomtriage_files_watched {}\n", files_watched);
+  family("oomtriage_bytes_read_total", "counter", "Bytes read from followed logs.");
+  out += fmt::format("oomtriage_bytes_read_total {}\n", bytes_read);
+  family("oomtriage_records_total", "counter", "Records (lines and progress frames) analysed.");
+  out += fmt::format("oomtriage_records_total {}\n", records);
+  family("oomtriage_parse_errors_total", "counter",
+         "Input that could not be used as it was, by reason.");
+  for (const auto& [reason, n] : parse_errors) {
+    out += fmt::format("oomtriage_parse_errors_total{{reason=\"{}\"}} {}\n", escape_label(reason), n);
+  }
+  family("oomtriage_alerts_total", "counter", "Alert delivery attempts, by receiver and result.");
+  for (const auto& [key, n] : alerts) {
+    out += fmt::format("oomtriage_alerts_total{{receiver=\"{}\",result=\"{}\"}} {}\n",
+                       escape_label(key.first), escape_label(key.second), n);
+  }
+  family("oomtriage_outbox_pending", "gauge", "Alerts waiting for delivery.");
+  out += fmt::format("oomtriage_outbox_pending {}\n", outbox_pending);
+  family("oomtriage_build_info", "gauge", "The running oomtriage's version.");
+  out += fmt::format("oomtriage_build_info{{version=\"{}\"}} 1\n", escape_label(version));
+  return out;
+}
+
+}  // namespace oomtriage::daemon

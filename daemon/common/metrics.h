@@ -1,0 +1,32 @@
+// daemon/common/metrics.h
+//
+// The daemon's Prometheus metrics, in the text exposition format: served at /metrics on the
+// configured address (loopback by default) and/or written to a node_exporter textfile. No
+// per-job labels: jobs are unbounded, so their detail stays in the store (`oomtriage report`).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+namespace oomtriage::daemon {
+
+struct Metrics {
+  std::map<std::pair<std::string, std::string>, uint64_t> events;  // (kind, phase)
+  uint64_t files_watched = 0;
+  uint64_t bytes_read = 0;
+  uint64_t records = 0;
+  std::map<std::string, uint64_t> parse_errors;  // reason
+  std::map<std::pair<std::string, std::string>, uint64_t> alerts;  // (receiver, result)
+  uint64_t outbox_pending = 0;
+  std::string version;
+
+  // The text exposition format (version 0.0.4), HELP and TYPE lines included.
+  std::string render() const;
+};
+
+// Escapes a label value for the text format (backslash, quote, newline).
+std::string escape_label(const std::string& value);
+
+}  // namespace oomtriage::daemon

@@ -1,0 +1,52 @@
+// daemon/net/http_client.h
+//
+// One HTTP(S) POST on the daemon's Asio loop (Boost.Beast), with a total timeout. HTTPS verifies
+// the peer against the system CA store (or a receiver's own CA file) and the host name, and sends
+// SNI. Never throws; the outcome is an HttpResponse whose status is 0 on a network error.
+#pragma once
+
+#include <utility>  // before Asio (Boost 1.74)
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oomtriage::daemon {
+
+struct Url {
+  bool https = false;
+  std::string host;
+  std::string port;
+  std::string target;  // path and query
+};
+
+std::optional<Url> parse_url(std::string_view url);
+// "https://hooks.slack.com/…": enough to say where, never the token in the path.
+std::string redact_url(std::string_view url);
+
+struct HttpRequest {
+  std::string url;
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::chrono::milliseconds timeout{10000};
+};
+
+struct HttpResponse {
+  int status = 0;  // 0: the request did not complete (see error)
+  std::string body;
+  std::optional<double> retry_after_seconds;  // from Retry-After (seconds form)
+  std::string error;
+};
+
+void http_post(boost::asio::io_context& io, boost::asio::ssl::context& tls, HttpRequest request,
+               std::function<void(HttpResponse)> done);
+
+// A TLS client context that verifies peers: the system store, or `ca_file` when given.
+std::unique_ptr<boost::asio::ssl::context> make_tls_context(const std::string& ca_file,
+                                                            std::string& error);
+
+}  // namespace oomtriage::daemon

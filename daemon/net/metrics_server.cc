@@ -1,0 +1,118 @@
+// daemon/net/metrics_server.cc: accept -> read one request -> answer -> close, all asynchronous.
+#include "daemon/net/metrics_server.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace oomtriage::daemon {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(tcp::socket socket, std::function<std::string()>& render)
+      : stream_(std::move(socket)), render_(render) {}
+
+  void start() {
+    stream_.expires_after(std::chrono::seconds(10));
+    parser_.body_limit(4096);
+    http::async_read(stream_, buffer_, parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (!ec) self->answer();
+                     });
+  }
+
+ private:
+  void answer() {
+    const auto& req = parser_.get();
+    res_.version(req.version());
+    res_.keep_alive(false);
+    const std::string target(req.target());
+    if (req.method() == http::verb::get && (target == "/metrics" || target.rfind("/metrics?", 0) == 0)) {
+      res_.result(http::status::ok);
+      res_.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+      res_.body() = render_();
+    } else {
+      res_.result(http::status::not_found);
+      res_.set(http::field::content_type, "text/plain");
+      res_.body() = "oomtriage serves /metrics only\n";
+    }
+    res_.prepare_payload();
+    http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code, size_t) {
+      beast::error_code ignored;
+      self->stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    });
+  }
+
+  beast::tcp_stream stream_;
+  std::function<std::string()>& render_;
+  beast::flat_buffer buffer_;
+  http::request_parser<http::empty_body> parser_;
+  http::response<http::string_body> res_;
+};
+
+}  // namespace
+
+struct MetricsServer::Impl {
+  Impl(asio::io_context& io, std::function<std::string()> r) : acceptor(io), render(std::move(r)) {}
+  void accept() {
+    acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted) return;
+      if (!ec) std::make_shared<Connection>(std::move(socket), render)->start();
+      accept();
+    });
+  }
+  tcp::acceptor acceptor;
+  std::function<std::string()> render;
+};
+
+MetricsServer::MetricsServer(asio::io_context& io, std::function<std::string()> render)
+    : impl_(std::make_unique<Impl>(io, std::move(render))) {}
+
+MetricsServer::~MetricsServer() = default;
+
+bool MetricsServer::listen(const std::string& address, std::string& error) {
+  std::string host = "0.0.0.0";
+  std::string port = address;
+  if (const size_t colon = address.rfind(':'); colon != std::string::npos) {
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
+    if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+    if (host.empty()) host = "0.0.0.0";
+  }
+  beast::error_code ec;
+  const auto ip = asio::ip::make_address(host, ec);
+  if (ec) {
+    error = "metrics listen " + address + ": not an IP address";
+    return false;
+  }
+  char* end = nullptr;
+  const long number = std::strtol(port.c_str(), &end, 10);
+  if (end == port.c_str() || *end != '\0' || number < 0 || number > 65535) {
+    error = "metrics listen " + address + ": bad port";
+    return false;
+  }
+  const tcp::endpoint endpoint(ip, static_cast<unsigned short>(number));
+  impl_->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->acceptor.bind(endpoint, ec);
+  if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    error = "metrics listen " + address + ": " + ec.message();
+    return false;
+  }
+  impl_->accept();
+  return true;
+}
+
+unsigned short MetricsServer::port() const {
+  beast::error_code ec;
+  return impl_->acceptor.local_endpoint(ec).port();
+}
+
+}  // namespace oomtriage::daemon

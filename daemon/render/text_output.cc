@@ -1,0 +1,169 @@
+// daemon/render/text_output.cc: the readable scan block. Untrusted log text is shown without escape
+// sequences, so a crafted log cannot drive the user's terminal.
+#include "daemon/render/text_output.h"
+
+#include <fmt/color.h>
+#include <fmt/format.h>
+
+namespace oomtriage::daemon {
+namespace {
+
+std::string paint(bool color, fmt::text_style style, std::string_view text) {
+  return color ? fmt::format(style, "{}", text) : std::string(text);
+}
+
+// Drops control bytes (ESC, BEL, ...) and cuts long messages for the terminal.
+std::string printable(std::string_view text, size_t limit) {
+  std::string out;
+  for (char c : text) {
+    if (out.size() >= limit) {
+      out += "…";
+      break;
+    }
+    const auto byte = static_cast<unsigned char>(c);
+    out.push_back(byte < 0x20 || byte == 0x7f ? ' ' : c);
+  }
+  return out;
+}
+
+std::string step_text(const parsers::OomEvent& event) {
+  if (!event.step) return "step unknown";
+  if (event.total_steps) return fmt::format("step {}/{}", *event.step, *event.total_steps);
+  return fmt::format("step {}", *event.step);
+}
+
+std::string figures_text(const parsers::MemoryFigures& f) {
+  std::vector<std::string> parts;
+  if (f.tried_to_allocate_bytes) parts.push_back("tried " + format_bytes(*f.tried_to_allocate_bytes));
+  if (f.free_bytes && f.total_capacity_bytes) {
+    parts.push_back(fmt::format("{} free of {}", format_bytes(*f.free_bytes),
+                                format_bytes(*f.total_capacity_bytes)));
+  } else if (f.total_capacity_bytes) {
+    parts.push_back("capacity " + format_bytes(*f.total_capacity_bytes));
+  } else if (f.free_bytes) {
+    parts.push_back(format_bytes(*f.free_bytes) + " free");
+  }
+  if (f.allocated_by_pytorch_bytes) {
+    parts.push_back(format_bytes(*f.allocated_by_pytorch_bytes) + " allocated by PyTorch");
+  }
+  if (f.reserved_unallocated_bytes) {
+    parts.push_back(format_bytes(*f.reserved_unallocated_bytes) + " reserved but unallocated");
+  }
+  uint64_t others = 0;
+  for (const auto& p : f.other_processes) others += p.bytes;
+  if (!f.other_processes.empty()) {
+    parts.push_back(fmt::format("{} held by {} other process{}", format_bytes(others),
+                                f.other_processes.size(),
+                                f.other_processes.size() == 1 ? "" : "es"));
+  }
+  if (f.gpu_index) parts.push_back(fmt::format("GPU {}", *f.gpu_index));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+}  // namespace
+
+std::string format_bytes(uint64_t bytes) {
+  if (bytes <= 1024) return fmt::format("{} bytes", bytes);
+  const double value = static_cast<double>(bytes);
+  if (bytes <= (1ull << 20)) return fmt::format("{:.2f} KiB", value / 1024.0);
+  if (bytes <= (1ull << 30)) return fmt::format("{:.2f} MiB", value / 1048576.0);
+  return fmt::format("{:.2f} GiB", value / 1073741824.0);
+}
+
+std::string render_scan_text(const ScannedLog& log, bool color) {
+  using parsers::Outcome;
+  const auto& a = log.analysis;
+  std::string out;
+  const fmt::text_style outcome_style =
+      a.outcome == Outcome::kCrashedOom || a.outcome == Outcome::kCrashedOther
+          ? fmt::fg(fmt::terminal_color::red) | fmt::emphasis::bold
+          : fmt::fg(fmt::terminal_color::green);
+  out += fmt::format("{}  {}  {}", paint(color, fmt::emphasis::bold, printable(log.path, 400)),
+                     parsers::to_string(a.trainer),
+                     paint(color, outcome_style, parsers::to_string(a.outcome)));
+  if (log.job) out += fmt::format("  job {}", printable(log.job->name, 200));
+  out += "\n";
+  if (a.events.empty()) {
+    out += "  no out-of-memory incident found\n";
+  }
+  int index = 0;
+  for (const auto& event : a.events) {
+    ++index;
+    const std::string title = fmt::format(
+        "OOM {}: {} in {}, {}{}", index, parsers::to_string(event.kind),
+        parsers::to_string(event.phase), step_text(event), event.recovered ? " (recovered)" : "");
+    const fmt::text_style style = event.recovered ? fmt::fg(fmt::terminal_color::yellow)
+                                                  : fmt::fg(fmt::terminal_color::red);
+    out += fmt::format("  {}  line {}\n", paint(color, style, title), event.line);
+    if (const std::string figures = figures_text(event.figures); !figures.empty()) {
+      out += fmt::format("    {}\n", figures);
+    }
+    std::string message = event.exception && event.message.rfind(*event.exception, 0) != 0
+                              ? *event.exception + ": "
+                              : std::string();
+    message += event.message;
+    out += fmt::format("    {}\n", paint(color, fmt::fg(fmt::terminal_color::bright_black),
+                                         printable(message, 160)));
+    for (const auto& [evidence, what] : {std::pair{&event.phase_evidence, "phase"},
+                                         std::pair{&event.step_evidence, "step"}}) {
+      if (!*evidence) continue;
+      out += fmt::format("    {} from {} at line {}: {}\n", what, parsers::to_string((*evidence)->source),
+                         (*evidence)->line, printable((*evidence)->text, 120));
+    }
+  }
+  if (!log.fixes.empty()) out += "  fixes, best first:\n";
+  for (const auto& fix : log.fixes) {
+    out += fmt::format("  {}. {} [{}]\n", fix.rank, paint(color, fmt::emphasis::bold, fix.title),
+                       fix.id);
+    const parsers::ConfigTarget target = fix.target();
+    if (!fix.changes.empty()) {
+      const bool file = target.kind == parsers::TargetKind::kYaml ||
+                        target.kind == parsers::TargetKind::kJson ||
+                        target.kind == parsers::TargetKind::kToml;
+      if (target.kind == parsers::TargetKind::kArgs) {
+        out += target.path.empty()
+                   ? std::string("       on the trainer's command line\n")
+                   : fmt::format("       on the command line {} shows\n", printable(target.path, 200));
+      } else {
+        out += fmt::format("       in {}{}\n", parsers::to_string(target.kind),
+                           !target.path.empty() ? " " + printable(target.path, 200)
+                           : file               ? " (the job's config; the log only printed it)"
+                                                : "");
+      }
+    }
+    for (const auto& change : fix.changes) {
+      if (change.kind == parsers::TargetKind::kArgs) {
+        out += fmt::format("       {}\n", printable(argument_line(change), 300));
+        continue;
+      }
+      const std::string where = change.table.empty() ? "" : "[" + change.table + "] ";
+      const std::string file = change.kind != target.kind || change.file != target.path
+                                   ? fmt::format(" (in {})", printable(change.file, 200))
+                                   : "";
+      out += fmt::format("       {}{}: {} -> {}{}\n", where, printable(change.path, 200),
+                         printable(change.from_json, 120), printable(change.to_json, 120), file);
+    }
+    if (!fix.check.empty()) out += fmt::format("       check: {}\n", printable(fix.check, 400));
+    out += fmt::format("       why: {}\n", printable(fix.why, 400));
+    out += fmt::format("       cost: {}\n", printable(fix.cost, 300));
+    if (fix.predicted_peak_bytes) {
+      out += fmt::format("       peak: ~{} ({})\n", format_bytes(*fix.predicted_peak_bytes),
+                         *fix.fits ? "fits" : "not enough alone");
+    }
+  }
+  return out;
+}
+
+std::string argument_line(const triage::ConfigChange& change) {
+  const auto from = nlohmann::json::parse(change.from_json, nullptr, false);
+  const auto to = nlohmann::json::parse(change.to_json, nullptr, false);
+  const auto shown = [](const nlohmann::json& v) {
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  if (to.is_null() || to == false) return "- " + change.path;
+  if (to == true) return from == true ? "  " + change.path : "+ " + change.path;
+  if (from.is_null()) return fmt::format("+ {} {}", change.path, shown(to));
+  return fmt::format("  {} {} -> {}", change.path, shown(from), shown(to));
+}
+
+}  // namespace oomtriage::daemon

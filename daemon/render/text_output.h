@@ -1,0 +1,24 @@
+// daemon/render/text_output.h
+//
+// The human form of a scan: one block per log, colour when stdout is a terminal.
+#pragma once
+
+#include <string>
+
+#include "daemon/render/json_output.h"
+
+namespace oomtriage::daemon {
+
+// --color auto|always|never: auto colours a terminal only.
+enum class ColorMode { kAuto, kAlways, kNever };
+
+// "1.50 GiB", "812.00 MiB", "0 bytes": the allocator's own notation.
+std::string format_bytes(uint64_t bytes);
+
+std::string render_scan_text(const ScannedLog& log, bool color);
+
+// A command-line change as a person types it: "  --train_batch_size 2 -> 1",
+// "+ --gradient_checkpointing", "+ --gradient_accumulation_steps 2", "- --validation_prompt".
+std::string argument_line(const triage::ConfigChange& change);
+
+}  // namespace oomtriage::daemon

@@ -1,0 +1,21 @@
+// daemon/service/daemon.h
+//
+// The service: follows every log the config's globs match, through appends, rename-and-create and
+// copytruncate rotation, delete-and-recreate, and jobs restarted into a new log.txt; feeds each
+// file's new bytes to its own streaming analyzer; stores OOM events with the job's config snapshot
+// and ranked fixes; logs one line per event to stderr with a journald priority prefix. inotify on
+// directories drives it (Boost.Asio, no busy polling), a slow rescan catches what inotify missed,
+// and a file's identity is (device, inode) plus a fingerprint of its first bytes.
+#pragma once
+
+#include <string>
+
+#include "daemon/common/daemon_config.h"
+
+namespace oomtriage::daemon {
+
+// Runs until SIGTERM or SIGINT (drains every file first). SIGHUP reloads `config_path` (when the
+// config came from a file), keeping the old config if the new one is bad. Returns an exit code.
+int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose);
+
+}  // namespace oomtriage::daemon

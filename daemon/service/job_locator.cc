@@ -1,0 +1,272 @@
+// daemon/service/job_locator.cc: the job registry: candidates in order, content sniffing, reading,
+// hashing, and the job name.
+#include "daemon/service/job_locator.h"
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+
+#include <nlohmann/json.hpp>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "parsers/log_analyzer.h"
+
+namespace oomtriage::daemon {
+namespace fs = std::filesystem;
+namespace {
+
+std::optional<std::string> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream out;
+  out << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return out.str();
+}
+
+using parsers::TargetKind;
+using parsers::Trainer;
+
+TargetKind kind_for(const fs::path& path) {
+  const std::string ext = path.extension().string();
+  if (ext == ".json" || ext == ".jsonc") return TargetKind::kJson;
+  if (ext == ".toml") return TargetKind::kToml;
+  return TargetKind::kYaml;
+}
+
+// Which trainer wrote a config file, from its content; nullopt when none is recognised.
+std::optional<Trainer> sniff_trainer(const std::string& text, TargetKind kind) {
+  if (kind == TargetKind::kYaml) {
+    std::string error;
+    const auto doc = parsers::yaml_to_json(text, nullptr, &error);
+    if (doc && doc->is_object() && doc->contains("config")) return Trainer::kAiToolkit;
+    return std::nullopt;
+  }
+  if (kind == TargetKind::kJson) {
+    const auto doc = nlohmann::json::parse(text, nullptr, false);
+    if (doc.is_discarded() || !doc.is_object()) return std::nullopt;
+    if (doc.contains("config") && doc["config"].is_object()) return Trainer::kAiToolkit;
+    for (const auto& [key, value] : doc.items()) {
+      if (key.rfind("--", 0) == 0) return Trainer::kSimpleTuner;
+    }
+    if (doc.contains("__version") || doc.contains("base_model_name") ||
+        doc.contains("training_method")) {
+      return Trainer::kOneTrainer;
+    }
+    if (doc.contains("per_device_train_batch_size")) return Trainer::kTransformers;
+    if (doc.contains("model_family")) return Trainer::kSimpleTuner;
+    return std::nullopt;
+  }
+  try {
+    const toml::table doc = toml::parse(text);
+    if (doc.contains("model_family") || doc.contains("--model_family")) {
+      return Trainer::kSimpleTuner;
+    }
+    for (const char* key : {"pretrained_model_name_or_path", "train_batch_size", "network_module",
+                            "dataset_config", "output_name", "dit", "mixed_precision"}) {
+      if (doc.contains(key)) return Trainer::kSdScripts;
+    }
+    // kohya's config files may group their keys in tables.
+    for (const auto& [key, node] : doc) {
+      if (const toml::table* t = node.as_table()) {
+        if (t->contains("pretrained_model_name_or_path") || t->contains("train_batch_size")) {
+          return Trainer::kSdScripts;
+        }
+      }
+    }
+  } catch (const toml::parse_error&) {
+  }
+  return std::nullopt;
+}
+
+// A relative path named by a config or the log: as given, else beside `near`.
+fs::path resolve(const std::string& named, const fs::path& near) {
+  fs::path path(named);
+  std::error_code ec;
+  if (path.is_absolute() || fs::is_regular_file(path, ec)) return path;
+  return near.parent_path() / path;
+}
+
+// The dataset config a kohya/musubi TOML names (`dataset_config = "dataset.toml"`).
+std::optional<std::string> dataset_config_of(const std::string& text) {
+  try {
+    const toml::table doc = toml::parse(text);
+    if (const auto* value = doc["dataset_config"].as_string()) return value->get();
+    for (const auto& [key, node] : doc) {
+      if (const toml::table* t = node.as_table()) {
+        if (const auto* value = (*t)["dataset_config"].as_string()) return value->get();
+      }
+    }
+  } catch (const toml::parse_error&) {
+  }
+  return std::nullopt;
+}
+
+// What the log shows about its job, read from its first MiB: the same for every caller.
+parsers::LogAnalysis head_facts(const fs::path& log, Trainer trainer,
+                                const parsers::LogAnalysis& fallback) {
+  constexpr size_t kHeadBytes = 1 << 20;
+  std::ifstream in(log, std::ios::binary);
+  char magic[2] = {0, 0};
+  if (log == "-" || !in || !in.read(magic, 2) || (magic[0] == '\x1f' && magic[1] == '\x8b')) {
+    return fallback;  // standard input or gzip: the caller's own reading is all there is
+  }
+  in.seekg(0);
+  std::string head(kHeadBytes, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  parsers::AnalyzerOptions options;
+  options.trainer = trainer;
+  parsers::LogAnalyzer analyzer(options);
+  analyzer.feed(head);
+  return analyzer.job_facts();
+}
+
+struct Candidate {
+  fs::path path;
+  bool explicit_file = false;
+};
+
+}  // namespace
+
+std::string sha256_hex(std::string_view bytes) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+JobLookup locate_job(const fs::path& log, const std::optional<fs::path>& explicit_config,
+                     Trainer trainer, const parsers::LogAnalysis& facts_if_unreadable) {
+  JobLookup lookup;
+  const parsers::LogAnalysis facts = head_facts(log, trainer, facts_if_unreadable);
+  if (trainer == Trainer::kUnknown) trainer = facts.trainer;
+
+  std::vector<Candidate> candidates;
+  if (explicit_config) {
+    candidates.push_back({*explicit_config, true});
+  } else {
+    if (facts.named_config) candidates.push_back({resolve(*facts.named_config, log)});
+    for (const char* name : {".job_config.json", "config.yaml", "config.json", "config.toml",
+                             "training_args.json"}) {
+      candidates.push_back({log.parent_path() / name});
+    }
+  }
+
+  std::vector<std::string> warnings;
+  for (const Candidate& candidate : candidates) {
+    std::error_code ec;
+    if (!candidate.explicit_file && !fs::is_regular_file(candidate.path, ec)) continue;
+    const std::optional<std::string> text = read_file(candidate.path);
+    if (!text) {
+      const std::string reason = std::strerror(errno);
+      if (candidate.explicit_file) {
+        lookup.error = fmt::format("cannot read config {}: {}", candidate.path.string(), reason);
+        return lookup;
+      }
+      warnings.push_back(fmt::format("cannot read {}: {}; triaging without it",
+                                     candidate.path.string(), reason));
+      continue;
+    }
+    const TargetKind kind = kind_for(candidate.path);
+    std::optional<Trainer> owner = sniff_trainer(*text, kind);
+    const std::string name = candidate.path.filename().string();
+    if (!owner && (name == ".job_config.json" || name == "config.yaml")) {
+      owner = Trainer::kAiToolkit;  // AI Toolkit's own names: a broken one is reported, not skipped
+    } else if (!owner && trainer != Trainer::kUnknown && trainer != Trainer::kAiToolkit &&
+               kind != TargetKind::kYaml) {
+      owner = trainer;  // config.json/config.toml beside a log of a known trainer
+    }
+    if (!owner && candidate.explicit_file) {
+      // A file the user named: read it as the log's trainer's, or as AI Toolkit's YAML/JSON.
+      owner = trainer != Trainer::kUnknown && kind != TargetKind::kYaml ? trainer
+                                                                         : Trainer::kAiToolkit;
+    }
+    if (!owner) continue;  // a config.json of something else
+    std::vector<parsers::NativeFile> files{{kind, candidate.path.string(), *text}};
+    parsers::ConfigLoad load;
+    if (*owner == Trainer::kAiToolkit) {
+      load = parsers::parse_job_config(
+          *text, kind == TargetKind::kJson ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml,
+          candidate.path.string());
+    } else {
+      std::optional<std::string> dataset = kind == TargetKind::kToml ? dataset_config_of(*text)
+                                                                      : std::nullopt;
+      if (!dataset && facts.named_dataset_config) dataset = facts.named_dataset_config;
+      if (dataset && *owner == Trainer::kSdScripts) {
+        const fs::path dataset_path = resolve(*dataset, candidate.path);
+        if (auto dataset_text = read_file(dataset_path)) {
+          files.push_back({TargetKind::kToml, dataset_path.string(), std::move(*dataset_text)});
+        } else {
+          warnings.push_back(fmt::format("cannot read the dataset config {}: {}; its settings "
+                                         "are unknown",
+                                         dataset_path.string(), std::strerror(errno)));
+        }
+      }
+      load = parsers::read_native_config(*owner, files);
+    }
+    if (!load.config) {
+      warnings.push_back(load.error + "; triaging without the config");
+      lookup.config_problem = "the job config did not parse";
+      if (candidate.explicit_file) break;
+      continue;
+    }
+    lookup.config = std::move(load.config);
+    lookup.files = std::move(files);
+    break;
+  }
+
+  if (!lookup.config && lookup.config_problem.empty() && !facts.printed_config.empty()) {
+    parsers::ConfigLoad load = parsers::parse_job_config(
+        facts.printed_config, parsers::ConfigFormat::kPrintedProcess,
+        log.string() + " (the config printed at its top)");
+    if (load.config) {
+      lookup.config = std::move(load.config);
+      lookup.config->targets = {{TargetKind::kYaml, ""}};
+    } else {
+      lookup.config_problem = "the config printed in the log did not parse";
+    }
+  }
+  if (!lookup.config && lookup.config_problem.empty() && !facts.printed_arguments.empty()) {
+    // A whole namespace or command line shows every setting but those a --config_file holds.
+    const bool complete = std::none_of(facts.printed_arguments.begin(),
+                                       facts.printed_arguments.end(),
+                                       [](const auto& a) { return a.first == "config_file"; });
+    lookup.config = parsers::config_from_printed_arguments(trainer, facts.printed_arguments,
+                                                           complete, log.string());
+  }
+  if (!lookup.config && lookup.config_problem.empty()) {
+    lookup.config_problem = "no job config was found";
+  }
+  if (lookup.config) {
+    for (const std::string& problem : lookup.config->problems) warnings.push_back(problem);
+  }
+  for (size_t i = 0; i < warnings.size(); ++i) {
+    lookup.warning += (i ? "\n" : "") + warnings[i];
+  }
+
+  JobInfo job;
+  if (!lookup.files.empty()) {
+    std::string all;
+    for (const auto& file : lookup.files) all += file.text + '\0';
+    job.config_path = lookup.files.front().path;
+    job.config_sha256 = sha256_hex(lookup.files.size() == 1 ? lookup.files.front().text : all);
+    lookup.config_text = lookup.files.front().text;
+  }
+  if (lookup.config && !lookup.config->name.empty()) job.name = lookup.config->name;
+  if (job.name.empty() && facts.job_name) job.name = *facts.job_name;
+  if (job.name.empty() && job.config_path) {
+    job.name = fs::absolute(*job.config_path).parent_path().filename().string();
+  }
+  if (!job.name.empty()) lookup.job = std::move(job);
+  return lookup;
+}
+
+}  // namespace oomtriage::daemon

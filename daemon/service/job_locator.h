@@ -1,0 +1,47 @@
+// daemon/service/job_locator.h
+//
+// The job registry: log -> trainer -> config, the one lookup behind `scan`, `fix`, `report` and
+// the daemon, so that the same log gets the same verdict and the same fixes everywhere. In
+// order: --config (or the daemon rule's config); the files the log says it loads (kohya's
+// `Loading settings from X...`, and the --dataset_config a kohya TOML names); files beside the
+// log (AI Toolkit's .job_config.json and config.yaml, SimpleTuner's config.json/config.toml,
+// HF's training_args.json, a kohya config.toml), each recognised by its content; the process
+// config AI Toolkit prints at the top of log.txt; the arguments a log prints
+// (`Namespace(...)`, `TrainingArguments(`). What the log shows about its job is read from its
+// first MiB by the same analyzer, whoever asks. A config with bad fields keeps its good ones
+// (one warning line per bad field: file, line, reason).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "parsers/event.h"
+#include "parsers/job_config.h"
+#include "daemon/render/json_output.h"
+#include "parsers/native_config.h"
+
+namespace oomtriage::daemon {
+
+struct JobLookup {
+  std::optional<JobInfo> job;
+  std::optional<parsers::JobConfig> config;  // the typed view, when a config was read
+  std::vector<parsers::NativeFile> files;    // the config files read, main first (for `fix`)
+  std::string config_text;                   // the main config file's bytes (snapshots)
+  std::string config_problem;  // why there is no config, in words ("no job config was found")
+  std::string warning;  // lines for stderr, empty when there is nothing to say
+  std::string error;    // set when an explicitly given config cannot be read
+};
+
+// `trainer` is the trainer the caller knows (scan --trainer, the daemon rule, the analysis so
+// far), kUnknown to let the log and the files tell. `facts` is used only when the log cannot be
+// re-read (standard input).
+JobLookup locate_job(const std::filesystem::path& log,
+                     const std::optional<std::filesystem::path>& explicit_config,
+                     parsers::Trainer trainer, const parsers::LogAnalysis& facts);
+
+// Hex SHA-256 of `bytes`.
+std::string sha256_hex(std::string_view bytes);
+
+}  // namespace oomtriage::daemon
