@@ -104,6 +104,23 @@ CREATE TABLE applied_fixes (
 CREATE INDEX applied_fixes_by_log ON applied_fixes (log_path, event_offset);
 CREATE INDEX runs_by_log ON runs (log_path);
 )sql",
+    // 3: facts about the store itself. `first_scan_done` marks that a daemon has scanned its
+    // globs once: only the very first scan reads present logs from their end (no alerts for old
+    // crashes); an empty job table is not a first start. A store that already has jobs was
+    // scanned before.
+    R"sql(
+CREATE TABLE meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+) STRICT;
+INSERT INTO meta (key, value) SELECT 'first_scan_done', 'migrated' WHERE EXISTS (SELECT 1 FROM jobs);
+)sql",
+    // 4: content identity. The anchor hashes the bytes just before the stored offset: a file
+    // rewritten in place (copytruncate written past the old offset, `cp` over it, a reused
+    // inode) no longer matches it and is read again from 0 as a new generation.
+    R"sql(
+ALTER TABLE files ADD COLUMN anchor TEXT NOT NULL DEFAULT '';
+)sql",
 };
 
 class Statement {
@@ -281,7 +298,7 @@ Result<int64_t> Store::start_run(int64_t job_id, const std::string& log_path,
 Result<std::optional<FileRow>> Store::find_file(uint64_t dev, uint64_t ino) {
   Statement s(db_,
               "SELECT id, path, fingerprint, fingerprint_len, offset, job_id, run_id, "
-              "analyzer_state, generation, line FROM files WHERE dev = ?1 AND ino = ?2");
+              "analyzer_state, generation, line, anchor FROM files WHERE dev = ?1 AND ino = ?2");
   s.bind(1, static_cast<int64_t>(dev)).bind(2, static_cast<int64_t>(ino));
   const int rc = s.step();
   if (rc == SQLITE_DONE) return std::optional<FileRow>();
@@ -299,6 +316,7 @@ Result<std::optional<FileRow>> Store::find_file(uint64_t dev, uint64_t ino) {
   row.analyzer_state = s.text(7);
   row.generation = s.integer(8);
   row.line = s.integer(9);
+  row.anchor = s.text(10);
   return std::optional<FileRow>(std::move(row));
 }
 
@@ -306,11 +324,11 @@ Result<int64_t> Store::insert_file(const FileRow& file, int64_t now) {
   // A (dev, ino) seen before belongs to a file that is gone: the inode was reused.
   Statement s(db_,
               "INSERT INTO files (path, dev, ino, fingerprint, fingerprint_len, offset, job_id, "
-              "run_id, analyzer_state, updated_at, generation, line) VALUES (?1, ?2, ?3, ?4, ?5, "
-              "?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (dev, ino) DO UPDATE SET path = ?1, "
-              "fingerprint = ?4, fingerprint_len = ?5, offset = ?6, job_id = ?7, run_id = ?8, "
-              "analyzer_state = ?9, state = 'active', updated_at = ?10, generation = ?11, "
-              "line = ?12 RETURNING id");
+              "run_id, analyzer_state, updated_at, generation, line, anchor) VALUES (?1, ?2, ?3, "
+              "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (dev, ino) DO UPDATE SET "
+              "path = ?1, fingerprint = ?4, fingerprint_len = ?5, offset = ?6, job_id = ?7, "
+              "run_id = ?8, analyzer_state = ?9, state = 'active', updated_at = ?10, "
+              "generation = ?11, line = ?12, anchor = ?13 RETURNING id");
   s.bind(1, file.path)
       .bind(2, static_cast<int64_t>(file.dev))
       .bind(3, static_cast<int64_t>(file.ino))
@@ -322,7 +340,8 @@ Result<int64_t> Store::insert_file(const FileRow& file, int64_t now) {
       .bind(9, file.analyzer_state)
       .bind(10, now)
       .bind(11, file.generation)
-      .bind(12, file.line);
+      .bind(12, file.line)
+      .bind(13, file.anchor);
   if (s.step() != SQLITE_ROW) return s.error("insert file " + file.path);
   return s.integer(0);
 }
@@ -330,7 +349,8 @@ Result<int64_t> Store::insert_file(const FileRow& file, int64_t now) {
 Result<std::vector<FileRow>> Store::active_files() {
   Statement s(db_,
               "SELECT id, path, dev, ino, fingerprint, fingerprint_len, offset, job_id, run_id, "
-              "analyzer_state, generation, line FROM files WHERE state = 'active' ORDER BY id");
+              "analyzer_state, generation, line, anchor FROM files WHERE state = 'active' ORDER BY "
+              "id");
   std::vector<FileRow> rows;
   int rc;
   while ((rc = s.step()) == SQLITE_ROW) {
@@ -347,6 +367,7 @@ Result<std::vector<FileRow>> Store::active_files() {
     row.analyzer_state = s.text(9);
     row.generation = s.integer(10);
     row.line = s.integer(11);
+    row.anchor = s.text(12);
     rows.push_back(std::move(row));
   }
   if (rc != SQLITE_DONE) return s.error("active files");
@@ -414,14 +435,20 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
   }
   Statement f(db_,
               "UPDATE files SET offset = ?2, analyzer_state = ?3, updated_at = ?4, line = ?5, "
-              "generation = ?6 WHERE id = ?1");
+              "generation = ?6, anchor = ?7 WHERE id = ?1");
   f.bind(1, p.file_id)
       .bind(2, static_cast<int64_t>(p.offset))
       .bind(3, p.analyzer_state)
       .bind(4, now)
       .bind(5, p.line)
-      .bind(6, p.generation);
+      .bind(6, p.generation)
+      .bind(7, p.anchor);
   if (f.step() != SQLITE_DONE) return f.error("update file offset");
+  if (p.fingerprint) {
+    Statement fp(db_, "UPDATE files SET fingerprint = ?2, fingerprint_len = ?3 WHERE id = ?1");
+    fp.bind(1, p.file_id).bind(2, p.fingerprint->first).bind(3, p.fingerprint->second);
+    if (fp.step() != SQLITE_DONE) return fp.error("update file fingerprint");
+  }
   if (p.run_id != 0) {
     Statement r(db_, "UPDATE runs SET outcome = ?2, updated_at = ?3 WHERE id = ?1");
     r.bind(1, p.run_id).bind(2, p.outcome).bind(3, now);
@@ -505,6 +532,23 @@ Result<std::optional<JobStory>> Store::job_story_of_log(const std::string& log_p
   if (rc == SQLITE_DONE) return std::optional<JobStory>();
   if (rc != SQLITE_ROW) return busy_or_database(db_, "job_story_of_log");
   return job_story(s.text(0));
+}
+
+Result<std::optional<std::string>> Store::meta(const std::string& key) {
+  Statement s(db_, "SELECT value FROM meta WHERE key = ?1");
+  s.bind(1, key);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return std::optional<std::string>();
+  if (rc != SQLITE_ROW) return busy_or_database(db_, "meta");
+  return std::optional<std::string>(s.text(0));
+}
+
+Result<Ok> Store::set_meta(const std::string& key, const std::string& value) {
+  Statement s(db_, "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET "
+                   "value = excluded.value");
+  s.bind(1, key).bind(2, value);
+  if (s.step() != SQLITE_DONE) return busy_or_database(db_, "set_meta");
+  return Ok{};
 }
 
 Result<Ok> Store::record_applied_fix(const AppliedFix& fix) {

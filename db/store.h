@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "parsers/result.h"
@@ -26,8 +27,9 @@ struct FileRow {
   std::string path;
   uint64_t dev = 0;
   uint64_t ino = 0;
-  std::string fingerprint;  // sha256 of the file's first bytes
+  std::string fingerprint;  // sha256 of the file's first KiB; "" until a KiB exists
   int64_t fingerprint_len = 0;
+  std::string anchor;       // sha256 of the bytes just before `offset` ("" at 0)
   int64_t generation = 0;   // bumped when the file is truncated in place (copytruncate)
   uint64_t offset = 0;      // start of the first record not yet fully analysed
   int64_t line = 1;         // the line number at `offset`
@@ -57,6 +59,8 @@ struct Progress {
   uint64_t offset = 0;
   int64_t line = 1;
   std::string analyzer_state;
+  std::string anchor;  // of `offset`
+  std::optional<std::pair<std::string, int64_t>> fingerprint;  // set once the first KiB exists
   std::string outcome;
   std::vector<EventRow> events;
   std::vector<std::string> receivers;  // an outbox row per event and receiver
@@ -169,6 +173,9 @@ class Store {
   // The story of the job whose newest run reads `log_path` (absolute), if any.
   Result<std::optional<JobStory>> job_story_of_log(const std::string& log_path);
   Result<Ok> record_applied_fix(const AppliedFix& fix);
+  // Facts about the store itself ("first_scan_done").
+  Result<std::optional<std::string>> meta(const std::string& key);
+  Result<Ok> set_meta(const std::string& key, const std::string& value);
   Result<std::vector<AppliedFix>> applied_fixes(const std::string& log_path, uint64_t event_offset);
 
   // Pending outbox rows of `receiver` due at `now`, oldest first.

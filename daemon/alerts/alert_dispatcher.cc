@@ -127,11 +127,11 @@ bool AlertDispatcher::start(std::string& error) {
       return false;
     }
   }
-  poke();
   return true;
 }
 
 void AlertDispatcher::poke() {
+  if (held_ || retired_) return;
   for (auto& lane : lanes_) {
     asio::post(io_, [this, l = lane.get()] { pump(*l); });
   }
@@ -145,8 +145,37 @@ void AlertDispatcher::arm(Lane& lane, int64_t due_unix) {
   });
 }
 
+void AlertDispatcher::arm_after(Lane& lane, std::chrono::milliseconds delay) {
+  lane.timer.expires_after(delay);
+  lane.timer.async_wait([this, &lane](const boost::system::error_code& ec) {
+    if (!ec) pump(lane);
+  });
+}
+
+void AlertDispatcher::release() {
+  held_ = false;
+  poke();
+}
+
+bool AlertDispatcher::in_flight() const {
+  return std::any_of(lanes_.begin(), lanes_.end(), [](const auto& lane) { return lane->in_flight; });
+}
+
+void AlertDispatcher::retire(std::function<void()> drained) {
+  retired_ = true;
+  drained_ = std::move(drained);
+  for (auto& lane : lanes_) lane->timer.cancel();
+  check_drained();
+}
+
+void AlertDispatcher::check_drained() {
+  if (!retired_ || !drained_ || in_flight()) return;
+  asio::post(io_, std::move(drained_));
+  drained_ = nullptr;
+}
+
 void AlertDispatcher::pump(Lane& lane) {
-  if (lane.in_flight) return;
+  if (lane.in_flight || held_ || retired_) return;
   const int64_t now = unix_now();
   auto due = store_.due_alerts(lane.receiver.name, now, 200);
   if (!due) {
@@ -198,6 +227,11 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
   lane.in_flight = true;
   http_post(io_, *lane.tls, std::move(request), [this, &lane, group](HttpResponse response) {
     lane.in_flight = false;
+    // Whatever path this takes, a retired dispatcher says when its last request is done.
+    struct AfterResponse {
+      AlertDispatcher* dispatcher;
+      ~AfterResponse() { dispatcher->check_drained(); }
+    } after{this};
     std::vector<int64_t> ids;
     for (const auto& item : group) ids.push_back(item.id);
     const int64_t attempts = group.front().attempts + 1;
@@ -215,6 +249,11 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
     if (response.status >= 200 && response.status < 300) {
       count("delivered");
       (void)store_.mark_alerts(ids, "delivered", attempts, now, "");
+    } else if (response.status >= 300 && response.status < 400) {
+      // Followed already when it keeps the POST (307/308, 3 hops); what is left will not change.
+      count("failed");
+      log_once(3, response.error + "; kept as failed");
+      (void)store_.mark_alerts(ids, "failed", attempts, now, response.error);
     } else if (response.status >= 400 && response.status < 500 && response.status != 429 &&
                response.status != 408) {
       count("failed");
@@ -242,9 +281,15 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
         }
         count("retry");
         log_once(4, why + ": retrying");
-        const int64_t next = now + static_cast<int64_t>(std::ceil(delay_ms / 1000.0));
+        // The store keeps whole seconds (for a restart); the lane's timer keeps the milliseconds
+        // configured, and the row is due in the second the timer fires.
+        const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count();
+        const auto delay = std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, delay_ms)));
+        const int64_t next = (now_ms + delay.count()) / 1000;
         (void)store_.mark_alerts(ids, "pending", attempts, next, why);
-        arm(lane, next);
+        arm_after(lane, delay);
         return;
       }
     }

@@ -11,6 +11,8 @@
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/io_context.hpp>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,14 +40,25 @@ class AlertDispatcher {
                   Metrics* metrics = nullptr);
   ~AlertDispatcher();
   // Builds each receiver's TLS trust store; false (with `error`) when one cannot be read.
+  // Sends nothing until poke().
   bool start(std::string& error);
-  // New outbox rows may be due: look now.
+  // New outbox rows may be due: look now (not while held).
   void poke();
+  // A dispatcher replacing one that still has requests in flight (SIGHUP) is held, so that it
+  // cannot send those rows a second time; release() lets it go.
+  void hold() { held_ = true; }
+  void release();
+  // Stops sending; `drained` is posted once no request is in flight (at once when none is). The
+  // owner may destroy the dispatcher from `drained`, never before: a response still in flight
+  // refers to it.
+  void retire(std::function<void()> drained);
+  bool in_flight() const;
 
  private:
   struct Lane;
   void pump(Lane& lane);
   void arm(Lane& lane, int64_t due_unix);
+  void arm_after(Lane& lane, std::chrono::milliseconds delay);
   void send(Lane& lane, std::vector<db::OutboxItem> group);
 
   boost::asio::io_context& io_;
@@ -54,6 +67,10 @@ class AlertDispatcher {
   int group_seconds_;
   Metrics* metrics_;
   std::vector<std::unique_ptr<Lane>> lanes_;
+  bool held_ = false;
+  bool retired_ = false;
+  std::function<void()> drained_;
+  void check_drained();
 };
 
 // `oomtriage alert test`: a sample alert to every receiver (or one), synchronously.

@@ -32,6 +32,10 @@ std::string Metrics::render() const {
   out += fmt::format("oomtriage_bytes_read_total {}\n", bytes_read);
   family("oomtriage_records_total", "counter", "Records (lines and progress frames) analysed.");
   out += fmt::format("oomtriage_records_total {}\n", records);
+  family("oomtriage_store_failures_total", "counter",
+         "Commits the store refused (disk full, locked); the logs are read again from the last "
+         "commit.");
+  out += fmt::format("oomtriage_store_failures_total {}\n", store_failures);
   family("oomtriage_parse_errors_total", "counter",
          "Input that could not be used as it was, by reason.");
   for (const auto& [reason, n] : parse_errors) {

@@ -9,6 +9,9 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <fmt/format.h>
+
+#include <limits>
 #include <memory>
 
 namespace oomtriage::daemon {
@@ -39,7 +42,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     for (const auto& [name, value] : request_.headers) req_.set(name, value);
     req_.body() = request_.body;
     req_.prepare_payload();
-    parser_.body_limit(kMaxResponseBody);
+    // No limit while the header is read (Beast checks Content-Length against it there): a 2xx
+    // never waits for its body; other answers read at most kMaxResponseBody of it.
+    parser_.body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none: Beast 1.74 compares it
     lowest().expires_after(request_.timeout);
     resolver_.async_resolve(url_.host, url_.port,
                             [self = this->shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
@@ -71,14 +76,26 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     }
   }
 
+  // The status line and headers decide: a 2xx is delivered without waiting for its body (a
+  // receiver may answer with megabytes); anything else reads at most 64 KiB of body for the
+  // message, and a longer body is cut, not a failure.
   void write() {
     http::async_write(stream_, req_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
       if (ec) return self->fail("write", ec);
-      http::async_read(self->stream_, self->buffer_, self->parser_,
-                       [self](beast::error_code ec2, size_t) {
-                         if (ec2) return self->fail("read", ec2);
-                         self->finish();
-                       });
+      http::async_read_header(
+          self->stream_, self->buffer_, self->parser_, [self](beast::error_code ec2, size_t) {
+            if (ec2) return self->fail("read", ec2);
+            const unsigned status = self->parser_.get().result_int();
+            if ((status >= 200 && status < 300) || self->parser_.is_done()) return self->finish();
+            self->parser_.body_limit(kMaxResponseBody);
+            http::async_read(self->stream_, self->buffer_, self->parser_,
+                             [self](beast::error_code ec3, size_t) {
+                               if (ec3 && ec3 != http::error::body_limit) {
+                                 return self->fail("read", ec3);
+                               }
+                               self->finish();
+                             });
+          });
     });
   }
 
@@ -87,6 +104,9 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     HttpResponse response;
     response.status = static_cast<int>(res.result_int());
     response.body = res.body().substr(0, kMaxResponseBody);
+    if (auto it = res.find(http::field::location); it != res.end()) {
+      response.location = std::string(it->value());
+    }
     if (auto it = res.find(http::field::retry_after); it != res.end()) {
       const std::string value(it->value());
       char* end = nullptr;
@@ -171,8 +191,41 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const std::string& ca_file,
   return tls;
 }
 
+namespace {
+
+// "/hook", "hook", "http://other/hook" against the URL that answered with the redirect.
+std::string resolve_location(const std::string& base, const std::string& location) {
+  if (location.rfind("http://", 0) == 0 || location.rfind("https://", 0) == 0) return location;
+  const auto url = parse_url(base);
+  if (!url) return location;
+  const std::string origin = std::string(url->https ? "https://" : "http://") + url->host + ":" +
+                             url->port;
+  if (!location.empty() && location.front() == '/') return origin + location;
+  const size_t slash = url->target.rfind('/');
+  return origin + url->target.substr(0, slash + 1) + location;
+}
+
+}  // namespace
+
 void http_post(asio::io_context& io, asio::ssl::context& tls, HttpRequest request,
                std::function<void(HttpResponse)> done) {
+  // 307 and 308 keep the method and body: followed up to 3 hops. Other redirects would turn
+  // the POST into a GET: they fail, with where they pointed.
+  auto follow = [&io, &tls, request, done](HttpResponse response) mutable {
+    const bool keeps_post = response.status == 307 || response.status == 308;
+    if (keeps_post && response.location && request.redirects_left > 0) {
+      HttpRequest next = request;
+      next.url = resolve_location(request.url, *response.location);
+      --next.redirects_left;
+      return http_post(io, tls, std::move(next), std::move(done));
+    }
+    if (response.status >= 300 && response.status < 400) {
+      response.error = fmt::format("HTTP {} redirect to {} not followed{}", response.status,
+                                   response.location ? redact_url(*response.location) : "nowhere",
+                                   keeps_post ? " (more than 3 hops)" : " (it would drop the POST)");
+    }
+    done(std::move(response));
+  };
   auto url = parse_url(request.url);
   if (!url) {
     HttpResponse response;
@@ -182,12 +235,12 @@ void http_post(asio::io_context& io, asio::ssl::context& tls, HttpRequest reques
   }
   if (url->https) {
     using Stream = beast::ssl_stream<beast::tcp_stream>;
-    std::make_shared<Session<Stream>>(io, Stream(io, tls), *url,
-                                      std::move(request), std::move(done))
+    std::make_shared<Session<Stream>>(io, Stream(io, tls), *url, std::move(request),
+                                      std::move(follow))
         ->start();
   } else {
     std::make_shared<Session<beast::tcp_stream>>(io, beast::tcp_stream(io), *url,
-                                                 std::move(request), std::move(done))
+                                                 std::move(request), std::move(follow))
         ->start();
   }
 }

@@ -1,6 +1,8 @@
 // daemon/net/http_client.h
 //
-// One HTTP(S) POST on the daemon's Asio loop (Boost.Beast), with a total timeout. HTTPS verifies
+// One HTTP(S) POST on the daemon's Asio loop (Boost.Beast), with a total timeout per hop; a 2xx
+// is delivered on its status line (its body is not waited for), 307/308 are followed up to 3
+// hops with the POST kept, other redirects fail with their Location. HTTPS verifies
 // the peer against the system CA store (or a receiver's own CA file) and the host name, and sends
 // SNI. Never throws; the outcome is an HttpResponse whose status is 0 on a network error.
 #pragma once
@@ -33,12 +35,14 @@ struct HttpRequest {
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
   std::chrono::milliseconds timeout{10000};
+  int redirects_left = 3;  // 307/308 hops still allowed
 };
 
 struct HttpResponse {
   int status = 0;  // 0: the request did not complete (see error)
   std::string body;
   std::optional<double> retry_after_seconds;  // from Retry-After (seconds form)
+  std::optional<std::string> location;        // from Location
   std::string error;
 };
 

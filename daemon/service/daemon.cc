@@ -9,6 +9,7 @@
 #include <glob.h>
 #include <sys/inotify.h>
 #include <sys/resource.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <systemd/sd-daemon.h>
 
 #include <algorithm>
+#include <deque>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -47,7 +49,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kReadChunk = 1 << 20;
 constexpr size_t kReadBudgetPerTurn = 8 << 20;  // then other files get a turn
-constexpr size_t kFingerprintBytes = 1024;
+constexpr size_t kFingerprintBytes = 1024;  // never shorter: none until this much exists
+constexpr uint64_t kAnchorBytes = 256;
+constexpr uint64_t kTailBytes = 64;  // the last bytes fed, checked before every read
 constexpr auto kInotifyBatch = std::chrono::milliseconds(5);
 constexpr double kReadBurst = 4.0;
 
@@ -58,11 +62,20 @@ void log_line(int priority, fmt::format_string<Args...> format, Args&&... args) 
   fmt::print(stderr, "<{}>oomtriage: {}\n", priority, fmt::format(format, std::forward<Args>(args)...));
 }
 
-std::string fingerprint_of(int fd, uint64_t length) {
-  std::string head(length, '\0');
-  const ssize_t n = ::pread(fd, head.data(), head.size(), 0);
-  head.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return sha256_hex(head);
+std::string bytes_at(int fd, uint64_t from, uint64_t length) {
+  std::string bytes(length, '\0');
+  const ssize_t n = ::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(from));
+  bytes.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return bytes;
+}
+
+std::string fingerprint_of(int fd, uint64_t length) { return sha256_hex(bytes_at(fd, 0, length)); }
+
+// The hash of the bytes just before `offset`: what was read there must still be there.
+std::string anchor_of(int fd, uint64_t offset) {
+  if (offset == 0) return "";
+  const uint64_t from = offset > kAnchorBytes ? offset - kAnchorBytes : 0;
+  return sha256_hex(bytes_at(fd, from, offset - from));
 }
 
 std::vector<std::string> glob_paths(const std::string& pattern, bool only_dirs) {
@@ -104,6 +117,8 @@ struct Tracked {
   int64_t file_id = 0;
   int64_t generation = 0;
   uint64_t read_pos = 0;
+  std::string tail;             // the last bytes fed, ending at read_pos
+  bool fingerprinted = false;   // the store holds the first KiB's hash
   std::unique_ptr<parsers::LogAnalyzer> analyzer;
   Job job;
   std::optional<Clock::time_point> settle_at;
@@ -119,6 +134,14 @@ struct Tracked {
   double read_tokens = kReadBurst;
   Clock::time_point tokens_at{};
   std::optional<parsers::Outcome> committed_outcome;
+  // The last progress the store accepted: after a failed commit the analyzer and the read
+  // position go back here and the bytes are read again, so no event is skipped.
+  struct Committed {
+    uint64_t offset = 0;
+    int64_t line = 1;
+    std::string analyzer_state = "{}";
+    int64_t generation = 0;
+  } committed;
   bool read_error_logged = false;
   uint64_t records_counted = 0;
   uint64_t truncated_counted = 0;
@@ -152,6 +175,7 @@ class Daemon {
       log_line(3, "{}", error);
       return false;
     }
+    dispatcher_->poke();
     const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     if (fd < 0) {
       log_line(4, "inotify unavailable ({}): polling every {} s", std::strerror(errno),
@@ -160,9 +184,12 @@ class Daemon {
       inotify_.assign(fd);
       wait_inotify();
     }
-    auto jobs = store_.list_jobs();
-    first_start_ = jobs && jobs->empty();
+    // Only the very first scan of this store reads present logs from their end; a store that
+    // exists but has no jobs yet is not a first start (a crash may have come while down).
+    auto marker = store_.meta("first_scan_done");
+    first_start_ = marker && !*marker;
     scan_all();
+    if (first_start_) (void)store_.set_meta("first_scan_done", std::to_string(unix_now()));
     first_start_ = false;
     drain_rotated_while_down();
     arm_rescan();
@@ -393,13 +420,19 @@ class Daemon {
     options.trainer = rule.trainer;
     auto stored = store_.find_file(st.st_dev, st.st_ino);
     if (!stored) {
-      log_line(3, "store: {}", stored.error().message);
+      store_failed(stored.error().message);
+      rescan_on_retry_ = true;
+      arm_store_retry();
       return;
     }
     const auto& row = *stored;
+    // The same content as before: the head (once a KiB existed) and the bytes before the
+    // stored offset. A file rewritten in place or a reused inode fails one of them.
     const bool same_file =
-        row && row->fingerprint_len <= static_cast<int64_t>(st.st_size) &&
-        fingerprint_of(fd, static_cast<uint64_t>(row->fingerprint_len)) == row->fingerprint;
+        row && row->offset <= static_cast<uint64_t>(st.st_size) &&
+        (row->fingerprint_len < static_cast<int64_t>(kFingerprintBytes) ||
+         fingerprint_of(fd, static_cast<uint64_t>(row->fingerprint_len)) == row->fingerprint) &&
+        anchor_of(fd, row->offset) == row->anchor;
     if (start == StartAt::kStored && row && same_file && row->offset <= uint64_t(st.st_size)) {
       // Resume where the last run left off.
       file->file_id = row->id;
@@ -407,20 +440,30 @@ class Daemon {
       file->read_pos = row->offset;
       file->analyzer = std::make_unique<parsers::LogAnalyzer>(options, row->analyzer_state,
                                                               row->offset, row->line);
+      file->committed = {row->offset, row->line, row->analyzer_state, row->generation};
+      file->tail = bytes_at(fd, row->offset - std::min<uint64_t>(row->offset, kTailBytes),
+                            std::min<uint64_t>(row->offset, kTailBytes));
+      file->fingerprinted = row->fingerprint_len >= static_cast<int64_t>(kFingerprintBytes);
       if (!register_job(*file, row->run_id)) return;
     } else {
       db::FileRow fresh;
       fresh.path = path;
       fresh.dev = st.st_dev;
       fresh.ino = st.st_ino;
-      fresh.fingerprint = fingerprint_of(fd, fingerprint_len);
-      fresh.fingerprint_len = static_cast<int64_t>(fingerprint_len);
+      if (fingerprint_len == kFingerprintBytes) {
+        fresh.fingerprint = fingerprint_of(fd, fingerprint_len);
+        fresh.fingerprint_len = static_cast<int64_t>(fingerprint_len);
+        file->fingerprinted = true;
+      }
       fresh.generation = row ? row->generation + 1 : 0;  // a reused inode is a new file
       int64_t line = 1;
       if (start == StartAt::kEnd) {
         // Present at the first start: no alerts for old crashes, but the job is registered.
         fresh.offset = static_cast<uint64_t>(st.st_size);
         line = count_lines(fd, fresh.offset);
+        fresh.anchor = anchor_of(fd, fresh.offset);
+        file->tail = bytes_at(fd, fresh.offset - std::min<uint64_t>(fresh.offset, kTailBytes),
+                              std::min<uint64_t>(fresh.offset, kTailBytes));
       }
       fresh.line = line;
       if (!register_job(*file, 0)) return;
@@ -428,7 +471,9 @@ class Daemon {
       fresh.run_id = file->job.run_id;
       auto id = store_.insert_file(fresh, now);
       if (!id) {
-        log_line(3, "store: {}", id.error().message);
+        store_failed(id.error().message);
+        rescan_on_retry_ = true;
+        arm_store_retry();
         return;
       }
       file->file_id = *id;
@@ -437,6 +482,7 @@ class Daemon {
       file->analyzer = fresh.offset == 0
                            ? std::make_unique<parsers::LogAnalyzer>(options)
                            : std::make_unique<parsers::LogAnalyzer>(options, "{}", fresh.offset, line);
+      file->committed = {fresh.offset, line, "{}", fresh.generation};
     }
     if (verbose_) log_line(7, "following {} (job {}, from byte {})", path, file->job.name, file->read_pos);
     Tracked& ref = *file;
@@ -491,7 +537,7 @@ class Daemon {
         read_file(file);
       }
       parsers::LogAnalysis last = file.analyzer->finish();
-      commit(file, std::move(last.events));
+      commit(file, std::move(last.events), /*can_rewind=*/false);
       (void)store_.set_file_state(row.id, "rotated", unix_now());
     }
   }
@@ -517,7 +563,10 @@ class Daemon {
     const std::string trainer(parsers::to_string(file.rule->trainer));
     auto id = store_.upsert_job(job.name, trainer, fs::path(file.path).parent_path().string(), now);
     if (!id) {
-      log_line(3, "store: {}", id.error().message);
+      // Not followed yet: the store's retry scans again (nothing was read, nothing is lost).
+      store_failed(id.error().message);
+      rescan_on_retry_ = true;
+      arm_store_retry();
       return false;
     }
     job.job_id = *id;
@@ -528,7 +577,9 @@ class Daemon {
     }
     auto run = store_.start_run(job.job_id, file.path, job.snapshot_id, now);
     if (!run) {
-      log_line(3, "store: {}", run.error().message);
+      store_failed(run.error().message);
+      rescan_on_retry_ = true;
+      arm_store_retry();
       return false;
     }
     job.run_id = *run;
@@ -574,10 +625,15 @@ class Daemon {
 
   // Reads what the file grew by (bounded per turn), and commits what it produced.
   void read_file(Tracked& file) {
+    if (rewound_.count(file.path)) return;  // waiting for the store; the retry reads it
     file.last_read = Clock::now();
     struct stat st {};
     if (::fstat(file.fd, &st) != 0) return;
-    if (static_cast<uint64_t>(st.st_size) < file.read_pos) {
+    if (static_cast<uint64_t>(st.st_size) < file.read_pos ||
+        (file.read_pos > 0 &&
+         bytes_at(file.fd, file.read_pos - file.tail.size(), file.tail.size()) != file.tail)) {
+      // Shorter, or other bytes where the last read ended: truncated (copytruncate, perhaps
+      // already written past the old offset) or rewritten in place. Read it again from 0.
       truncated(file);
     }
     const uint64_t size = static_cast<uint64_t>(st.st_size);
@@ -608,6 +664,8 @@ class Daemon {
       }
       file.analyzer->feed(data);
       file.read_pos += data.size();
+      file.tail.append(data.substr(data.size() - std::min<size_t>(data.size(), kTailBytes)));
+      if (file.tail.size() > kTailBytes) file.tail.erase(0, file.tail.size() - kTailBytes);
       metrics_.bytes_read += data.size();
       budget -= std::min(budget, static_cast<size_t>(n));
     }
@@ -623,7 +681,7 @@ class Daemon {
     }
     const parsers::Outcome outcome = file.analyzer->outcome_so_far();
     if (!events.empty() || outcome != file.committed_outcome) {
-      commit(file, std::move(events));
+      if (!commit(file, std::move(events))) return;  // rewound: read again once the store answers
     } else {
       file.dirty = true;
       arm_checkpoint();
@@ -643,12 +701,14 @@ class Daemon {
     log_line(5, "{} was truncated (copytruncate?): reading it again from the start", file.path);
     parsers::LogAnalyzer& old = *file.analyzer;
     old.settle();
-    commit(file, old.take_events());
+    commit(file, old.take_events(), /*can_rewind=*/false);
     ++file.generation;
     file.read_pos = 0;
     parsers::AnalyzerOptions options;
     options.trainer = file.rule->trainer;
     file.analyzer = std::make_unique<parsers::LogAnalyzer>(options);
+    file.committed = {0, 1, "{}", file.generation};
+    file.tail.clear();
   }
 
   // The path may now be another file (rotation, restart) or nothing (deleted): drain the old one.
@@ -663,9 +723,11 @@ class Daemon {
       return;
     }
     // Drain what the old file still holds, its last unterminated line included, then let it go.
+    rewound_.erase(path);
     read_file(file);
+    rewound_.erase(path);
     parsers::LogAnalysis last = file.analyzer->finish();
-    commit(file, std::move(last.events));
+    commit(file, std::move(last.events), /*can_rewind=*/false);
     struct stat old {};
     const bool gone = ::fstat(file.fd, &old) != 0 || old.st_nlink == 0;
     (void)store_.set_file_state(file.file_id, gone ? "gone" : "rotated", unix_now());
@@ -677,20 +739,109 @@ class Daemon {
   }
 
   // --- events ------------------------------------------------------------------------------
-  void commit(Tracked& file, std::vector<parsers::OomEvent> events) {
+  // Returns false when the store refused. A file that stays is then rewound to its last commit
+  // and read again; the last progress of a file that is going away (rotated, truncated,
+  // drained) cannot be read again, so it is kept and retried first.
+  bool commit(Tracked& file, std::vector<parsers::OomEvent> events, bool can_rewind = true) {
     db::Progress progress = progress_of(file, std::move(events));
     auto result = store_.commit_progress(progress, unix_now());
-    if (result && *result > 0) {
+    if (!result) {
+      store_failed(result.error().message);
+      if (can_rewind) {
+        rewind(file);
+      } else {
+        orphans_.push_back(std::move(progress));
+        arm_store_retry();
+      }
+      return false;
+    }
+    store_recovered();
+    if (*result > 0) {
       for (const auto& row : progress.events) ++metrics_.events[{row.kind, row.phase}];
       if (dispatcher_) dispatcher_->poke();
     }
-    if (!result) {
-      // Nothing was committed: the next read starts from the last committed offset again.
-      log_line(3, "store: {}", result.error().message);
-      return;
-    }
+    committed(file, progress);
+    return true;
+  }
+
+  void committed(Tracked& file, const db::Progress& progress) {
     file.dirty = false;
     file.committed_outcome = file.analyzer->outcome_so_far();
+    file.committed = {progress.offset, progress.line, progress.analyzer_state, progress.generation};
+    if (progress.fingerprint) file.fingerprinted = true;
+  }
+
+  // Offsets move only after the store accepted the events: the analyzer and the read position
+  // go back to the last commit, and the file is read again once the store answers.
+  void rewind(Tracked& file) {
+    parsers::AnalyzerOptions options;
+    options.trainer = file.rule->trainer;
+    const auto& c = file.committed;
+    file.analyzer = c.offset == 0 && c.analyzer_state == "{}"
+                        ? std::make_unique<parsers::LogAnalyzer>(options)
+                        : std::make_unique<parsers::LogAnalyzer>(options, c.analyzer_state,
+                                                                 c.offset, c.line);
+    file.read_pos = c.offset;
+    file.tail = bytes_at(file.fd, c.offset - std::min<uint64_t>(c.offset, kTailBytes),
+                         std::min<uint64_t>(c.offset, kTailBytes));
+    file.generation = c.generation;
+    file.dirty = false;
+    file.records_counted = 0;
+    file.truncated_counted = 0;
+    file.settle_at.reset();
+    rewound_.insert(file.path);
+    arm_store_retry();
+  }
+
+  void store_failed(const std::string& message) {
+    ++metrics_.store_failures;
+    if (!store_failing_) {
+      log_line(3, "store: {}; nothing is lost: the logs are read again from the last commit "
+                  "once it answers",
+               message);
+      store_failing_ = true;
+    }
+  }
+
+  void store_recovered() {
+    if (!store_failing_) return;
+    store_failing_ = false;
+    store_retry_delay_ = std::chrono::milliseconds(0);
+    log_line(5, "store: answering again");
+  }
+
+  // Retries the rewound files with a backoff (250 ms doubling to 30 s); never blocks the loop.
+  void arm_store_retry() {
+    if (store_retry_armed_) return;
+    store_retry_armed_ = true;
+    store_retry_delay_ = std::clamp(store_retry_delay_ * 2, std::chrono::milliseconds(250),
+                                    std::chrono::milliseconds(30000));
+    store_retry_timer_.expires_after(store_retry_delay_);
+    store_retry_timer_.async_wait([this](const boost::system::error_code& ec) {
+      store_retry_armed_ = false;
+      if (ec) return;
+      while (!orphans_.empty()) {
+        auto result = store_.commit_progress(orphans_.front(), unix_now());
+        if (!result) {
+          store_failed(result.error().message);
+          arm_store_retry();
+          return;
+        }
+        store_recovered();
+        for (const auto& row : orphans_.front().events) ++metrics_.events[{row.kind, row.phase}];
+        if (dispatcher_ && *result > 0) dispatcher_->poke();
+        orphans_.pop_front();
+      }
+      std::set<std::string> paths;
+      paths.swap(rewound_);
+      for (const std::string& path : paths) {
+        if (auto it = files_.find(path); it != files_.end()) read_file(*it->second);
+      }
+      if (rescan_on_retry_) {
+        rescan_on_retry_ = false;
+        scan_all();
+      }
+    });
   }
 
   db::Progress progress_of(Tracked& file, std::vector<parsers::OomEvent> events) {
@@ -702,6 +853,14 @@ class Daemon {
     progress.offset = file.analyzer->resume_offset();
     progress.line = file.analyzer->resume_line();
     progress.analyzer_state = file.analyzer->checkpoint();
+    progress.anchor = anchor_of(file.fd, progress.offset);
+    if (!file.fingerprinted) {
+      struct stat st {};
+      if (::fstat(file.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= kFingerprintBytes) {
+        progress.fingerprint.emplace(fingerprint_of(file.fd, kFingerprintBytes),
+                                     static_cast<int64_t>(kFingerprintBytes));
+      }
+    }
     progress.outcome = std::string(parsers::to_string(file.analyzer->outcome_so_far()));
     for (const auto& alert : config_.alerts) progress.receivers.push_back(alert.name);
     if (const parsers::Trainer trainer = file.analyzer->trainer();
@@ -798,10 +957,12 @@ class Daemon {
       }
       if (batch.empty()) return;
       if (auto r = store_.commit_progress(batch, unix_now()); !r) {
-        log_line(3, "store: {}", r.error().message);
+        store_failed(r.error().message);
+        for (Tracked* file : files) rewind(*file);
         return;
       }
-      for (Tracked* file : files) file->dirty = false;
+      store_recovered();
+      for (size_t i = 0; i < files.size(); ++i) committed(*files[i], batch[i]);
     });
   }
 
@@ -885,6 +1046,17 @@ class Daemon {
     if (!dispatcher->start(error)) {
       log_line(3, "SIGHUP: keeping the old alert receivers: {}", error);
     } else {
+      // The old dispatcher may have a request in flight: it lives until that answers, and the
+      // new one waits so that the row is not sent twice.
+      dispatcher->hold();
+      if (dispatcher_) {
+        AlertDispatcher* old = dispatcher_.get();
+        retired_dispatchers_.push_back(std::move(dispatcher_));
+        old->retire([this, old] {
+          std::erase_if(retired_dispatchers_, [old](const auto& d) { return d.get() == old; });
+          if (retired_dispatchers_.empty() && dispatcher_) dispatcher_->release();
+        });
+      }
       dispatcher_ = std::move(dispatcher);
     }
     config_ = std::move(*fresh);
@@ -909,6 +1081,7 @@ class Daemon {
   std::vector<char> buffer_ = std::vector<char>(kReadChunk);
   std::map<std::string, std::unique_ptr<Tracked>> files_;
   std::unique_ptr<AlertDispatcher> dispatcher_;
+  std::vector<std::unique_ptr<AlertDispatcher>> retired_dispatchers_;  // draining after SIGHUP
   Metrics metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
   asio::steady_timer watchdog_timer_{io_};
@@ -921,6 +1094,13 @@ class Daemon {
   std::map<std::string, std::string> config_texts_;
   bool first_start_ = false;
   bool watch_limit_logged_ = false;
+  asio::steady_timer store_retry_timer_{io_};
+  std::chrono::milliseconds store_retry_delay_{0};
+  bool store_retry_armed_ = false;
+  bool store_failing_ = false;
+  bool rescan_on_retry_ = false;  // a log could not be registered: scan again on the retry
+  std::set<std::string> rewound_;
+  std::deque<db::Progress> orphans_;
 };
 
 }  // namespace
@@ -933,8 +1113,29 @@ int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose)
     ::setrlimit(RLIMIT_NOFILE, &limit);
   }
   std::error_code ec;
-  fs::create_directories(fs::path(store_path).parent_path(), ec);
-  auto store = db::Store::open(store_path);
+  const fs::path state_dir = fs::path(store_path).parent_path();
+  fs::create_directories(state_dir, ec);
+  // One daemon per state dir: a second one would post every alert twice.
+  const std::string lock_path = (state_dir / "oomtriage.lock").string();
+  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd < 0) {
+    log_line(3, "cannot open store {}: {} (its lock file {})", store_path, std::strerror(errno),
+             lock_path);
+    return 2;
+  }
+  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+    char pid[32] = {0};
+    const ssize_t n = ::pread(lock_fd, pid, sizeof pid - 1, 0);
+    log_line(3, "another oomtriage daemon{} already uses {}; not starting a second one",
+             n > 0 ? fmt::format(" (pid {})", std::string(pid, static_cast<size_t>(n))) : "",
+             state_dir.string());
+    ::close(lock_fd);
+    return 1;
+  }
+  const std::string pid = std::to_string(::getpid());
+  if (::ftruncate(lock_fd, 0) == 0) (void)!::pwrite(lock_fd, pid.data(), pid.size(), 0);
+  // A short busy timeout: a locked store is retried by the loop's own backoff, not waited on.
+  auto store = db::Store::open(store_path, 250);
   if (!store) {
     log_line(3, "store {}: {}", store_path, store.error().message);
     return 2;

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <sqlite3.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -172,6 +173,118 @@ TEST_SUITE("daemon::e2e") {
     CHECK(::pclose(pipe) == 0);
     CHECK(report.find("carried cheapen_previews from the previous crash: did not work: crashed "
                       "again in sampling") != std::string::npos);
+  }
+  TEST_CASE("fault: the store refuses commits (locked by another writer): the OOM is stored once later") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    const fs::path job = out / "locked";
+    fs::create_directories(job);
+    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    // The job is followed; then another writer holds the store while the crash is written.
+    const std::string log = slurp(kGolden / "aitk_sampling_oom_step500.log");
+    const size_t half = log.size() / 3;
+    write_slowly(job / "log.txt", log.substr(0, half));
+    REQUIRE(wait_until([&] { return view.story("locked").has_value(); }));
+    sqlite3* other = nullptr;
+    REQUIRE(sqlite3_open((dir.path / "state" / "oomtriage.db").c_str(), &other) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
+    write_slowly(job / "log.txt", log.substr(half));
+    REQUIRE(wait_until([&] {
+      return daemon.stderr_text().find("nothing is lost") != std::string::npos;
+    }));
+    std::this_thread::sleep_for(300ms);  // a few refused commits and checkpoints
+    REQUIRE(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(other);
+    REQUIRE(wait_until([&] { return view.events("locked") == 1; }, 40s));
+    std::this_thread::sleep_for(500ms);
+    CHECK(view.events("locked") == 1);
+    const auto story = view.story("locked");
+    REQUIRE(story);
+    CHECK(nlohmann::json::parse(story->events[0].event_json)["step"] == 500);
+    CHECK(daemon.stderr_text().find("store: answering again") != std::string::npos);
+  }
+  TEST_CASE("fault: a second daemon on the same state dir is refused with a clear message") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    fs::create_directories(out);
+    DaemonProcess first(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    const std::string second = std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                               (dir.path / "state").string() + " watch " + out.string() + " 2>" +
+                               (dir.path / "err2").string();
+    const int status = std::system(second.c_str());
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK(slurp(dir.path / "err2").find("another oomtriage daemon (pid " +
+                                        std::to_string(first.pid()) + ") already uses") !=
+          std::string::npos);
+    CHECK(first.alive());
+  }
+  TEST_CASE("fault: a store that exists but has no jobs yet is not a first start") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    fs::create_directories(out);
+    {
+      DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+      CHECK(daemon.stop(SIGTERM) == 0);
+    }
+    // While it was down, a job started and crashed.
+    fs::create_directories(out / "while_down");
+    std::ofstream(out / "while_down" / "log.txt") << slurp(kGolden / "aitk_gc_off_oom_step2.log");
+    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    CHECK(wait_until([&] { return view.events("while_down") == 1; }));
+  }
+  TEST_CASE("fault: copytruncate while down, written past the old offset with the same head") {
+    // A restarted job prints the same first KiB; by the restart the new run is longer than the
+    // old offset and its crash sits before it. Size and head agree; the anchor does not.
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    const fs::path job = out / "same_head";
+    fs::create_directories(job);
+    const std::string crash = slurp(kGolden / "aitk_gc_off_oom_step2.log");
+    const std::string head = crash.substr(0, 1024);
+    std::string old_run = head;
+    for (int i = 0; old_run.size() < 32 * 1024; ++i) old_run += "old run, line " + std::to_string(i) + "\n";
+    std::ofstream(job / "log.txt", std::ios::binary) << old_run;
+    {
+      DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+      StoreView view{dir.path / "state" / "oomtriage.db"};
+      REQUIRE(wait_until([&] { return view.story("same_head").has_value(); }));
+      std::this_thread::sleep_for(1500ms);  // a checkpoint of the offset at the end
+      CHECK(daemon.stop(SIGTERM) == 0);
+    }
+    // logrotate copytruncate, then the new run writes on while oomtriage is down.
+    fs::copy_file(job / "log.txt", job / "log.txt.1");
+    fs::resize_file(job / "log.txt", 0);
+    std::string new_run = crash;
+    for (int i = 0; new_run.size() < 40 * 1024; ++i) new_run += "new run, line " + std::to_string(i) + "\n";
+    std::ofstream(job / "log.txt", std::ios::binary | std::ios::app) << new_run;
+    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    REQUIRE(wait_until([&] { return view.events("same_head") == 1; }));
+    CHECK(nlohmann::json::parse(view.story("same_head")->events[0].event_json)["step"] == 2);
+  }
+  TEST_CASE("fault: a log rewritten in place at the same size is read again") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    const fs::path job = out / "rewritten";
+    fs::create_directories(job);
+    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    const std::string crash = slurp(kGolden / "aitk_gc_off_oom_step2.log");
+    std::string quiet(crash.size(), '.');
+    for (size_t i = 79; i < quiet.size(); i += 80) quiet[i] = '\n';
+    write_slowly(job / "log.txt", quiet);
+    REQUIRE(wait_until([&] { return view.story("rewritten").has_value(); }));
+    std::this_thread::sleep_for(300ms);
+    {
+      // Overwrite in place: never shorter, same size at the end.
+      std::fstream f(job / "log.txt", std::ios::binary | std::ios::in | std::ios::out);
+      f.seekp(0);
+      f << crash;
+    }
+    REQUIRE(wait_until([&] { return view.events("rewritten") == 1; }));
   }
   TEST_CASE("real logrotate, create and copytruncate, mid-run: no event lost or doubled") {
     for (const char* mode : {"create", "copytruncate"}) {

@@ -46,11 +46,11 @@ db::EventRow event_at(uint64_t offset) {
 TEST_SUITE("db::store") {
   TEST_CASE("a new store is migrated to the current schema, and reopening keeps it") {
     TempStore t;
-    CHECK(t.store->schema_version() == 2);
+    CHECK(t.store->schema_version() == 4);
     t.store.reset();
     auto again = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(again);
-    CHECK((*again)->schema_version() == 2);
+    CHECK((*again)->schema_version() == 4);
   }
   TEST_CASE("a store from a newer oomtriage is refused, not damaged") {
     TempStore t;
@@ -145,7 +145,7 @@ TEST_SUITE("db::store") {
     CHECK_FALSE(*t.store->job_story("nope"));
     CHECK_FALSE(*t.store->job_story_of_log("/nope/log.txt"));
   }
-  TEST_CASE("applied fixes are kept per log and crash; a job's story is found by its log") {
+  TEST_CASE("applied fixes are kept per log and crash, and a job's story is found by its log") {
     TempStore t;
     const db::AppliedFix fix{"/out/job/log.txt", 4096, "cheapen_previews", "/out/job/config.yaml",
                              "aaa", "bbb", R"({"id":"cheapen_previews"})", 1700000000};

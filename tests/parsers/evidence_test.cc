@@ -158,7 +158,7 @@ TEST_SUITE("parsers::evidence") {
     CHECK(e.phase_evidence->source == EvidenceSource::kEpilogue);
   }
 
-  TEST_CASE("precedence: a stage-naming frame beats the marker; the marker beats an entry point") {
+  TEST_CASE("precedence: a stage-naming frame beats the marker, and the marker beats an entry point") {
     const std::string marker = "Generating samples for step 200\n";
     // The frames name the stage: they win.
     const OomEvent framed = only_event(analyze_log(

@@ -68,7 +68,7 @@ TEST_SUITE("parsers::native_config") {
     CHECK_FALSE(c.knows(Knob::kLowVram));
   }
 
-  TEST_CASE("kohya: a bad value is one problem with file and line; the rest stays") {
+  TEST_CASE("kohya: a bad value is one problem with file and line, and the rest stays") {
     const ConfigLoad load = read_native_config(
         Trainer::kSdScripts,
         {{TargetKind::kToml, "job.toml",
@@ -92,7 +92,7 @@ TEST_SUITE("parsers::native_config") {
     CHECK(load.error.rfind("job.toml:", 0) == 0);
   }
 
-  TEST_CASE("SimpleTuner: config.json with \"--\" keys; its checkpointing default is on") {
+  TEST_CASE("SimpleTuner: config.json with dashed keys, and its checkpointing default is on") {
     const ConfigLoad load =
         read_native_config(Trainer::kSimpleTuner, {file(TargetKind::kJson, "simpletuner_config.json")});
     REQUIRE(load.config);
@@ -152,7 +152,7 @@ TEST_SUITE("parsers::native_config") {
     CHECK_FALSE(c.knows(Knob::kResolution));
   }
 
-  TEST_CASE("printed arguments: a whole Namespace takes defaults; a partial print does not") {
+  TEST_CASE("printed arguments: a whole Namespace takes defaults, and a partial print does not") {
     const Arguments args = parse_namespace(printed_argument_samples()[0]);
     REQUIRE(args.size() == 8);
     CHECK(args[4].first == "validation_prompt");

@@ -12,7 +12,7 @@
 using namespace oomtriage::parsers;
 
 TEST_SUITE("parsers::stage_lexicon") {
-  TEST_CASE("tokens split camelCase, snake_case and punctuation; a data loader stays one word") {
+  TEST_CASE("tokens split camelCase, snake_case and punctuation, and a data loader stays one word") {
     CHECK(stage_tokens("CheckpointLoaderSimple") == "checkpoint loader simple");
     CHECK(stage_tokens("VAEDecodeTiled") == "vae decode tiled");
     CHECK(stage_tokens("cache_text_encoder_outputs") == "cache text encoder outputs");

@@ -94,6 +94,7 @@ void HttpTestServer::run() {
       http::response<http::string_body> res{static_cast<http::status>(answer.status), 11};
       res.set(http::field::content_type, "text/plain");
       if (!answer.retry_after.empty()) res.set(http::field::retry_after, answer.retry_after);
+      if (!answer.location.empty()) res.set(http::field::location, answer.location);
       res.body() = answer.body;
       res.prepare_payload();
       http::write(stream, res, ec);

@@ -31,6 +31,7 @@ struct ScriptedResponse {
   int status = 200;
   std::string body = "ok";
   std::string retry_after;
+  std::string location;  // a Location header (redirects)
   std::chrono::milliseconds delay{0};
   bool hang = false;  // read the request, never answer
 };

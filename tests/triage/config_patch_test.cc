@@ -189,7 +189,7 @@ TEST_SUITE("triage::config_patch") {
     // patch must either hold exactly that value at its path with every other leaf unchanged,
     // or refuse with a reason.
     std::vector<fs::path> files;
-    for (const fs::path dir :
+    for (const fs::path& dir :
          {fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" / "ai-toolkit",
           fs::path(OOMTRIAGE_SOURCE_DIR) / "examples" / "training_folder"}) {
       if (!fs::is_directory(dir)) continue;

@@ -58,7 +58,7 @@ const triage::Fix* find(const std::vector<triage::Fix>& fixes, const std::string
 }  // namespace
 
 TEST_SUITE("triage::native fixes") {
-  TEST_CASE("kohya: checkpointing left out is off (kohya's default); the fix is a TOML key") {
+  TEST_CASE("kohya: checkpointing left out is off (kohya's default), and the fix is a TOML key") {
     const auto load = parsers::read_native_config(
         Trainer::kSdScripts, {file(TargetKind::kToml, "kohya_flux_lora.toml"),
                               file(TargetKind::kToml, "kohya_dataset.toml")});
@@ -156,7 +156,7 @@ TEST_SUITE("triage::native fixes") {
     }
   }
 
-  TEST_CASE("OneTrainer: \"OFF\" becomes \"ON\" in its JSON") {
+  TEST_CASE("OneTrainer: OFF becomes ON in its JSON") {
     const auto load = parsers::read_native_config(
         Trainer::kOneTrainer, {file(TargetKind::kJson, "onetrainer_config.json")});
     REQUIRE(load.config);
@@ -264,7 +264,7 @@ TEST_SUITE("triage::native fixes") {
     }
   }
 
-  TEST_CASE("a lone \"process\" holding this job's own memory is the job, not another process") {
+  TEST_CASE("a lone process holding this job's own memory is the job, not another process") {
     parsers::MemoryFigures f;
     f.total_capacity_bytes = 24 * kGiB;
     f.free_bytes = kGiB / 4;
