@@ -135,6 +135,15 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
           }
           if (w["job"]) rule.job = w["job"].as<std::string>();
           if (w["config"]) rule.config = w["config"].as<std::string>();
+          if (const YAML::Node rotated = w["rotated_to"]) {
+            if (rotated.IsScalar()) {
+              rule.rotated_to.push_back(rotated.as<std::string>());
+            } else if (rotated.IsSequence()) {
+              for (const auto& dir : rotated) rule.rotated_to.push_back(dir.as<std::string>());
+            } else {
+              return bad(source, rotated, "rotated_to must be a folder or a list of folders");
+            }
+          }
           config.watch.push_back(std::move(rule));
         }
       } else if (key == "alerts") {

@@ -19,6 +19,9 @@ struct WatchRule {
   parsers::Trainer trainer = parsers::Trainer::kUnknown;  // kUnknown = auto
   std::string job = "{parent}";  // {parent}: the log's folder name, {stem}: its name
   std::string config;            // "{dir}/.job_config.json"; empty: the trainer's default
+  // Where rotated logs go besides their own folder and its logs/ (AI Toolkit's restarts):
+  // logrotate's olddir, say "{dir}/old" or "/var/log/archive".
+  std::vector<std::string> rotated_to;
 };
 
 // An alert receiver. Secrets (a Slack or Discord URL carries its token; an HMAC key) come from

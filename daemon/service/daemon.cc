@@ -499,17 +499,8 @@ class Daemon {
       if (auto it = files_.find(row.path); it != files_.end() && it->second->file_id == row.id) {
         continue;
       }
-      std::optional<std::string> found;
-      std::error_code ec;
-      for (const auto& entry : fs::directory_iterator(fs::path(row.path).parent_path(), ec)) {
-        struct stat st {};
-        if (::stat(entry.path().c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-            static_cast<uint64_t>(st.st_dev) == row.dev && static_cast<uint64_t>(st.st_ino) == row.ino) {
-          found = entry.path().string();
-          break;
-        }
-      }
       const WatchRule* rule = rule_for(row.path);
+      const std::optional<std::string> found = rule ? find_rotated(row, *rule) : std::nullopt;
       if (!found || !rule) {
         (void)store_.set_file_state(row.id, "gone", unix_now());
         continue;
@@ -540,6 +531,34 @@ class Daemon {
       commit(file, std::move(last.events), /*can_rewind=*/false);
       (void)store_.set_file_state(row.id, "rotated", unix_now());
     }
+  }
+
+  // Where a log rotated while the daemon was down went: its own folder, its logs/ (AI
+  // Toolkit's restarts), the rule's rotated_to folders; the same inode and the same first KiB.
+  std::optional<std::string> find_rotated(const db::FileRow& row, const WatchRule& rule) const {
+    const fs::path home = fs::path(row.path).parent_path();
+    std::vector<fs::path> dirs = {home, home / "logs"};
+    for (const std::string& dir : rule.rotated_to) dirs.emplace_back(expand_template(dir, row.path));
+    for (const fs::path& dir : dirs) {
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(dir, ec)) {
+        struct stat st {};
+        if (::stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+            static_cast<uint64_t>(st.st_dev) != row.dev ||
+            static_cast<uint64_t>(st.st_ino) != row.ino) {
+          continue;
+        }
+        if (row.fingerprint_len >= static_cast<int64_t>(kFingerprintBytes)) {
+          const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+          if (fd < 0) continue;
+          const bool same = fingerprint_of(fd, kFingerprintBytes) == row.fingerprint;
+          ::close(fd);
+          if (!same) continue;
+        }
+        return entry.path().string();
+      }
+    }
+    return std::nullopt;
   }
 
   static int64_t count_lines(int fd, uint64_t upto) {

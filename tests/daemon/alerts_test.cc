@@ -12,6 +12,7 @@
 #include "daemon/alerts/alert_payload.h"
 #include "tests/support/e2e.h"
 #include "tests/support/http_test_server.h"
+#include "tests/support/skip.h"
 
 using namespace oomtriage;
 using namespace oomtriage::testing;
@@ -294,8 +295,7 @@ TEST_SUITE("daemon::alerts") {
   TEST_CASE("a real Alertmanager receives the alert and shows it in its API") {
     const char* binary = "/usr/bin/prometheus-alertmanager";
     if (!fs::exists(binary)) {
-      MESSAGE("skipped: prometheus-alertmanager is not installed (scripts/setup.sh installs it)");
-      return;
+      OOMTRIAGE_SKIP("prometheus-alertmanager is not installed (scripts/setup.sh installs it)");
     }
     TempDir am;
     std::ofstream(am.path / "am.yml") << "route:\n  receiver: none\nreceivers:\n  - name: none\n";

@@ -286,6 +286,41 @@ TEST_SUITE("daemon::e2e") {
     }
     REQUIRE(wait_until([&] { return view.events("rewritten") == 1; }));
   }
+  TEST_CASE("fault: rotated while down into logs/ or logrotate's olddir: the unread tail is drained there") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    const fs::path config = dir.path / "oomtriage.yaml";
+    std::ofstream(config) << "watch:\n  - logs: " << (out / "*" / "log.txt").string()
+                          << "\n    rotated_to: \"{dir}/old\"\n";
+    const std::string log = slurp(kGolden / "aitk_gc_off_oom_step2.log");
+    const size_t half = log.size() / 3;
+    for (const char* job : {"restarted", "olddir"}) {
+      fs::create_directories(out / job);
+      std::ofstream(out / job / "log.txt", std::ios::binary) << log.substr(0, half);
+    }
+    const std::vector<std::string> args = {"daemon", "--config", config.string()};
+    {
+      DaemonProcess daemon(dir.path / "state", args, dir.path / "err");
+      StoreView view{dir.path / "state" / "oomtriage.db"};
+      // The first start reads present logs from their end; appended bytes are read.
+      for (const char* job : {"restarted", "olddir"}) {
+        REQUIRE(wait_until([&] { return view.story(job).has_value(); }));
+      }
+      CHECK(daemon.stop(SIGTERM) == 0);
+    }
+    // While oomtriage is down, each job crashes, and its log is moved away.
+    for (const char* job : {"restarted", "olddir"}) {
+      std::ofstream(out / job / "log.txt", std::ios::binary | std::ios::app) << log.substr(half);
+    }
+    fs::create_directories(out / "restarted" / "logs");
+    fs::rename(out / "restarted" / "log.txt", out / "restarted" / "logs" / "1_log.txt");
+    fs::create_directories(out / "olddir" / "old");
+    fs::rename(out / "olddir" / "log.txt", out / "olddir" / "old" / "log.txt.1");
+    DaemonProcess daemon(dir.path / "state", args, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    CHECK(wait_until([&] { return view.events("restarted") == 1; }));
+    CHECK(wait_until([&] { return view.events("olddir") == 1; }));
+  }
   TEST_CASE("real logrotate, create and copytruncate, mid-run: no event lost or doubled") {
     for (const char* mode : {"create", "copytruncate"}) {
       CAPTURE(mode);

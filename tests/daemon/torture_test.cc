@@ -18,6 +18,7 @@
 
 #include "tests/support/e2e.h"
 #include "tests/support/http_test_server.h"
+#include "tests/support/skip.h"
 
 using namespace oomtriage;
 using namespace oomtriage::testing;
@@ -55,8 +56,7 @@ std::string incident(int job, int mib) {
 
 TEST_CASE("torture: fast writers, logrotate both ways, kill -9 at random, a receiver outage") {
   if (std::system("command -v logrotate >/dev/null 2>&1") != 0) {
-    MESSAGE("skipped: logrotate is not installed");
-    return;
+    OOMTRIAGE_SKIP("logrotate is not installed");
   }
   TempDir dir;
   const fs::path out = dir.path / "output";

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tests/support/files.h"
+#include "tests/support/skip.h"
 
 using oomtriage::testing::slurp;
 namespace fs = std::filesystem;
@@ -211,8 +212,7 @@ config:
   TEST_CASE("every real AI Toolkit example config loads") {
     const fs::path dir = fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" / "ai-toolkit";
     if (!fs::is_directory(dir)) {
-      MESSAGE("skipped: " << dir.string() << " is absent");
-      return;
+      OOMTRIAGE_SKIP(dir.string() + " is absent");
     }
     int loaded = 0;
     for (const auto& entry : fs::directory_iterator(dir)) {

@@ -17,6 +17,7 @@
 #include "parsers/log_analyzer.h"
 
 #include "tests/support/files.h"
+#include "tests/support/skip.h"
 
 using oomtriage::testing::slurp;
 namespace fs = std::filesystem;
@@ -58,8 +59,7 @@ struct Score {
 TEST_CASE("real crash logs from issue threads scan to their labels") {
   const fs::path corpus = fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "corpus" / "real-logs";
   if (!fs::is_directory(corpus)) {
-    MESSAGE("skipped: " << corpus.string() << " is absent");
-    return;
+    OOMTRIAGE_SKIP(corpus.string() + " is absent");
   }
   std::map<std::string, Score> scores;
   for (const auto& entry : fs::directory_iterator(corpus)) {

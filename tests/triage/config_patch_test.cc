@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/files.h"
+#include "tests/support/skip.h"
 
 using oomtriage::testing::slurp;
 namespace fs = std::filesystem;
@@ -162,8 +163,7 @@ TEST_SUITE("triage::config_patch") {
     const fs::path path = fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" /
                           "ai-toolkit" / "train_lora_qwen_image_edit_2509_32gb.yaml";
     if (!fs::exists(path)) {
-      MESSAGE("skipped: " << path.string() << " is absent");
-      return;
+      OOMTRIAGE_SKIP(path.string() + " is absent");
     }
     const std::string original = slurp(path);
     const auto result = triage::patch_yaml(
