@@ -728,6 +728,7 @@ class Daemon {
     file.analyzer = std::make_unique<parsers::LogAnalyzer>(options);
     file.committed = {0, 1, "{}", file.generation};
     file.tail.clear();
+    file.fingerprinted = false;  // the head is new content
   }
 
   // The path may now be another file (rotation, restart) or nothing (deleted): drain the old one.
@@ -787,7 +788,7 @@ class Daemon {
     file.dirty = false;
     file.committed_outcome = file.analyzer->outcome_so_far();
     file.committed = {progress.offset, progress.line, progress.analyzer_state, progress.generation};
-    if (progress.fingerprint) file.fingerprinted = true;
+    if (progress.fingerprint && progress.fingerprint->second > 0) file.fingerprinted = true;
   }
 
   // Offsets move only after the store accepted the events: the analyzer and the read position
@@ -874,10 +875,14 @@ class Daemon {
     progress.analyzer_state = file.analyzer->checkpoint();
     progress.anchor = anchor_of(file.fd, progress.offset);
     if (!file.fingerprinted) {
+      // A new file (or a new generation after a truncation) has no head to compare until a KiB
+      // exists; the store forgets the old head meanwhile.
       struct stat st {};
       if (::fstat(file.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= kFingerprintBytes) {
         progress.fingerprint.emplace(fingerprint_of(file.fd, kFingerprintBytes),
                                      static_cast<int64_t>(kFingerprintBytes));
+      } else {
+        progress.fingerprint.emplace("", 0);
       }
     }
     progress.outcome = std::string(parsers::to_string(file.analyzer->outcome_so_far()));
