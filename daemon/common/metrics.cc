@@ -32,6 +32,9 @@ std::string Metrics::render() const {
   out += fmt::format("oomtriage_bytes_read_total {}\n", bytes_read);
   family("oomtriage_records_total", "counter", "Records (lines and progress frames) analysed.");
   out += fmt::format("oomtriage_records_total {}\n", records);
+  family("oomtriage_files_closed_idle_total", "counter",
+         "Idle logs closed to stay within the descriptor budget (reopened when they grow).");
+  out += fmt::format("oomtriage_files_closed_idle_total {}\n", files_closed_idle);
   family("oomtriage_store_failures_total", "counter",
          "Commits the store refused (disk full, locked); the logs are read again from the last "
          "commit.");

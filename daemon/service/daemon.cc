@@ -24,6 +24,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -161,6 +162,21 @@ class Daemon {
 
   bool start() {
     metrics_.version = kVersion;
+    // Descriptors for logs: the soft limit minus a reserve for the store, inotify, sockets and
+    // config reads. Idle logs beyond it are closed and reopened by path and identity.
+    rlimit limit{};
+    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
+      // Descriptors already open (the store, inherited ones) count against the limit too.
+      size_t already_open = 0;
+      std::error_code ec;
+      for (auto it = fs::directory_iterator("/proc/self/fd", ec); !ec && it != fs::directory_iterator();
+           it.increment(ec)) {
+        ++already_open;
+      }
+      const size_t soft = static_cast<size_t>(limit.rlim_cur);
+      const size_t reserve = std::min<size_t>(64, soft / 4);
+      max_open_ = soft > already_open + reserve + 8 ? soft - already_open - reserve : 8;
+    }
     if (!config_.metrics_listen.empty()) {
       metrics_server_ = std::make_unique<MetricsServer>(io_, [this] { return render_metrics(); });
       std::string error;
@@ -394,7 +410,16 @@ class Daemon {
 
   // --- files -------------------------------------------------------------------------------
   void track(const std::string& path, const WatchRule& rule, StartAt start) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    make_room(nullptr);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      // The budget was too generous: shrink it to what is open and make room.
+      size_t open = 0;
+      for (const auto& [p, f] : files_) open += f->fd >= 0;
+      max_open_ = std::max<size_t>(8, open > 1 ? open - 1 : 1);
+      make_room(nullptr);
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    }
     if (fd < 0) {
       if (errno != ENOENT) ++metrics_.parse_errors["unreadable_file"];
       if (errno != ENOENT && unreadable_logged_.insert(path).second) {
@@ -428,11 +453,10 @@ class Daemon {
     const auto& row = *stored;
     // The same content as before: the head (once a KiB existed) and the bytes before the
     // stored offset. A file rewritten in place or a reused inode fails one of them.
-    const bool same_file =
-        row && row->offset <= static_cast<uint64_t>(st.st_size) &&
-        (row->fingerprint_len < static_cast<int64_t>(kFingerprintBytes) ||
-         fingerprint_of(fd, static_cast<uint64_t>(row->fingerprint_len)) == row->fingerprint) &&
-        anchor_of(fd, row->offset) == row->anchor;
+    // (The anchor is written with the offset in one transaction, so it is never stale; the head
+    // fingerprint may lag a truncation by one commit and is not trusted alone.)
+    const bool same_file = row && row->offset <= static_cast<uint64_t>(st.st_size) &&
+                           anchor_of(fd, row->offset) == row->anchor;
     if (start == StartAt::kStored && row && same_file && row->offset <= uint64_t(st.st_size)) {
       // Resume where the last run left off.
       file->file_id = row->id;
@@ -536,6 +560,11 @@ class Daemon {
   // Where a log rotated while the daemon was down went: its own folder, its logs/ (AI
   // Toolkit's restarts), the rule's rotated_to folders; the same inode and the same first KiB.
   std::optional<std::string> find_rotated(const db::FileRow& row, const WatchRule& rule) const {
+    return find_rotated(row, rule, [&](int fd) { return anchor_of(fd, row.offset) == row.anchor; });
+  }
+
+  std::optional<std::string> find_rotated(const db::FileRow& row, const WatchRule& rule,
+                                          const std::function<bool(int)>& same_content) const {
     const fs::path home = fs::path(row.path).parent_path();
     std::vector<fs::path> dirs = {home, home / "logs"};
     for (const std::string& dir : rule.rotated_to) dirs.emplace_back(expand_template(dir, row.path));
@@ -548,14 +577,11 @@ class Daemon {
             static_cast<uint64_t>(st.st_ino) != row.ino) {
           continue;
         }
-        if (row.fingerprint_len >= static_cast<int64_t>(kFingerprintBytes)) {
-          const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
-          if (fd < 0) continue;
-          const bool same = fingerprint_of(fd, kFingerprintBytes) == row.fingerprint;
-          ::close(fd);
-          if (!same) continue;
-        }
-        return entry.path().string();
+        const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        const bool same = same_content(fd);
+        ::close(fd);
+        if (same) return entry.path().string();
       }
     }
     return std::nullopt;
@@ -645,6 +671,12 @@ class Daemon {
   // Reads what the file grew by (bounded per turn), and commits what it produced.
   void read_file(Tracked& file) {
     if (rewound_.count(file.path)) return;  // waiting for the store; the retry reads it
+    if (!ensure_open(file)) {
+      // Out of descriptors for the moment (every open log busy with an incident or unsaved
+      // progress): try again shortly, when one of them is idle.
+      if (open_hit_limit_) schedule_read(file, std::chrono::milliseconds(100));
+      return;
+    }
     file.last_read = Clock::now();
     struct stat st {};
     if (::fstat(file.fd, &st) != 0) return;
@@ -739,6 +771,8 @@ class Daemon {
     struct stat st {};
     const bool exists = ::stat(path.c_str(), &st) == 0;
     if (exists && st.st_dev == file.dev && st.st_ino == file.ino) {
+      // A closed idle log that has not grown stays closed (its bytes are checked when it grows).
+      if (file.fd < 0 && static_cast<uint64_t>(st.st_size) == file.read_pos) return;
       read_file(file);
       return;
     }
@@ -749,12 +783,86 @@ class Daemon {
     parsers::LogAnalysis last = file.analyzer->finish();
     commit(file, std::move(last.events), /*can_rewind=*/false);
     struct stat old {};
-    const bool gone = ::fstat(file.fd, &old) != 0 || old.st_nlink == 0;
+    const bool gone = file.fd < 0 || ::fstat(file.fd, &old) != 0 || old.st_nlink == 0;
     (void)store_.set_file_state(file.file_id, gone ? "gone" : "rotated", unix_now());
     if (verbose_) log_line(7, "{} {}", path, gone ? "was deleted" : "was rotated away");
     files_.erase(it);
     if (exists) {
       if (const WatchRule* rule = rule_for(path)) track(path, *rule, StartAt::kBeginning);
+    }
+  }
+
+  // --- descriptors -------------------------------------------------------------------------
+  // A closed idle log is reopened by its path when the path still is the same file; when it was
+  // rotated meanwhile, its inode is looked for where rotated logs go, so its tail is drained.
+  bool ensure_open(Tracked& file) {
+    open_hit_limit_ = false;
+    if (file.fd >= 0) return true;
+    make_room(&file);
+    int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      size_t open = 0;
+      for (const auto& [p, f] : files_) open += f->fd >= 0;
+      max_open_ = std::max<size_t>(8, open > 1 ? open - 1 : 1);
+      make_room(&file);
+      fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
+    }
+    struct stat st {};
+    if (fd >= 0 && (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_dev) != file.dev ||
+                    static_cast<uint64_t>(st.st_ino) != file.ino)) {
+      ::close(fd);
+      fd = -1;
+      db::FileRow row;
+      row.path = file.path;
+      row.dev = file.dev;
+      row.ino = file.ino;
+      const auto same = [&file](int candidate) {
+        return bytes_at(candidate, file.read_pos - file.tail.size(), file.tail.size()) == file.tail;
+      };
+      if (auto found = find_rotated(row, *file.rule, same)) {
+        fd = ::open(found->c_str(), O_RDONLY | O_CLOEXEC);
+      }
+    }
+    if (fd < 0) {
+      open_hit_limit_ = errno == EMFILE || errno == ENFILE;
+      return false;
+    }
+    file.fd = fd;
+    return true;
+  }
+
+  void schedule_read(Tracked& file, std::chrono::milliseconds delay) {
+    if (file.read_scheduled) return;
+    file.read_scheduled = true;
+    scheduled_reads_.emplace(Clock::now() + delay, file.path);
+    arm_reads();
+  }
+
+  // Closes the least recently read idle logs until one more descriptor fits. A log with
+  // uncommitted progress, an open incident or a pending retry stays open.
+  void make_room(const Tracked* keep) {
+    size_t open = 0;
+    for (const auto& [path, file] : files_) open += file->fd >= 0;
+    while (open >= max_open_) {
+      Tracked* idle = nullptr;
+      for (auto& [path, file] : files_) {
+        if (file->fd < 0 || file.get() == keep || file->dirty || file->settle_at ||
+            file->analyzer->has_open_incident() || rewound_.count(path)) {
+          continue;
+        }
+        if (!idle || file->last_read < idle->last_read) idle = file.get();
+      }
+      if (!idle) {
+        if (!fd_limit_logged_) {
+          log_line(4, "{} logs open, all busy: going past the budget of {}", open, max_open_);
+          fd_limit_logged_ = true;
+        }
+        return;
+      }
+      ::close(idle->fd);
+      idle->fd = -1;
+      ++metrics_.files_closed_idle;
+      --open;
     }
   }
 
@@ -1118,6 +1226,9 @@ class Daemon {
   std::map<std::string, std::string> config_texts_;
   bool first_start_ = false;
   bool watch_limit_logged_ = false;
+  size_t max_open_ = 4096;  // log descriptors open at once (start() derives it from the limit)
+  bool open_hit_limit_ = false;  // the last reopen failed for want of descriptors
+  bool fd_limit_logged_ = false;
   asio::steady_timer store_retry_timer_{io_};
   std::chrono::milliseconds store_retry_delay_{0};
   bool store_retry_armed_ = false;

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <signal.h>
 #include <spawn.h>
@@ -20,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -320,6 +322,62 @@ TEST_SUITE("daemon::e2e") {
     StoreView view{dir.path / "state" / "oomtriage.db"};
     CHECK(wait_until([&] { return view.events("restarted") == 1; }));
     CHECK(wait_until([&] { return view.events("olddir") == 1; }));
+  }
+  TEST_CASE("fault: more logs than descriptors (ulimit -n 64): idle logs are closed, every crash is stored") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    constexpr int kLogs = 120;
+    for (int i = 0; i < kLogs; ++i) {
+      fs::create_directories(out / ("job" + std::to_string(i)));
+      std::ofstream(out / ("job" + std::to_string(i)) / "log.txt") << "Running 1 job\n";
+    }
+    const fs::path err = dir.path / "err";
+    const std::string command = "ulimit -n 64 && exec " + std::string(OOMTRIAGE_BINARY) +
+                                " --state-dir " + (dir.path / "state").string() + " watch " +
+                                out.string() + " 2>" + err.string();
+    pid_t pid = -1;
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+    struct Reap {
+      pid_t pid;
+      ~Reap() {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    } reap{pid};
+    REQUIRE(wait_until([&] { return slurp(err).find("store ready") != std::string::npos; }));
+    const std::string crash = slurp(kGolden / "aitk_host_sigkill.log");
+    for (int i = 0; i < kLogs; ++i) {
+      std::ofstream(out / ("job" + std::to_string(i)) / "log.txt", std::ios::app) << crash;
+    }
+    const auto all_stored = [&] {
+      auto store = db::Store::open((dir.path / "state" / "oomtriage.db").string());
+      if (!store) return false;
+      for (int i = 0; i < kLogs; ++i) {
+        auto story = (*store)->job_story("job" + std::to_string(i));
+        if (!story || !*story || (*story)->events.size() != 1) return false;
+      }
+      return true;
+    };
+    const bool stored = wait_until(all_stored, 60s);
+    std::string notes;  // what the daemon said besides the events, when it fails
+    std::istringstream lines(slurp(err));
+    for (std::string line; std::getline(lines, line);) {
+      if (line.find("OOM in") == std::string::npos && line.rfind("<7>", 0) != 0) notes += line + "\n";
+    }
+    {
+      auto store = db::Store::open((dir.path / "state" / "oomtriage.db").string());
+      REQUIRE(store);
+      std::map<size_t, int> histogram;
+      for (int i = 0; i < kLogs; ++i) {
+        auto story = (*store)->job_story("job" + std::to_string(i));
+        ++histogram[story && *story ? (*story)->events.size() : 99];
+      }
+      for (const auto& [n, jobs] : histogram) notes += fmt::format("{} jobs with {} events\n", jobs, n);
+    }
+    INFO(notes);
+    CHECK(stored);
+    CHECK(slurp(err).find("Too many open files") == std::string::npos);
   }
   TEST_CASE("real logrotate, create and copytruncate, mid-run: no event lost or doubled") {
     for (const char* mode : {"create", "copytruncate"}) {
