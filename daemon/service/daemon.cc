@@ -72,6 +72,12 @@ std::string bytes_at(int fd, uint64_t from, uint64_t length) {
 
 std::string fingerprint_of(int fd, uint64_t length) { return sha256_hex(bytes_at(fd, 0, length)); }
 
+// The last bytes before `offset` (at most kTailBytes): what a read ending there fed last.
+std::string tail_before(int fd, uint64_t offset) {
+  const uint64_t length = std::min<uint64_t>(offset, kTailBytes);
+  return bytes_at(fd, offset - length, length);
+}
+
 // The hash of the bytes just before `offset`: what was read there must still be there.
 std::string anchor_of(int fd, uint64_t offset) {
   if (offset == 0) return "";
@@ -410,16 +416,7 @@ class Daemon {
 
   // --- files -------------------------------------------------------------------------------
   void track(const std::string& path, const WatchRule& rule, StartAt start) {
-    make_room(nullptr);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
-      // The budget was too generous: shrink it to what is open and make room.
-      size_t open = 0;
-      for (const auto& [p, f] : files_) open += f->fd >= 0;
-      max_open_ = std::max<size_t>(8, open > 1 ? open - 1 : 1);
-      make_room(nullptr);
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    }
+    const int fd = open_within_budget(path, nullptr);
     if (fd < 0) {
       if (errno != ENOENT) ++metrics_.parse_errors["unreadable_file"];
       if (errno != ENOENT && unreadable_logged_.insert(path).second) {
@@ -465,8 +462,7 @@ class Daemon {
       file->analyzer = std::make_unique<parsers::LogAnalyzer>(options, row->analyzer_state,
                                                               row->offset, row->line);
       file->committed = {row->offset, row->line, row->analyzer_state, row->generation};
-      file->tail = bytes_at(fd, row->offset - std::min<uint64_t>(row->offset, kTailBytes),
-                            std::min<uint64_t>(row->offset, kTailBytes));
+      file->tail = tail_before(fd, row->offset);
       file->fingerprinted = row->fingerprint_len >= static_cast<int64_t>(kFingerprintBytes);
       if (!register_job(*file, row->run_id)) return;
     } else {
@@ -486,8 +482,7 @@ class Daemon {
         fresh.offset = static_cast<uint64_t>(st.st_size);
         line = count_lines(fd, fresh.offset);
         fresh.anchor = anchor_of(fd, fresh.offset);
-        file->tail = bytes_at(fd, fresh.offset - std::min<uint64_t>(fresh.offset, kTailBytes),
-                              std::min<uint64_t>(fresh.offset, kTailBytes));
+        file->tail = tail_before(fd, fresh.offset);
       }
       fresh.line = line;
       if (!register_job(*file, 0)) return;
@@ -798,15 +793,7 @@ class Daemon {
   bool ensure_open(Tracked& file) {
     open_hit_limit_ = false;
     if (file.fd >= 0) return true;
-    make_room(&file);
-    int fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
-      size_t open = 0;
-      for (const auto& [p, f] : files_) open += f->fd >= 0;
-      max_open_ = std::max<size_t>(8, open > 1 ? open - 1 : 1);
-      make_room(&file);
-      fd = ::open(file.path.c_str(), O_RDONLY | O_CLOEXEC);
-    }
+    int fd = open_within_budget(file.path, &file);
     struct stat st {};
     if (fd >= 0 && (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_dev) != file.dev ||
                     static_cast<uint64_t>(st.st_ino) != file.ino)) {
@@ -838,11 +825,30 @@ class Daemon {
     arm_reads();
   }
 
+  size_t open_logs() const {
+    size_t open = 0;
+    for (const auto& [path, file] : files_) open += file->fd >= 0;
+    return open;
+  }
+
+  // Opens `path` after making room; out of descriptors all the same, the budget was too
+  // generous: it shrinks to what is open, and one more try follows.
+  int open_within_budget(const std::string& path, const Tracked* keep) {
+    make_room(keep);
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+      const size_t open = open_logs();
+      max_open_ = std::max<size_t>(8, open > 1 ? open - 1 : 1);
+      make_room(keep);
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    }
+    return fd;
+  }
+
   // Closes the least recently read idle logs until one more descriptor fits. A log with
   // uncommitted progress, an open incident or a pending retry stays open.
   void make_room(const Tracked* keep) {
-    size_t open = 0;
-    for (const auto& [path, file] : files_) open += file->fd >= 0;
+    size_t open = open_logs();
     while (open >= max_open_) {
       Tracked* idle = nullptr;
       for (auto& [path, file] : files_) {
@@ -910,8 +916,7 @@ class Daemon {
                         : std::make_unique<parsers::LogAnalyzer>(options, c.analyzer_state,
                                                                  c.offset, c.line);
     file.read_pos = c.offset;
-    file.tail = bytes_at(file.fd, c.offset - std::min<uint64_t>(c.offset, kTailBytes),
-                         std::min<uint64_t>(c.offset, kTailBytes));
+    file.tail = tail_before(file.fd, c.offset);
     file.generation = c.generation;
     file.dirty = false;
     file.records_counted = 0;
