@@ -1,7 +1,10 @@
-// daemon/alerts/alert_dispatcher.cc: outbox lanes, retry policy, request building, HMAC, alert test.
+// daemon/alerts/alert_dispatcher.cc: outbox lanes, grouping, request building, the alert test.
 #include "daemon/alerts/alert_dispatcher.h"
 
+#include "daemon/alerts/retry_policy.h"
+#include "daemon/alerts/webhook_signature.h"
 #include "daemon/common/clock.h"
+#include "daemon/render/journal_log.h"
 
 #include <unistd.h>
 
@@ -9,8 +12,6 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
 
 #include <chrono>
 #include <cmath>
@@ -30,38 +31,7 @@ std::string this_host() {
   return ::gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
 }
 
-std::string base64(const unsigned char* data, size_t n) {
-  std::string out(4 * ((n + 2) / 3), '\0');
-  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data,
-                                      static_cast<int>(n));
-  out.resize(written > 0 ? static_cast<size_t>(written) : 0);
-  return out;
-}
-
-std::string unbase64(std::string_view text) {
-  std::string out(3 * ((text.size() + 3) / 4), '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()),
-                                static_cast<int>(text.size()));
-  if (n < 0) return std::string(text);
-  size_t size = static_cast<size_t>(n);
-  for (size_t i = text.size(); i > 0 && text[i - 1] == '=' && size > 0; --i) --size;
-  out.resize(size);
-  return out;
-}
-
 }  // namespace
-
-std::string standard_webhook_signature(const std::string& secret, const std::string& id,
-                                       const std::string& timestamp, const std::string& body) {
-  const std::string key = secret.rfind("whsec_", 0) == 0 ? unbase64(secret.substr(6)) : secret;
-  const std::string content = id + "." + timestamp + "." + body;
-  unsigned char mac[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
-       reinterpret_cast<const unsigned char*>(content.data()), content.size(), mac, &length);
-  return "v1," + base64(mac, length);
-}
 
 HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, int64_t now_unix) {
   HttpRequest request;
@@ -118,16 +88,15 @@ AlertDispatcher::AlertDispatcher(asio::io_context& io, db::Store& store, const D
 
 AlertDispatcher::~AlertDispatcher() = default;
 
-bool AlertDispatcher::start(std::string& error) {
+Result<Ok> AlertDispatcher::start() {
   for (auto& lane : lanes_) {
-    std::string tls_error;
-    lane->tls = make_tls_context(lane->receiver.ca_file, tls_error);
-    if (!lane->tls) {
-      error = fmt::format("alert {}: {}", lane->receiver.name, tls_error);
-      return false;
+    auto tls = make_tls_context(lane->receiver.ca_file);
+    if (!tls) {
+      return make_error(tls.error().code, fmt::format("alert {}: {}", lane->receiver.name, tls.error().message));
     }
+    lane->tls = std::move(*tls);
   }
-  return true;
+  return Ok{};
 }
 
 void AlertDispatcher::poke() {
@@ -179,7 +148,7 @@ void AlertDispatcher::pump(Lane& lane) {
   const int64_t now = unix_now();
   auto due = store_.due_alerts(lane.receiver.name, now, 200);
   if (!due) {
-    fmt::print(stderr, "<3>oomtriage: alert {}: store: {}\n", lane.receiver.name, due.error().message);
+    log_line(kError, "alert {}: store: {}", lane.receiver.name, due.error().message);
     return;
   }
   // Oldest first; a burst of recovered OOMs waits for its window (per job), but a fatal OOM of
@@ -238,58 +207,35 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
     const int64_t now = unix_now();
     const Receiver& r = lane.receiver;
     const auto log_once = [&](int priority, const std::string& what) {
-      if (lane.logged.insert(what).second) {
-        fmt::print(stderr, "<{}>oomtriage: alert {} ({}): {}\n", priority, r.name,
-                   redact_url(r.url), what);
-      }
+      if (lane.logged.insert(what).second) log_line(priority, "alert {} ({}): {}", r.name, redact_url(r.url), what);
     };
     const auto count = [&](const char* result) {
       if (metrics_) ++metrics_->alerts[{r.name, result}];
     };
-    if (response.status >= 200 && response.status < 300) {
-      count("delivered");
-      (void)store_.mark_alerts(ids, "delivered", attempts, now, "");
-    } else if (response.status >= 300 && response.status < 400) {
-      // Followed already when it keeps the POST (307/308, 3 hops); what is left will not change.
-      count("failed");
-      log_once(3, response.error + "; kept as failed");
-      (void)store_.mark_alerts(ids, "failed", attempts, now, response.error);
-    } else if (response.status >= 400 && response.status < 500 && response.status != 429 &&
-               response.status != 408) {
-      count("failed");
-      log_once(3, fmt::format("HTTP {}: the receiver refused the alert; kept as failed",
-                              response.status));
-      (void)store_.mark_alerts(ids, "failed", attempts, now, fmt::format("HTTP {}", response.status));
-    } else {
-      const std::string why = response.status ? fmt::format("HTTP {}", response.status) : response.error;
-      if (now - group.front().created_at > r.retry_horizon_seconds) {
+    const double jitter = std::uniform_real_distribution<double>(0.5, 1.5)(lane.jitter);
+    const DeliveryVerdict verdict =
+        judge_response(response, r, attempts, now - group.front().created_at, jitter);
+    switch (verdict.kind) {
+      case DeliveryVerdict::kDelivered:
+        count("delivered");
+        (void)store_.mark_alerts(ids, "delivered", attempts, now, "");
+        break;
+      case DeliveryVerdict::kFailed:
         count("failed");
-        log_once(3, "giving up after " + std::to_string(attempts) + " attempts: " + why);
-        (void)store_.mark_alerts(ids, "failed", attempts, now, why);
-      } else {
-        double delay_ms = std::min<double>(r.retry_max_ms,
-                                           r.retry_initial_ms * std::pow(2.0, double(attempts - 1)));
-        delay_ms *= std::uniform_real_distribution<double>(0.5, 1.5)(lane.jitter);
-        if (response.status == 429 && response.retry_after_seconds) {
-          delay_ms = *response.retry_after_seconds * 1000.0;
-        } else if (response.status == 429) {
-          // Discord puts it in the body: {"retry_after": 1.5, ...}
-          const auto body = nlohmann::json::parse(response.body, nullptr, false);
-          if (body.is_object() && body.contains("retry_after") && body["retry_after"].is_number()) {
-            delay_ms = body["retry_after"].get<double>() * 1000.0;
-          }
-        }
+        log_once(kError, verdict.log);
+        (void)store_.mark_alerts(ids, "failed", attempts, now, verdict.reason);
+        break;
+      case DeliveryVerdict::kRetry: {
         count("retry");
-        log_once(4, why + ": retrying");
+        log_once(kWarning, verdict.log);
         // The store keeps whole seconds (for a restart); the lane's timer keeps the milliseconds
         // configured, and the row is due in the second the timer fires.
         const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count();
-        const auto delay = std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, delay_ms)));
-        const int64_t next = (now_ms + delay.count()) / 1000;
-        (void)store_.mark_alerts(ids, "pending", attempts, next, why);
-        arm_after(lane, delay);
+        (void)store_.mark_alerts(ids, "pending", attempts, (now_ms + verdict.delay.count()) / 1000,
+                                 verdict.reason);
+        arm_after(lane, verdict.delay);
         return;
       }
     }
@@ -324,13 +270,13 @@ int run_alert_test(const DaemonConfig& config, const std::optional<std::string>&
   std::vector<std::unique_ptr<asio::ssl::context>> contexts;
   for (const Receiver& receiver : config.alerts) {
     if (only && receiver.name != *only) continue;
-    std::string error;
-    contexts.push_back(make_tls_context(receiver.ca_file, error));
-    if (!contexts.back()) {
-      fmt::print(stderr, "oomtriage: alert {}: {}\n", receiver.name, error);
+    auto tls = make_tls_context(receiver.ca_file);
+    if (!tls) {
+      fmt::print(stderr, "oomtriage: alert {}: {}\n", receiver.name, tls.error().message);
       ++failures;
       continue;
     }
+    contexts.push_back(std::move(*tls));
     ++sent;
     http_post(io, *contexts.back(), alert_request(receiver, sample, unix_now()),
               [&failures, name = receiver.name, url = receiver.url](HttpResponse response) {

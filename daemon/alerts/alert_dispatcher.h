@@ -29,19 +29,14 @@ namespace oomtriage::daemon {
 // The HTTP request a receiver gets for one alert (or one burst of recovered ones).
 HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, int64_t now_unix);
 
-// "v1,<base64(HMAC-SHA256(secret, id.timestamp.body))>" per Standard Webhooks; a "whsec_" secret
-// is base64 after the prefix.
-std::string standard_webhook_signature(const std::string& secret, const std::string& id,
-                                       const std::string& timestamp, const std::string& body);
-
 class AlertDispatcher {
  public:
   AlertDispatcher(boost::asio::io_context& io, db::Store& store, const DaemonConfig& config,
                   Metrics* metrics = nullptr);
   ~AlertDispatcher();
-  // Builds each receiver's TLS trust store; false (with `error`) when one cannot be read.
-  // Sends nothing until poke().
-  bool start(std::string& error);
+  // Builds each receiver's TLS trust store; an error names the receiver whose one cannot be
+  // read. Sends nothing until poke().
+  Result<Ok> start();
   // New outbox rows may be due: look now (not while held).
   void poke();
   // A dispatcher replacing one that still has requests in flight (SIGHUP) is held, so that it

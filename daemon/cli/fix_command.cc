@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "daemon/common/digest.h"
 #include "daemon/service/job_history.h"
 #include "daemon/service/job_locator.h"
 #include "daemon/render/json_output.h"
@@ -106,9 +107,8 @@ void record_applied(const FixOptions& options, uint64_t incident_offset, const t
 
 int run_fix(const FixOptions& options) {
   parsers::LogAnalyzer analyzer;
-  std::string error;
-  if (const int rc = read_log_into(options.log, analyzer, error); rc != kExitOk) {
-    return fail(rc, error);
+  if (auto read = read_log_into(options.log, analyzer); !read) {
+    return fail(exit_code_for(read.error()), read.error().message);
   }
   const parsers::LogAnalysis analysis = analyzer.finish();
   std::optional<std::filesystem::path> explicit_config;

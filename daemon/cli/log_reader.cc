@@ -20,18 +20,18 @@ constexpr off_t kProgressMinBytes = 64 << 20;
 
 }  // namespace
 
-int read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer, std::string& error) {
+Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    error = fmt::format("cannot read {}: {}", path, std::strerror(errno));
-    return kExitEnvironment;
+    return make_error(ErrorCode::kIo, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
-    error = S_ISDIR(st.st_mode) ? fmt::format("{}: is a directory, expected a log file", path)
-                                : fmt::format("cannot stat {}: {}", path, std::strerror(errno));
+    Error error = S_ISDIR(st.st_mode)
+                      ? make_error(ErrorCode::kBadInput, fmt::format("{}: is a directory, expected a log file", path))
+                      : make_error(ErrorCode::kIo, fmt::format("cannot stat {}: {}", path, std::strerror(errno)));
     ::close(fd);
-    return S_ISDIR(st.st_mode) ? kExitBadInput : kExitEnvironment;
+    return error;
   }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   const bool show_progress = ::isatty(STDERR_FILENO) && st.st_size >= kProgressMinBytes;
@@ -42,9 +42,9 @@ int read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer, std::
     const ssize_t n = ::read(fd, buffer.data(), buffer.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      error = fmt::format("cannot read {}: {}", path, std::strerror(errno));
+      Error error = make_error(ErrorCode::kIo, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
       ::close(fd);
-      return kExitEnvironment;
+      return error;
     }
     if (n == 0) break;
     analyzer.feed(std::string_view(buffer.data(), static_cast<size_t>(n)));
@@ -59,7 +59,11 @@ int read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer, std::
   }
   if (show_progress) fmt::print(stderr, "\r\x1b[2K");
   ::close(fd);
-  return kExitOk;
+  return Ok{};
+}
+
+int exit_code_for(const Error& error) {
+  return error.code == ErrorCode::kBadInput ? kExitBadInput : kExitEnvironment;
 }
 
 }  // namespace oomtriage::daemon

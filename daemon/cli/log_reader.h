@@ -7,12 +7,16 @@
 #include <string>
 
 #include "parsers/log_analyzer.h"
+#include "parsers/result.h"
 
 namespace oomtriage::daemon {
 
 enum ExitCode { kExitOk = 0, kExitBadInput = 1, kExitEnvironment = 2 };
 
-// Feeds `path` to `analyzer`. Returns kExitOk, or an exit code with a one-line `error`.
-int read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer, std::string& error);
+// Feeds `path` to `analyzer`; an error is one line naming the file and the reason.
+Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer);
+
+// What the command exits with for `error`: bad input 1, the environment 2.
+int exit_code_for(const Error& error);
 
 }  // namespace oomtriage::daemon

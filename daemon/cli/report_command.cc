@@ -290,10 +290,11 @@ int run_report(const std::string& store_path, const std::string& name, bool json
     const auto get = [&](const char* key) -> uint64_t {
       return event.contains(key) && event[key].is_number() ? event[key].get<uint64_t>() : 0;
     };
-    const std::string step = event["step"].is_null()
-                                 ? "step unknown"
-                                 : "step " + event["step"].dump() +
-                                       (event["total_steps"].is_null() ? "" : "/" + event["total_steps"].dump());
+    const auto number = [&event](const char* key) -> std::optional<int64_t> {
+      if (!event.contains(key) || !event[key].is_number_integer()) return std::nullopt;
+      return event[key].get<int64_t>();
+    };
+    const std::string step = step_text(number("step"), number("total_steps"));
     fmt::print("  {}. {} in {}, {}{}  (run #{}, line {})\n", index, event["kind"].get<std::string>(),
                event["phase"].get<std::string>(), step,
                event["recovered"].get<bool>() ? " (recovered)" : "", event["run_id"].dump(),

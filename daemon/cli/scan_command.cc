@@ -45,10 +45,9 @@ int run_scan(const ScanOptions& options) {
     parsers::AnalyzerOptions analyzer_options;
     analyzer_options.trainer = options.trainer;
     parsers::LogAnalyzer analyzer(analyzer_options);
-    std::string error;
-    if (const int rc = read_log_into(path, analyzer, error); rc != kExitOk) {
-      report(error);
-      exit_code = std::max(exit_code, rc);
+    if (auto read = read_log_into(path, analyzer); !read) {
+      report(read.error().message);
+      exit_code = std::max(exit_code, exit_code_for(read.error()));
       continue;
     }
     ScannedLog log;

@@ -20,8 +20,8 @@ struct Metrics {
   std::map<std::string, uint64_t> parse_errors;  // reason
   std::map<std::pair<std::string, std::string>, uint64_t> alerts;  // (receiver, result)
   uint64_t outbox_pending = 0;
-  uint64_t store_failures = 0;
-  uint64_t files_closed_idle = 0;  // idle logs closed to stay within the descriptor budget  // commits the store refused (each is retried, nothing is lost)
+  uint64_t store_failures = 0;     // commits the store refused (each is retried, nothing is lost)
+  uint64_t files_closed_idle = 0;  // idle logs closed to stay within the descriptor budget
   std::string version;
 
   // The text exposition format (version 0.0.4), HELP and TYPE lines included.

@@ -175,7 +175,7 @@ std::string redact_url(std::string_view url) {
          "/…";
 }
 
-std::unique_ptr<asio::ssl::context> make_tls_context(const std::string& ca_file, std::string& error) {
+Result<std::unique_ptr<asio::ssl::context>> make_tls_context(const std::string& ca_file) {
   auto tls = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
   beast::error_code ec;
   if (ca_file.empty()) {
@@ -184,8 +184,8 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const std::string& ca_file,
     tls->load_verify_file(ca_file, ec);
   }
   if (ec) {
-    error = "TLS trust store: " + ec.message();
-    return nullptr;
+    return make_error(ErrorCode::kIo, "TLS trust store" + (ca_file.empty() ? "" : " " + ca_file) +
+                                          ": " + ec.message());
   }
   tls->set_verify_mode(asio::ssl::verify_peer);
   return tls;

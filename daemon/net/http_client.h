@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "parsers/result.h"
+
 namespace oomtriage::daemon {
 
 struct Url {
@@ -50,7 +52,6 @@ void http_post(boost::asio::io_context& io, boost::asio::ssl::context& tls, Http
                std::function<void(HttpResponse)> done);
 
 // A TLS client context that verifies peers: the system store, or `ca_file` when given.
-std::unique_ptr<boost::asio::ssl::context> make_tls_context(const std::string& ca_file,
-                                                            std::string& error);
+Result<std::unique_ptr<boost::asio::ssl::context>> make_tls_context(const std::string& ca_file);
 
 }  // namespace oomtriage::daemon

@@ -76,7 +76,7 @@ MetricsServer::MetricsServer(asio::io_context& io, std::function<std::string()> 
 
 MetricsServer::~MetricsServer() = default;
 
-bool MetricsServer::listen(const std::string& address, std::string& error) {
+Result<Ok> MetricsServer::listen(const std::string& address) {
   std::string host = "0.0.0.0";
   std::string port = address;
   if (const size_t colon = address.rfind(':'); colon != std::string::npos) {
@@ -88,14 +88,12 @@ bool MetricsServer::listen(const std::string& address, std::string& error) {
   beast::error_code ec;
   const auto ip = asio::ip::make_address(host, ec);
   if (ec) {
-    error = "metrics listen " + address + ": not an IP address";
-    return false;
+    return make_error(ErrorCode::kBadInput, "metrics listen " + address + ": not an IP address");
   }
   char* end = nullptr;
   const long number = std::strtol(port.c_str(), &end, 10);
   if (end == port.c_str() || *end != '\0' || number < 0 || number > 65535) {
-    error = "metrics listen " + address + ": bad port";
-    return false;
+    return make_error(ErrorCode::kBadInput, "metrics listen " + address + ": bad port");
   }
   const tcp::endpoint endpoint(ip, static_cast<unsigned short>(number));
   impl_->acceptor.open(endpoint.protocol(), ec);
@@ -103,11 +101,10 @@ bool MetricsServer::listen(const std::string& address, std::string& error) {
   if (!ec) impl_->acceptor.bind(endpoint, ec);
   if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
-    error = "metrics listen " + address + ": " + ec.message();
-    return false;
+    return make_error(ErrorCode::kIo, "metrics listen " + address + ": " + ec.message());
   }
   impl_->accept();
-  return true;
+  return Ok{};
 }
 
 unsigned short MetricsServer::port() const {

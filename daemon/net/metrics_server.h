@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 
+#include "parsers/result.h"
+
 namespace oomtriage::daemon {
 
 class MetricsServer {
@@ -19,8 +21,8 @@ class MetricsServer {
   // `render` produces the body at each scrape.
   MetricsServer(boost::asio::io_context& io, std::function<std::string()> render);
   ~MetricsServer();
-  // "127.0.0.1:9839", "[::1]:9839", ":9839" (all interfaces). False with `error` on failure.
-  bool listen(const std::string& address, std::string& error);
+  // "127.0.0.1:9839", "[::1]:9839", ":9839" (all interfaces).
+  Result<Ok> listen(const std::string& address);
   unsigned short port() const;
 
  private:

@@ -26,11 +26,6 @@ std::string printable(std::string_view text, size_t limit) {
   return out;
 }
 
-std::string step_text(const parsers::OomEvent& event) {
-  if (!event.step) return "step unknown";
-  if (event.total_steps) return fmt::format("step {}/{}", *event.step, *event.total_steps);
-  return fmt::format("step {}", *event.step);
-}
 
 std::string figures_text(const parsers::MemoryFigures& f) {
   std::vector<std::string> parts;
@@ -62,6 +57,12 @@ std::string figures_text(const parsers::MemoryFigures& f) {
 
 }  // namespace
 
+std::string step_text(std::optional<int64_t> step, std::optional<int64_t> total_steps) {
+  if (!step) return "step unknown";
+  if (total_steps) return fmt::format("step {}/{}", *step, *total_steps);
+  return fmt::format("step {}", *step);
+}
+
 std::string format_bytes(uint64_t bytes) {
   if (bytes <= 1024) return fmt::format("{} bytes", bytes);
   const double value = static_cast<double>(bytes);
@@ -91,7 +92,7 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
     ++index;
     const std::string title = fmt::format(
         "OOM {}: {} in {}, {}{}", index, parsers::to_string(event.kind),
-        parsers::to_string(event.phase), step_text(event), event.recovered ? " (recovered)" : "");
+        parsers::to_string(event.phase), step_text(event.step, event.total_steps), event.recovered ? " (recovered)" : "");
     const fmt::text_style style = event.recovered ? fmt::fg(fmt::terminal_color::yellow)
                                                   : fmt::fg(fmt::terminal_color::red);
     out += fmt::format("  {}  line {}\n", paint(color, style, title), event.line);

@@ -15,6 +15,9 @@ enum class ColorMode { kAuto, kAlways, kNever };
 // "1.50 GiB", "812.00 MiB", "0 bytes": the allocator's own notation.
 std::string format_bytes(uint64_t bytes);
 
+// "step 500/3000", "step 500", "step unknown": scan, report and the daemon's journal say it alike.
+std::string step_text(std::optional<int64_t> step, std::optional<int64_t> total_steps);
+
 std::string render_scan_text(const ScannedLog& log, bool color);
 
 // A command-line change as a person types it: "  --train_batch_size 2 -> 1",

@@ -1,42 +1,41 @@
-// daemon/service/daemon.cc: the daemon's story. run_daemon() opens the store, scans the globs, and runs
-// the Asio loop; Daemon holds the watched files and reacts to inotify events, the rescan timer,
-// the settle timer and signals. Each read of a file ends in one store transaction: its new events
-// (with their outbox rows), its resume offset and its analyzer checkpoint.
+// daemon/service/daemon.cc: the daemon's story, wiring its parts. run_daemon() takes the instance
+// lock, opens the store and runs the Asio loop; Daemon reacts to the directory watcher's changes,
+// the read pacer's due reads, the settle, checkpoint, rescan and store-retry timers, and signals.
+// Each read of a file ends in one store transaction through the event sink: its new events (with
+// their outbox rows), its resume offset, anchor and analyzer checkpoint.
 #include "daemon/service/daemon.h"
 
 #include <fcntl.h>
-#include <fnmatch.h>
-#include <glob.h>
-#include <sys/inotify.h>
-#include <sys/resource.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio.hpp>
 #include <fmt/format.h>
-#include <systemd/sd-daemon.h>
 
 #include <algorithm>
-#include <deque>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <memory>
 #include <set>
 
 #include "daemon/alerts/alert_dispatcher.h"
 #include "daemon/common/clock.h"
+#include "daemon/common/metrics.h"
+#include "daemon/common/version.h"
+#include "daemon/net/metrics_server.h"
+#include "daemon/render/journal_log.h"
+#include "daemon/service/directory_watcher.h"
+#include "daemon/service/event_sink.h"
+#include "daemon/service/file_follower.h"
+#include "daemon/service/file_identity.h"
 #include "daemon/service/job_history.h"
 #include "daemon/service/job_locator.h"
-#include "daemon/common/metrics.h"
-#include "daemon/net/metrics_server.h"
-#include "daemon/common/version.h"
-#include "daemon/render/json_output.h"
+#include "daemon/service/read_pacer.h"
+#include "daemon/service/service_manager.h"
 #include "db/store.h"
 #include "parsers/log_analyzer.h"
 #include "triage/ranker.h"
@@ -50,58 +49,12 @@ using Clock = std::chrono::steady_clock;
 
 constexpr size_t kReadChunk = 1 << 20;
 constexpr size_t kReadBudgetPerTurn = 8 << 20;  // then other files get a turn
-constexpr size_t kFingerprintBytes = 1024;  // never shorter: none until this much exists
-constexpr uint64_t kAnchorBytes = 256;
-constexpr uint64_t kTailBytes = 64;  // the last bytes fed, checked before every read
 constexpr auto kInotifyBatch = std::chrono::milliseconds(5);
-constexpr double kReadBurst = 4.0;
-
-
-// journald reads "<N>" at the start of a stderr line as the priority.
-template <class... Args>
-void log_line(int priority, fmt::format_string<Args...> format, Args&&... args) {
-  fmt::print(stderr, "<{}>oomtriage: {}\n", priority, fmt::format(format, std::forward<Args>(args)...));
-}
-
-std::string bytes_at(int fd, uint64_t from, uint64_t length) {
-  std::string bytes(length, '\0');
-  const ssize_t n = ::pread(fd, bytes.data(), bytes.size(), static_cast<off_t>(from));
-  bytes.resize(n > 0 ? static_cast<size_t>(n) : 0);
-  return bytes;
-}
-
-std::string fingerprint_of(int fd, uint64_t length) { return sha256_hex(bytes_at(fd, 0, length)); }
-
-// The last bytes before `offset` (at most kTailBytes): what a read ending there fed last.
-std::string tail_before(int fd, uint64_t offset) {
-  const uint64_t length = std::min<uint64_t>(offset, kTailBytes);
-  return bytes_at(fd, offset - length, length);
-}
-
-// The hash of the bytes just before `offset`: what was read there must still be there.
-std::string anchor_of(int fd, uint64_t offset) {
-  if (offset == 0) return "";
-  const uint64_t from = offset > kAnchorBytes ? offset - kAnchorBytes : 0;
-  return sha256_hex(bytes_at(fd, from, offset - from));
-}
-
-std::vector<std::string> glob_paths(const std::string& pattern, bool only_dirs) {
-  glob_t g{};
-  std::vector<std::string> paths;
-  if (::glob(pattern.c_str(), only_dirs ? GLOB_ONLYDIR : 0, nullptr, &g) == 0) {
-    for (size_t i = 0; i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
-  }
-  ::globfree(&g);
-  return paths;
-}
-
-// The leading directories of a glob that contain no wildcard.
-std::string static_prefix(const std::string& pattern) {
-  const size_t wildcard = pattern.find_first_of("*?[");
-  const std::string head = wildcard == std::string::npos ? pattern : pattern.substr(0, wildcard);
-  const size_t slash = head.rfind('/');
-  return slash == std::string::npos ? "." : (slash == 0 ? "/" : head.substr(0, slash));
-}
+// A log whose name went away (rotated, or deleted while its writer still has it open) is read
+// on until it has been quiet this long: a writer that has not reopened its log yet still writes
+// to the old file (Fluent Bit's Rotate_Wait, Filebeat's close_inactive).
+constexpr auto kLeavingQuiet = std::chrono::seconds(30);
+constexpr auto kLeavingPoll = std::chrono::milliseconds(250);
 
 struct Job {
   int64_t job_id = 0;
@@ -115,18 +68,12 @@ struct Job {
   std::vector<parsers::NativeFile> files;  // the config files read, for what a run carried
 };
 
+// A followed log: the follower (identity, reads, checkpoints), the job it belongs to, and what
+// the loop needs to schedule it.
 struct Tracked {
-  std::string path;
+  std::unique_ptr<FileFollower> follower;
   const WatchRule* rule = nullptr;
-  int fd = -1;
-  uint64_t dev = 0;
-  uint64_t ino = 0;
   int64_t file_id = 0;
-  int64_t generation = 0;
-  uint64_t read_pos = 0;
-  std::string tail;             // the last bytes fed, ending at read_pos
-  bool fingerprinted = false;   // the store holds the first KiB's hash
-  std::unique_ptr<parsers::LogAnalyzer> analyzer;
   Job job;
   std::optional<Clock::time_point> settle_at;
   parsers::Trainer stored_trainer = parsers::Trainer::kUnknown;
@@ -134,28 +81,15 @@ struct Tracked {
   // event or a new outcome comes (a crash re-reads that second; events are unique per offset).
   bool dirty = false;
   bool queued = false;  // already in this inotify batch's read list
-  bool read_scheduled = false;
   Clock::time_point last_read{};
-  // Reads on inotify events come from a token bucket: a quiet log is read at once, a burst of
-  // a few writes too, and a busy log settles to one read per read_interval_ms.
-  double read_tokens = kReadBurst;
-  Clock::time_point tokens_at{};
   std::optional<parsers::Outcome> committed_outcome;
-  // The last progress the store accepted: after a failed commit the analyzer and the read
-  // position go back here and the bytes are read again, so no event is skipped.
-  struct Committed {
-    uint64_t offset = 0;
-    int64_t line = 1;
-    std::string analyzer_state = "{}";
-    int64_t generation = 0;
-  } committed;
   bool read_error_logged = false;
-  uint64_t records_counted = 0;
-  uint64_t truncated_counted = 0;
+  // Leaving (its name went away): when it last grew, and whether it was deleted.
+  Clock::time_point last_growth{};
+  bool deleted = false;
 
-  ~Tracked() {
-    if (fd >= 0) ::close(fd);
-  }
+  const std::string& path() const { return follower->path(); }
+  parsers::LogAnalyzer& analyzer() { return follower->analyzer(); }
 };
 
 enum class StartAt { kBeginning, kEnd, kStored };
@@ -163,47 +97,37 @@ enum class StartAt { kBeginning, kEnd, kStored };
 class Daemon {
  public:
   Daemon(asio::io_context& io, db::Store& store, DaemonConfig config, bool verbose)
-      : io_(io), store_(store), config_(std::move(config)), verbose_(verbose), inotify_(io),
-        rescan_timer_(io), settle_timer_(io), checkpoint_timer_(io), read_timer_(io), batch_timer_(io), signals_(io, SIGINT, SIGTERM, SIGHUP) {}
+      : io_(io), store_(store), config_(std::move(config)), verbose_(verbose),
+        pacer_(std::chrono::milliseconds(config_.read_interval_ms)),
+        sink_(store, metrics_, [this] { if (dispatcher_) dispatcher_->poke(); }, unix_now),
+        inotify_(io), signals_(io, SIGINT, SIGTERM, SIGHUP) {}
+
+  ~Daemon() {
+    // The watcher owns the inotify descriptor.
+    if (inotify_.is_open()) inotify_.release();
+  }
 
   bool start() {
     metrics_.version = kVersion;
-    // Descriptors for logs: the soft limit minus a reserve for the store, inotify, sockets and
-    // config reads. Idle logs beyond it are closed and reopened by path and identity.
-    rlimit limit{};
-    if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY) {
-      // Descriptors already open (the store, inherited ones) count against the limit too.
-      size_t already_open = 0;
-      std::error_code ec;
-      for (auto it = fs::directory_iterator("/proc/self/fd", ec); !ec && it != fs::directory_iterator();
-           it.increment(ec)) {
-        ++already_open;
-      }
-      const size_t soft = static_cast<size_t>(limit.rlim_cur);
-      const size_t reserve = std::min<size_t>(64, soft / 4);
-      max_open_ = soft > already_open + reserve + 8 ? soft - already_open - reserve : 8;
-    }
+    max_open_ = log_descriptor_budget();
     if (!config_.metrics_listen.empty()) {
       metrics_server_ = std::make_unique<MetricsServer>(io_, [this] { return render_metrics(); });
-      std::string error;
-      if (!metrics_server_->listen(config_.metrics_listen, error)) {
-        log_line(3, "{}", error);
+      if (auto listening = metrics_server_->listen(config_.metrics_listen); !listening) {
+        log_line(kError, "{}", listening.error().message);
         return false;
       }
     }
     dispatcher_ = std::make_unique<AlertDispatcher>(io_, store_, config_, &metrics_);
-    std::string error;
-    if (!dispatcher_->start(error)) {
-      log_line(3, "{}", error);
+    if (auto started = dispatcher_->start(); !started) {
+      log_line(kError, "{}", started.error().message);
       return false;
     }
     dispatcher_->poke();
-    const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd < 0) {
-      log_line(4, "inotify unavailable ({}): polling every {} s", std::strerror(errno),
-               config_.rescan_seconds);
+    if (auto watcher = DirectoryWatcher::open(); !watcher) {
+      log_line(kWarning, "{}: polling every {} s", watcher.error().message, config_.rescan_seconds);
     } else {
-      inotify_.assign(fd);
+      watcher_.emplace(std::move(*watcher));
+      inotify_.assign(watcher_->fd());
       wait_inotify();
     }
     // Only the very first scan of this store reads present logs from their end; a store that
@@ -216,12 +140,11 @@ class Daemon {
     drain_rotated_while_down();
     arm_rescan();
     wait_signals();
-    log_line(6, "watching {} file(s) from {} rule(s); store ready", files_.size(),
+    log_line(kInfo, "watching {} file(s) from {} rule(s); store ready", files_.size(),
              config_.watch.size());
-    notify(fmt::format("READY=1\nSTATUS=watching {} log(s)", files_.size()));
-    uint64_t watchdog_usec = 0;
-    if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
-      watchdog_interval_ = std::chrono::microseconds(watchdog_usec / 2);
+    notify_service_manager(fmt::format("READY=1\nSTATUS=watching {} log(s)", files_.size()));
+    if (auto interval = watchdog_ping_interval()) {
+      watchdog_interval_ = *interval;
       arm_watchdog();
     }
     write_textfile();
@@ -230,13 +153,11 @@ class Daemon {
 
  private:
   // --- service manager and metrics -----------------------------------------------------------
-  static void notify(const std::string& state) { sd_notify(0, state.c_str()); }
-
   void arm_watchdog() {
     watchdog_timer_.expires_after(watchdog_interval_);
     watchdog_timer_.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
-      notify("WATCHDOG=1");
+      notify_service_manager("WATCHDOG=1");
       arm_watchdog();
     });
   }
@@ -255,7 +176,7 @@ class Daemon {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
       out << render_metrics();
       if (!out) {
-        if (textfile_error_logged_++ == 0) log_line(4, "cannot write {}", tmp);
+        if (textfile_error_logged_++ == 0) log_line(kWarning, "cannot write {}", tmp);
         return;
       }
     }
@@ -271,10 +192,7 @@ class Daemon {
         ensure_watch(dir);
       }
       for (const std::string& path : glob_paths(rule.logs, false)) {
-        auto it = files_.find(path);
-        if (it == files_.end()) {
-          track(path, rule, first_start_ ? StartAt::kEnd : StartAt::kStored);
-        }
+        if (!files_.count(path)) track(path, rule, first_start_ ? StartAt::kEnd : StartAt::kStored);
       }
     }
     // Identity checks catch renames, deletes and truncations inotify did not report.
@@ -284,27 +202,13 @@ class Daemon {
   }
 
   void ensure_watch(const std::string& dir) {
-    if (!inotify_.is_open() || watched_dirs_.count(dir)) return;
-    const uint32_t mask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_MODIFY |
-                          IN_CLOSE_WRITE | IN_DELETE_SELF | IN_ONLYDIR;
-    const int wd = ::inotify_add_watch(inotify_.native_handle(), dir.c_str(), mask);
-    if (wd < 0) {
-      if (errno == ENOSPC && !watch_limit_logged_) {
-        log_line(4, "inotify watch limit reached at {}: those files are polled every {} s", dir,
-                 config_.rescan_seconds);
-        watch_limit_logged_ = true;
-      }
-      return;
+    if (!watcher_ || watcher_->watching(dir)) return;
+    auto watched = watcher_->watch(dir);
+    if (!watched && watched.error().code == ErrorCode::kIo && !watch_limit_logged_) {
+      log_line(kWarning, "{}: those files are polled every {} s", watched.error().message,
+               config_.rescan_seconds);
+      watch_limit_logged_ = true;
     }
-    watches_[wd] = dir;
-    watched_dirs_.insert(dir);
-  }
-
-  const WatchRule* rule_for(const std::string& path) const {
-    for (const WatchRule& rule : config_.watch) {
-      if (::fnmatch(rule.logs.c_str(), path.c_str(), FNM_PATHNAME) == 0) return &rule;
-    }
-    return nullptr;
   }
 
   // Waits for inotify, then lets events gather for a few milliseconds so that one wake-up
@@ -315,100 +219,58 @@ class Daemon {
                         [this](const boost::system::error_code& ec) {
                           if (ec) {
                             if (ec != asio::error::operation_aborted) {
-                              log_line(3, "inotify wait failed: {}", ec.message());
+                              log_line(kError, "inotify wait failed: {}", ec.message());
                             }
                             return;
                           }
                           batch_timer_.expires_after(kInotifyBatch);
                           batch_timer_.async_wait([this](const boost::system::error_code& e) {
                             if (e) return;
-                            drain_inotify();
+                            on_changes(watcher_->drain());
                             wait_inotify();
                           });
                         });
   }
 
-  void drain_inotify() {
-    for (int round = 0; round < 64; ++round) {
-      const ssize_t n = ::read(inotify_.native_handle(), inotify_buffer_.data(), inotify_buffer_.size());
-      if (n <= 0) return;  // EAGAIN: drained
-      on_inotify(static_cast<size_t>(n));
-    }
-  }
-
-  void on_inotify(size_t n) {
-    std::vector<Tracked*> to_read;
+  void on_changes(const std::vector<FsChange>& changes) {
+    std::vector<std::string> to_read;
     bool rescan = false;
-    for (size_t at = 0; at + sizeof(inotify_event) <= n;) {
-      const auto* event = reinterpret_cast<const inotify_event*>(inotify_buffer_.data() + at);
-      at += sizeof(inotify_event) + event->len;
-      if (event->mask & IN_Q_OVERFLOW) {
-        rescan = true;
-        continue;
-      }
-      auto dir = watches_.find(event->wd);
-      if (dir == watches_.end()) continue;
-      if (event->mask & (IN_IGNORED | IN_DELETE_SELF)) {
-        watched_dirs_.erase(dir->second);
-        if (event->mask & IN_IGNORED) watches_.erase(dir);
-        rescan = true;
-        continue;
-      }
-      std::string path = dir->second;
-      path += '/';
-      path += event->len > 0 ? event->name : "";
-      if (event->mask & IN_ISDIR) {
-        rescan = true;  // a new job folder: watch it and pick up what is already inside
-        continue;
-      }
-      if (event->mask & (IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE)) {
-        if (files_.count(path)) {
-          check_identity(path);
-        } else if (const WatchRule* rule = rule_for(path);
-                   rule && (event->mask & (IN_CREATE | IN_MOVED_TO))) {
-          track(path, *rule, StartAt::kBeginning);
-        }
-        continue;
-      }
-      if (event->mask & (IN_MODIFY | IN_CLOSE_WRITE)) {
-        if (auto it = files_.find(path); it != files_.end()) {
-          if (!it->second->queued) {
-            it->second->queued = true;
-            to_read.push_back(it->second.get());
+    for (const FsChange& change : changes) {
+      switch (change.kind) {
+        case FsChange::kRescan:
+          rescan = true;
+          break;
+        case FsChange::kAppeared:
+        case FsChange::kVanished:
+          if (files_.count(change.path)) {
+            check_identity(change.path);
+          } else if (const WatchRule* rule = rule_for(config_.watch, change.path);
+                     rule && change.kind == FsChange::kAppeared) {
+            track(change.path, *rule, StartAt::kBeginning);
           }
-        } else if (const WatchRule* rule = rule_for(path)) {
-          track(path, *rule, StartAt::kBeginning);
-        }
+          break;
+        case FsChange::kWritten:
+          if (auto it = files_.find(change.path); it != files_.end()) {
+            if (!it->second->queued) {
+              it->second->queued = true;
+              to_read.push_back(change.path);
+            }
+          } else if (const WatchRule* rule = rule_for(config_.watch, change.path)) {
+            track(change.path, *rule, StartAt::kBeginning);
+          }
+          break;
       }
     }
+    for (const std::string& path : to_read) files_.at(path)->queued = false;
     // A rescan may drop files (rotation): read only those still followed.
-    std::vector<std::string> paths;
-    for (Tracked* file : to_read) {
-      file->queued = false;
-      paths.push_back(file->path);
-    }
     if (rescan) scan_all();
     const auto now = Clock::now();
-    const auto interval = std::chrono::milliseconds(config_.read_interval_ms);
-    for (const std::string& path : paths) {
+    for (const std::string& path : to_read) {
       auto it = files_.find(path);
       if (it == files_.end()) continue;
-      Tracked& file = *it->second;
-      const double refill = interval.count() > 0
-                                ? std::chrono::duration<double>(now - file.tokens_at) / interval
-                                : kReadBurst;
-      file.read_tokens = std::min(kReadBurst, file.read_tokens + refill);
-      file.tokens_at = now;
-      if (file.read_tokens >= 1.0) {
-        file.read_tokens -= 1.0;
-        read_file(file);
-      } else if (!file.read_scheduled) {
-        file.read_scheduled = true;
-        // Due times on a 100 ms grid: one timer wake-up serves many files.
-        const auto due = file.last_read + interval;
-        const auto grid = std::chrono::milliseconds(100);
-        const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(due.time_since_epoch());
-        scheduled_reads_.emplace(Clock::time_point((since / grid + 1) * grid), path);
+      if (pacer_.admit(path, now)) {
+        read_file(*it->second);
+      } else {
         arm_reads();
       }
     }
@@ -420,7 +282,7 @@ class Daemon {
     if (fd < 0) {
       if (errno != ENOENT) ++metrics_.parse_errors["unreadable_file"];
       if (errno != ENOENT && unreadable_logged_.insert(path).second) {
-        log_line(4, "cannot read {}: {} (will retry on the next rescan)", path, std::strerror(errno));
+        log_line(kWarning, "cannot read {}: {} (will retry on the next rescan)", path, std::strerror(errno));
       }
       return;
     }
@@ -429,88 +291,71 @@ class Daemon {
       ::close(fd);
       return;
     }
-    auto file = std::make_unique<Tracked>();
-    file->path = path;
-    file->rule = &rule;
-    file->fd = fd;
-    file->dev = st.st_dev;
-    file->ino = st.st_ino;
-    const int64_t now = unix_now();
-    const uint64_t fingerprint_len = std::min<uint64_t>(kFingerprintBytes, st.st_size);
-
-    parsers::AnalyzerOptions options;
-    options.trainer = rule.trainer;
     auto stored = store_.find_file(st.st_dev, st.st_ino);
     if (!stored) {
-      store_failed(stored.error().message);
-      rescan_on_retry_ = true;
-      arm_store_retry();
+      ::close(fd);
+      store_refused(stored.error().message);
       return;
     }
     const auto& row = *stored;
-    // The same content as before: the head (once a KiB existed) and the bytes before the
-    // stored offset. A file rewritten in place or a reused inode fails one of them.
-    // (The anchor is written with the offset in one transaction, so it is never stale; the head
-    // fingerprint may lag a truncation by one commit and is not trusted alone.)
-    const bool same_file = row && row->offset <= static_cast<uint64_t>(st.st_size) &&
-                           anchor_of(fd, row->offset) == row->anchor;
-    if (start == StartAt::kStored && row && same_file && row->offset <= uint64_t(st.st_size)) {
+    const uint64_t size = static_cast<uint64_t>(st.st_size);
+    // The same content as before: the bytes before the stored offset. A file rewritten in place
+    // or a reused inode fails it. (The anchor is written with the offset in one transaction, so
+    // it is never stale; the head fingerprint may lag a truncation by one commit and is not
+    // trusted alone.)
+    const bool same_file = row && row->offset <= size && anchor_of(fd, row->offset) == row->anchor;
+    auto file = std::make_unique<Tracked>();
+    file->rule = &rule;
+    if (start == StartAt::kStored && same_file) {
       // Resume where the last run left off.
+      file->follower = std::make_unique<FileFollower>(
+          path, rule.trainer, fd, st.st_dev, st.st_ino,
+          Checkpoint{row->offset, row->line, row->analyzer_state, row->generation});
       file->file_id = row->id;
-      file->generation = row->generation;
-      file->read_pos = row->offset;
-      file->analyzer = std::make_unique<parsers::LogAnalyzer>(options, row->analyzer_state,
-                                                              row->offset, row->line);
-      file->committed = {row->offset, row->line, row->analyzer_state, row->generation};
-      file->tail = tail_before(fd, row->offset);
-      file->fingerprinted = row->fingerprint_len >= static_cast<int64_t>(kFingerprintBytes);
+      if (row->fingerprint_len >= static_cast<int64_t>(kFingerprintBytes)) file->follower->set_fingerprinted();
       if (!register_job(*file, row->run_id)) return;
     } else {
       db::FileRow fresh;
       fresh.path = path;
       fresh.dev = st.st_dev;
       fresh.ino = st.st_ino;
-      if (fingerprint_len == kFingerprintBytes) {
-        fresh.fingerprint = fingerprint_of(fd, fingerprint_len);
-        fresh.fingerprint_len = static_cast<int64_t>(fingerprint_len);
-        file->fingerprinted = true;
-      }
       fresh.generation = row ? row->generation + 1 : 0;  // a reused inode is a new file
-      int64_t line = 1;
       if (start == StartAt::kEnd) {
         // Present at the first start: no alerts for old crashes, but the job is registered.
-        fresh.offset = static_cast<uint64_t>(st.st_size);
-        line = count_lines(fd, fresh.offset);
-        fresh.anchor = anchor_of(fd, fresh.offset);
-        file->tail = tail_before(fd, fresh.offset);
+        fresh.offset = size;
+        fresh.line = count_lines(fd, size);
+        fresh.anchor = anchor_of(fd, size);
       }
-      fresh.line = line;
+      const std::optional<std::string> head = head_fingerprint(fd);
+      if (head) {
+        fresh.fingerprint = *head;
+        fresh.fingerprint_len = static_cast<int64_t>(kFingerprintBytes);
+      }
+      file->follower = std::make_unique<FileFollower>(
+          path, rule.trainer, fd, st.st_dev, st.st_ino,
+          Checkpoint{fresh.offset, fresh.line, "{}", fresh.generation});
+      if (head) file->follower->set_fingerprinted();
       if (!register_job(*file, 0)) return;
       fresh.job_id = file->job.job_id;
       fresh.run_id = file->job.run_id;
-      auto id = store_.insert_file(fresh, now);
+      auto id = store_.insert_file(fresh, unix_now());
       if (!id) {
-        store_failed(id.error().message);
-        rescan_on_retry_ = true;
-        arm_store_retry();
+        store_refused(id.error().message);
         return;
       }
       file->file_id = *id;
-      file->generation = fresh.generation;
-      file->read_pos = fresh.offset;
-      file->analyzer = fresh.offset == 0
-                           ? std::make_unique<parsers::LogAnalyzer>(options)
-                           : std::make_unique<parsers::LogAnalyzer>(options, "{}", fresh.offset, line);
-      file->committed = {fresh.offset, line, "{}", fresh.generation};
     }
-    if (verbose_) log_line(7, "following {} (job {}, from byte {})", path, file->job.name, file->read_pos);
+    if (verbose_) {
+      log_line(kDebug, "following {} (job {}, from byte {})", path, file->job.name, file->follower->read_pos());
+    }
     Tracked& ref = *file;
     files_[path] = std::move(file);
     read_file(ref);
   }
 
   // A log followed before a restart may have been rotated while the daemon was down: find it
-  // beside its old name by (device, inode) and read what it got after the stored offset.
+  // where rotated logs go by (device, inode) and the bytes before the stored offset, and read
+  // what it got after that offset.
   void drain_rotated_while_down() {
     auto rows = store_.active_files();
     if (!rows) return;
@@ -518,95 +363,39 @@ class Daemon {
       if (auto it = files_.find(row.path); it != files_.end() && it->second->file_id == row.id) {
         continue;
       }
-      const WatchRule* rule = rule_for(row.path);
-      const std::optional<std::string> found = rule ? find_rotated(row, *rule) : std::nullopt;
-      if (!found || !rule) {
+      const WatchRule* rule = rule_for(config_.watch, row.path);
+      const auto same = [&row](int fd) { return anchor_of(fd, row.offset) == row.anchor; };
+      const std::optional<std::string> found =
+          rule ? find_by_identity(rotation_folders(row.path, *rule), row.dev, row.ino, same) : std::nullopt;
+      const int fd = found ? ::open(found->c_str(), O_RDONLY | O_CLOEXEC) : -1;
+      if (fd < 0) {
         (void)store_.set_file_state(row.id, "gone", unix_now());
         continue;
       }
       Tracked file;
-      file.path = *found;
       file.rule = rule;
-      file.fd = ::open(found->c_str(), O_RDONLY | O_CLOEXEC);
-      if (file.fd < 0) continue;
-      file.dev = row.dev;
-      file.ino = row.ino;
       file.file_id = row.id;
-      file.generation = row.generation;
-      file.read_pos = row.offset;
-      parsers::AnalyzerOptions options;
-      options.trainer = rule->trainer;
-      file.analyzer = std::make_unique<parsers::LogAnalyzer>(options, row.analyzer_state, row.offset, row.line);
-      file.path = row.path;  // the job is named after where the log lived
+      // The job is named after where the log lived.
+      file.follower = std::make_unique<FileFollower>(
+          row.path, rule->trainer, fd, row.dev, row.ino,
+          Checkpoint{row.offset, row.line, row.analyzer_state, row.generation});
       if (!register_job(file, row.run_id)) continue;
-      if (verbose_) log_line(7, "draining {} (rotated to {} while oomtriage was down)", row.path, *found);
-      struct stat st {};
-      for (int turn = 0; turn < 4096 && ::fstat(file.fd, &st) == 0 &&
-                         static_cast<uint64_t>(st.st_size) > file.read_pos;
-           ++turn) {
-        read_file(file);
-      }
-      parsers::LogAnalysis last = file.analyzer->finish();
-      commit(file, std::move(last.events), /*can_rewind=*/false);
-      (void)store_.set_file_state(row.id, "rotated", unix_now());
+      if (verbose_) log_line(kDebug, "draining {} (rotated to {} while oomtriage was down)", row.path, *found);
+      finish(file, "rotated");
     }
-  }
-
-  // Where a log rotated while the daemon was down went: its own folder, its logs/ (AI
-  // Toolkit's restarts), the rule's rotated_to folders; the same inode and the same first KiB.
-  std::optional<std::string> find_rotated(const db::FileRow& row, const WatchRule& rule) const {
-    return find_rotated(row, rule, [&](int fd) { return anchor_of(fd, row.offset) == row.anchor; });
-  }
-
-  std::optional<std::string> find_rotated(const db::FileRow& row, const WatchRule& rule,
-                                          const std::function<bool(int)>& same_content) const {
-    const fs::path home = fs::path(row.path).parent_path();
-    std::vector<fs::path> dirs = {home, home / "logs"};
-    for (const std::string& dir : rule.rotated_to) dirs.emplace_back(expand_template(dir, row.path));
-    for (const fs::path& dir : dirs) {
-      std::error_code ec;
-      for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        struct stat st {};
-        if (::stat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-            static_cast<uint64_t>(st.st_dev) != row.dev ||
-            static_cast<uint64_t>(st.st_ino) != row.ino) {
-          continue;
-        }
-        const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd < 0) continue;
-        const bool same = same_content(fd);
-        ::close(fd);
-        if (same) return entry.path().string();
-      }
-    }
-    return std::nullopt;
-  }
-
-  static int64_t count_lines(int fd, uint64_t upto) {
-    std::vector<char> buffer(kReadChunk);
-    int64_t lines = 1;
-    for (uint64_t pos = 0; pos < upto;) {
-      const ssize_t n = ::pread(fd, buffer.data(), std::min<uint64_t>(buffer.size(), upto - pos), static_cast<off_t>(pos));
-      if (n <= 0) break;
-      lines += std::count(buffer.data(), buffer.data() + n, '\n');
-      pos += static_cast<uint64_t>(n);
-    }
-    return lines;
   }
 
   // Finds or creates the job, its config snapshot and (for a new file) a new run.
   bool register_job(Tracked& file, int64_t run_id) {
     const int64_t now = unix_now();
     Job& job = file.job;
-    job.name = expand_template(file.rule->job, file.path);
-    refresh_config(file, rule_config(file));
+    job.name = expand_template(file.rule->job, file.path());
+    refresh_config(file);
     const std::string trainer(parsers::to_string(file.rule->trainer));
-    auto id = store_.upsert_job(job.name, trainer, fs::path(file.path).parent_path().string(), now);
+    auto id = store_.upsert_job(job.name, trainer, fs::path(file.path()).parent_path().string(), now);
     if (!id) {
       // Not followed yet: the store's retry scans again (nothing was read, nothing is lost).
-      store_failed(id.error().message);
-      rescan_on_retry_ = true;
-      arm_store_retry();
+      store_refused(id.error().message);
       return false;
     }
     job.job_id = *id;
@@ -615,37 +404,40 @@ class Daemon {
       job.run_id = run_id;
       return true;
     }
-    auto run = store_.start_run(job.job_id, file.path, job.snapshot_id, now);
+    auto run = store_.start_run(job.job_id, file.path(), job.snapshot_id, now);
     if (!run) {
-      store_failed(run.error().message);
-      rescan_on_retry_ = true;
-      arm_store_retry();
+      store_refused(run.error().message);
       return false;
     }
     job.run_id = *run;
     return true;
   }
 
-  // The rule's `config:` when it names an existing file; else the registry looks for one.
-  std::optional<fs::path> rule_config(const Tracked& file) const {
-    if (file.rule->config.empty()) return std::nullopt;
-    const std::string config_path = expand_template(file.rule->config, file.path);
-    std::error_code ec;
-    if (fs::exists(config_path, ec)) return fs::path(config_path);
-    return std::nullopt;
+  // A store refusal before a file was followed: nothing was read, so a rescan on the store's
+  // retry picks the file up again.
+  void store_refused(const std::string& message) {
+    sink_.refused(message);
+    rescan_on_retry_ = true;
+    arm_store_retry();
   }
 
-  void refresh_config(Tracked& file, const std::optional<fs::path>& explicit_config) {
-    // The same registry as scan and fix: the log's own facts, the trainer the rule or the log
-    // names.
-    const parsers::LogAnalysis facts = file.analyzer ? file.analyzer->job_facts() : parsers::LogAnalysis{};
+  // The same registry as scan and fix: the rule's `config:` when it names an existing file, the
+  // log's own facts, the trainer the rule or the log names.
+  void refresh_config(Tracked& file) {
+    std::optional<fs::path> explicit_config;
+    if (!file.rule->config.empty()) {
+      const std::string config_path = expand_template(file.rule->config, file.path());
+      std::error_code ec;
+      if (fs::exists(config_path, ec)) explicit_config = config_path;
+    }
+    const parsers::LogAnalysis facts = file.analyzer().job_facts();
     const parsers::Trainer trainer =
         file.rule->trainer != parsers::Trainer::kUnknown ? file.rule->trainer : facts.trainer;
-    JobLookup lookup = locate_job(file.path, explicit_config, trainer, facts);
+    JobLookup lookup = locate_job(file.path(), explicit_config, trainer, facts);
     Job& job = file.job;
     if (!lookup.warning.empty() && warned_configs_.insert(lookup.warning).second) {
       ++metrics_.parse_errors["bad_job_config"];
-      log_line(4, "{}", lookup.warning);  // each bad field once, the job goes on
+      log_line(kWarning, "{}", lookup.warning);  // each bad field once, the job goes on
     }
     job.config = std::move(lookup.config);
     job.config_problem = lookup.config_problem;
@@ -665,126 +457,143 @@ class Daemon {
 
   // Reads what the file grew by (bounded per turn), and commits what it produced.
   void read_file(Tracked& file) {
-    if (rewound_.count(file.path)) return;  // waiting for the store; the retry reads it
+    if (rewound_.count(file.path())) return;  // waiting for the store; the retry reads it
     if (!ensure_open(file)) {
       // Out of descriptors for the moment (every open log busy with an incident or unsaved
       // progress): try again shortly, when one of them is idle.
-      if (open_hit_limit_) schedule_read(file, std::chrono::milliseconds(100));
+      if (open_hit_limit_) {
+        pacer_.schedule(file.path(), Clock::now() + std::chrono::milliseconds(100));
+        arm_reads();
+      }
       return;
     }
     file.last_read = Clock::now();
-    struct stat st {};
-    if (::fstat(file.fd, &st) != 0) return;
-    if (static_cast<uint64_t>(st.st_size) < file.read_pos ||
-        (file.read_pos > 0 &&
-         bytes_at(file.fd, file.read_pos - file.tail.size(), file.tail.size()) != file.tail)) {
+    pacer_.note_read(file.path(), file.last_read);
+    FileFollower& follower = *file.follower;
+    if (follower.rewritten()) {
       // Shorter, or other bytes where the last read ended: truncated (copytruncate, perhaps
       // already written past the old offset) or rewritten in place. Read it again from 0.
-      truncated(file);
+      log_line(kNotice, "{} was truncated (copytruncate?): reading it again from the start", file.path());
+      follower.analyzer().settle();
+      commit(file, follower.analyzer().take_events(), /*can_rewind=*/false);
+      follower.restart();
     }
-    const uint64_t size = static_cast<uint64_t>(st.st_size);
-    size_t budget = static_cast<size_t>(std::min<uint64_t>(kReadBudgetPerTurn, size - file.read_pos));
-    const bool more = size - file.read_pos > kReadBudgetPerTurn;
-    while (budget > 0) {
-      const ssize_t n = ::pread(file.fd, buffer_.data(), std::min(buffer_.size(), budget),
-                                static_cast<off_t>(file.read_pos));
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (!file.read_error_logged) {
-          log_line(4, "read {}: {}", file.path, std::strerror(errno));
-          file.read_error_logged = true;
-        }
-        break;
-      }
-      if (n == 0) break;
-      std::string_view data(buffer_.data(), static_cast<size_t>(n));
-      if (file.read_pos == 0) {
-        // copytruncate leaves a hole of NULs where the writer's old offset was.
-        const size_t skip = data.find_first_not_of('\0');
-        if (skip == std::string_view::npos) {
-          file.read_pos += data.size();
-          continue;
-        }
-        data.remove_prefix(skip);
-        file.read_pos += skip;
-      }
-      file.analyzer->feed(data);
-      file.read_pos += data.size();
-      file.tail.append(data.substr(data.size() - std::min<size_t>(data.size(), kTailBytes)));
-      if (file.tail.size() > kTailBytes) file.tail.erase(0, file.tail.size() - kTailBytes);
-      metrics_.bytes_read += data.size();
-      budget -= std::min(budget, static_cast<size_t>(n));
+    const FileFollower::Read read = follower.read(kReadBudgetPerTurn, buffer_);
+    if (read.error && !file.read_error_logged) {
+      log_line(kWarning, "read {}: {}", file.path(), std::strerror(read.error));
+      file.read_error_logged = true;
     }
-    std::vector<parsers::OomEvent> events = file.analyzer->take_events();
-    const uint64_t records = file.analyzer->records();
-    metrics_.records += records - std::min(records, file.records_counted);
-    file.records_counted = records;
-    const uint64_t truncated = file.analyzer->truncated_records();
-    if (truncated > file.truncated_counted) {
-      metrics_.parse_errors["record_too_long"] += truncated - file.truncated_counted;
-      log_line(4, "{}: a record longer than {} bytes was cut", file.path, parsers::kMaxRecordBytes);
-      file.truncated_counted = truncated;
+    if (read.bytes > 0) file.last_growth = file.last_read;
+    metrics_.bytes_read += read.bytes;
+    metrics_.records += follower.take_new_records();
+    if (const uint64_t cut = follower.take_new_cut_records()) {
+      metrics_.parse_errors["record_too_long"] += cut;
+      log_line(kWarning, "{}: a record longer than {} bytes was cut", file.path(), parsers::kMaxRecordBytes);
     }
-    const parsers::Outcome outcome = file.analyzer->outcome_so_far();
+    std::vector<parsers::OomEvent> events = follower.analyzer().take_events();
+    const parsers::Outcome outcome = follower.analyzer().outcome_so_far();
     if (!events.empty() || outcome != file.committed_outcome) {
       if (!commit(file, std::move(events))) return;  // rewound: read again once the store answers
-    } else {
+    } else if (read.bytes > 0) {
       file.dirty = true;
       arm_checkpoint();
     }
-    if (file.analyzer->has_open_incident()) {
+    if (follower.analyzer().has_open_incident()) {
       file.settle_at = Clock::now() + std::chrono::milliseconds(config_.settle_ms);
       arm_settle();
     }
-    if (more) {
-      asio::post(io_, [this, path = file.path] {
+    if (read.more) {
+      asio::post(io_, [this, path = file.path()] {
         if (auto it = files_.find(path); it != files_.end()) read_file(*it->second);
       });
     }
   }
 
-  void truncated(Tracked& file) {
-    log_line(5, "{} was truncated (copytruncate?): reading it again from the start", file.path);
-    parsers::LogAnalyzer& old = *file.analyzer;
-    old.settle();
-    commit(file, old.take_events(), /*can_rewind=*/false);
-    ++file.generation;
-    file.read_pos = 0;
-    parsers::AnalyzerOptions options;
-    options.trainer = file.rule->trainer;
-    file.analyzer = std::make_unique<parsers::LogAnalyzer>(options);
-    file.committed = {0, 1, "{}", file.generation};
-    file.tail.clear();
-    file.fingerprinted = false;  // the head is new content
-  }
-
-  // The path may now be another file (rotation, restart) or nothing (deleted): drain the old one.
+  // The path may now be another file (rotation, restart) or nothing (deleted). The old file
+  // leaves: it is read on while its writer may still write to it, then finished.
   void check_identity(const std::string& path) {
     auto it = files_.find(path);
     if (it == files_.end()) return;
     Tracked& file = *it->second;
     struct stat st {};
     const bool exists = ::stat(path.c_str(), &st) == 0;
-    if (exists && st.st_dev == file.dev && st.st_ino == file.ino) {
+    if (exists && st.st_dev == file.follower->dev() && st.st_ino == file.follower->ino()) {
       // A closed idle log that has not grown stays closed (its bytes are checked when it grows).
-      if (file.fd < 0 && static_cast<uint64_t>(st.st_size) == file.read_pos) return;
+      if (!file.follower->is_open() && static_cast<uint64_t>(st.st_size) == file.follower->read_pos()) {
+        return;
+      }
       read_file(file);
       return;
     }
-    // Drain what the old file still holds, its last unterminated line included, then let it go.
     rewound_.erase(path);
     read_file(file);
     rewound_.erase(path);
-    parsers::LogAnalysis last = file.analyzer->finish();
-    commit(file, std::move(last.events), /*can_rewind=*/false);
-    struct stat old {};
-    const bool gone = file.fd < 0 || ::fstat(file.fd, &old) != 0 || old.st_nlink == 0;
-    (void)store_.set_file_state(file.file_id, gone ? "gone" : "rotated", unix_now());
-    if (verbose_) log_line(7, "{} {}", path, gone ? "was deleted" : "was rotated away");
+    std::unique_ptr<Tracked> leaving = std::move(it->second);
     files_.erase(it);
-    if (exists) {
-      if (const WatchRule* rule = rule_for(path)) track(path, *rule, StartAt::kBeginning);
+    pacer_.forget(path);
+    if (leaving->follower->is_open()) {
+      struct stat old {};
+      leaving->deleted = ::fstat(leaving->follower->fd(), &old) != 0 || old.st_nlink == 0;
+      leaving->last_growth = Clock::now();
+      if (verbose_) log_line(kDebug, "{} {}", path, leaving->deleted ? "was deleted" : "was rotated away");
+      leaving_.push_back(std::move(leaving));
+      arm_leaving();
+    } else {
+      // Closed while idle and gone meanwhile: whatever it got after is found by its inode, or
+      // is lost with it (a deleted file that nothing holds open).
+      finish(*leaving, "gone");
     }
+    if (exists) {
+      if (const WatchRule* rule = rule_for(config_.watch, path)) track(path, *rule, StartAt::kBeginning);
+    }
+  }
+
+  // Reads a leaving log to its end (its last unterminated line included), commits, marks it.
+  void finish(Tracked& file, const char* state) {
+    drain(file);
+    parsers::LogAnalysis last = file.analyzer().finish();
+    commit(file, std::move(last.events), /*can_rewind=*/false);
+    (void)store_.set_file_state(file.file_id, state, unix_now());
+  }
+
+  // Reads everything a file not followed by its name holds now. Its progress cannot be read
+  // again by name, so a refused commit is kept by the sink instead of rewinding.
+  void drain(Tracked& file) {
+    FileFollower& follower = *file.follower;
+    for (int turn = 0; turn < 4096; ++turn) {
+      const FileFollower::Read read = follower.read(kReadBudgetPerTurn, buffer_);
+      metrics_.bytes_read += read.bytes;
+      if (read.bytes > 0) file.last_growth = Clock::now();
+      if (!read.more) break;
+    }
+    metrics_.records += follower.take_new_records();
+    std::vector<parsers::OomEvent> events = follower.analyzer().take_events();
+    if (!events.empty() || follower.analyzer().outcome_so_far() != file.committed_outcome) {
+      commit(file, std::move(events), /*can_rewind=*/false);
+    }
+  }
+
+  void arm_leaving() {
+    if (leaving_armed_ || leaving_.empty()) return;
+    leaving_armed_ = true;
+    leaving_timer_.expires_after(kLeavingPoll);
+    leaving_timer_.async_wait([this](const boost::system::error_code& ec) {
+      leaving_armed_ = false;
+      if (ec) return;
+      const auto now = Clock::now();
+      const auto settle = std::chrono::milliseconds(config_.settle_ms);
+      std::erase_if(leaving_, [&](std::unique_ptr<Tracked>& file) {
+        drain(*file);
+        if (file->analyzer().has_open_incident() && now - file->last_growth >= settle) {
+          file->analyzer().settle();
+          commit(*file, file->analyzer().take_events(), /*can_rewind=*/false);
+        }
+        if (now - file->last_growth < kLeavingQuiet) return false;
+        finish(*file, file->deleted ? "gone" : "rotated");
+        return true;
+      });
+      arm_leaving();
+    });
   }
 
   // --- descriptors -------------------------------------------------------------------------
@@ -792,21 +601,17 @@ class Daemon {
   // rotated meanwhile, its inode is looked for where rotated logs go, so its tail is drained.
   bool ensure_open(Tracked& file) {
     open_hit_limit_ = false;
-    if (file.fd >= 0) return true;
-    int fd = open_within_budget(file.path, &file);
+    FileFollower& follower = *file.follower;
+    if (follower.is_open()) return true;
+    int fd = open_within_budget(file.path(), &file);
     struct stat st {};
-    if (fd >= 0 && (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_dev) != file.dev ||
-                    static_cast<uint64_t>(st.st_ino) != file.ino)) {
+    if (fd >= 0 && (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_dev) != follower.dev() ||
+                    static_cast<uint64_t>(st.st_ino) != follower.ino())) {
       ::close(fd);
       fd = -1;
-      db::FileRow row;
-      row.path = file.path;
-      row.dev = file.dev;
-      row.ino = file.ino;
-      const auto same = [&file](int candidate) {
-        return bytes_at(candidate, file.read_pos - file.tail.size(), file.tail.size()) == file.tail;
-      };
-      if (auto found = find_rotated(row, *file.rule, same)) {
+      const auto same = [&follower](int candidate) { return follower.holds_last_read(candidate); };
+      if (auto found = find_by_identity(rotation_folders(file.path(), *file.rule), follower.dev(),
+                                        follower.ino(), same)) {
         fd = ::open(found->c_str(), O_RDONLY | O_CLOEXEC);
       }
     }
@@ -814,20 +619,13 @@ class Daemon {
       open_hit_limit_ = errno == EMFILE || errno == ENFILE;
       return false;
     }
-    file.fd = fd;
+    follower.adopt_descriptor(fd);
     return true;
   }
 
-  void schedule_read(Tracked& file, std::chrono::milliseconds delay) {
-    if (file.read_scheduled) return;
-    file.read_scheduled = true;
-    scheduled_reads_.emplace(Clock::now() + delay, file.path);
-    arm_reads();
-  }
-
   size_t open_logs() const {
-    size_t open = 0;
-    for (const auto& [path, file] : files_) open += file->fd >= 0;
+    size_t open = leaving_.size();
+    for (const auto& [path, file] : files_) open += file->follower->is_open();
     return open;
   }
 
@@ -846,27 +644,27 @@ class Daemon {
   }
 
   // Closes the least recently read idle logs until one more descriptor fits. A log with
-  // uncommitted progress, an open incident or a pending retry stays open.
+  // uncommitted progress, an open incident or a pending retry stays open, and so does a
+  // leaving one (a deleted file could not be opened again).
   void make_room(const Tracked* keep) {
     size_t open = open_logs();
     while (open >= max_open_) {
       Tracked* idle = nullptr;
       for (auto& [path, file] : files_) {
-        if (file->fd < 0 || file.get() == keep || file->dirty || file->settle_at ||
-            file->analyzer->has_open_incident() || rewound_.count(path)) {
+        if (!file->follower->is_open() || file.get() == keep || file->dirty || file->settle_at ||
+            file->analyzer().has_open_incident() || rewound_.count(path)) {
           continue;
         }
         if (!idle || file->last_read < idle->last_read) idle = file.get();
       }
       if (!idle) {
         if (!fd_limit_logged_) {
-          log_line(4, "{} logs open, all busy: going past the budget of {}", open, max_open_);
+          log_line(kWarning, "{} logs open, all busy: going past the budget of {}", open, max_open_);
           fd_limit_logged_ = true;
         }
         return;
       }
-      ::close(idle->fd);
-      idle->fd = -1;
+      idle->follower->close_descriptor();
       ++metrics_.files_closed_idle;
       --open;
     }
@@ -875,24 +673,17 @@ class Daemon {
   // --- events ------------------------------------------------------------------------------
   // Returns false when the store refused. A file that stays is then rewound to its last commit
   // and read again; the last progress of a file that is going away (rotated, truncated,
-  // drained) cannot be read again, so it is kept and retried first.
+  // drained) cannot be read again, so the sink keeps it and retries it first.
   bool commit(Tracked& file, std::vector<parsers::OomEvent> events, bool can_rewind = true) {
     db::Progress progress = progress_of(file, std::move(events));
-    auto result = store_.commit_progress(progress, unix_now());
-    if (!result) {
-      store_failed(result.error().message);
+    if (!sink_.commit(progress)) {
       if (can_rewind) {
         rewind(file);
       } else {
-        orphans_.push_back(std::move(progress));
+        sink_.keep(std::move(progress));
         arm_store_retry();
       }
       return false;
-    }
-    store_recovered();
-    if (*result > 0) {
-      for (const auto& row : progress.events) ++metrics_.events[{row.kind, row.phase}];
-      if (dispatcher_) dispatcher_->poke();
     }
     committed(file, progress);
     return true;
@@ -900,70 +691,32 @@ class Daemon {
 
   void committed(Tracked& file, const db::Progress& progress) {
     file.dirty = false;
-    file.committed_outcome = file.analyzer->outcome_so_far();
-    file.committed = {progress.offset, progress.line, progress.analyzer_state, progress.generation};
-    if (progress.fingerprint && progress.fingerprint->second > 0) file.fingerprinted = true;
+    file.committed_outcome = file.analyzer().outcome_so_far();
+    file.follower->committed({progress.offset, progress.line, progress.analyzer_state, progress.generation});
+    if (progress.fingerprint && progress.fingerprint->second > 0) file.follower->set_fingerprinted();
   }
 
   // Offsets move only after the store accepted the events: the analyzer and the read position
   // go back to the last commit, and the file is read again once the store answers.
   void rewind(Tracked& file) {
-    parsers::AnalyzerOptions options;
-    options.trainer = file.rule->trainer;
-    const auto& c = file.committed;
-    file.analyzer = c.offset == 0 && c.analyzer_state == "{}"
-                        ? std::make_unique<parsers::LogAnalyzer>(options)
-                        : std::make_unique<parsers::LogAnalyzer>(options, c.analyzer_state,
-                                                                 c.offset, c.line);
-    file.read_pos = c.offset;
-    file.tail = tail_before(file.fd, c.offset);
-    file.generation = c.generation;
+    file.follower->rewind();
     file.dirty = false;
-    file.records_counted = 0;
-    file.truncated_counted = 0;
     file.settle_at.reset();
-    rewound_.insert(file.path);
+    rewound_.insert(file.path());
     arm_store_retry();
   }
 
-  void store_failed(const std::string& message) {
-    ++metrics_.store_failures;
-    if (!store_failing_) {
-      log_line(3, "store: {}; nothing is lost: the logs are read again from the last commit "
-                  "once it answers",
-               message);
-      store_failing_ = true;
-    }
-  }
-
-  void store_recovered() {
-    if (!store_failing_) return;
-    store_failing_ = false;
-    store_retry_delay_ = std::chrono::milliseconds(0);
-    log_line(5, "store: answering again");
-  }
-
-  // Retries the rewound files with a backoff (250 ms doubling to 30 s); never blocks the loop.
+  // Retries with the sink's backoff; never blocks the loop.
   void arm_store_retry() {
     if (store_retry_armed_) return;
     store_retry_armed_ = true;
-    store_retry_delay_ = std::clamp(store_retry_delay_ * 2, std::chrono::milliseconds(250),
-                                    std::chrono::milliseconds(30000));
-    store_retry_timer_.expires_after(store_retry_delay_);
+    store_retry_timer_.expires_after(sink_.next_retry_delay());
     store_retry_timer_.async_wait([this](const boost::system::error_code& ec) {
       store_retry_armed_ = false;
       if (ec) return;
-      while (!orphans_.empty()) {
-        auto result = store_.commit_progress(orphans_.front(), unix_now());
-        if (!result) {
-          store_failed(result.error().message);
-          arm_store_retry();
-          return;
-        }
-        store_recovered();
-        for (const auto& row : orphans_.front().events) ++metrics_.events[{row.kind, row.phase}];
-        if (dispatcher_ && *result > 0) dispatcher_->poke();
-        orphans_.pop_front();
+      if (!sink_.retry_kept()) {
+        arm_store_retry();
+        return;
       }
       std::set<std::string> paths;
       paths.swap(rewound_);
@@ -978,75 +731,54 @@ class Daemon {
   }
 
   db::Progress progress_of(Tracked& file, std::vector<parsers::OomEvent> events) {
+    FileFollower& follower = *file.follower;
+    const Checkpoint checkpoint = follower.checkpoint();
     db::Progress progress;
     progress.file_id = file.file_id;
     progress.job_id = file.job.job_id;
     progress.run_id = file.job.run_id;
-    progress.generation = file.generation;
-    progress.offset = file.analyzer->resume_offset();
-    progress.line = file.analyzer->resume_line();
-    progress.analyzer_state = file.analyzer->checkpoint();
-    progress.anchor = anchor_of(file.fd, progress.offset);
-    if (!file.fingerprinted) {
+    progress.generation = checkpoint.generation;
+    progress.offset = checkpoint.offset;
+    progress.line = checkpoint.line;
+    progress.analyzer_state = checkpoint.analyzer_state;
+    progress.anchor = anchor_of(follower.fd(), progress.offset);
+    if (!follower.fingerprinted()) {
       // A new file (or a new generation after a truncation) has no head to compare until a KiB
       // exists; the store forgets the old head meanwhile.
-      struct stat st {};
-      if (::fstat(file.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= kFingerprintBytes) {
-        progress.fingerprint.emplace(fingerprint_of(file.fd, kFingerprintBytes),
-                                     static_cast<int64_t>(kFingerprintBytes));
-      } else {
-        progress.fingerprint.emplace("", 0);
-      }
+      auto head = head_fingerprint(follower.fd());
+      progress.fingerprint.emplace(head.value_or(""), head ? static_cast<int64_t>(kFingerprintBytes) : 0);
     }
-    progress.outcome = std::string(parsers::to_string(file.analyzer->outcome_so_far()));
+    parsers::LogAnalyzer& analyzer = follower.analyzer();
+    progress.outcome = std::string(parsers::to_string(analyzer.outcome_so_far()));
     for (const auto& alert : config_.alerts) progress.receivers.push_back(alert.name);
-    if (const parsers::Trainer trainer = file.analyzer->trainer();
+    if (const parsers::Trainer trainer = analyzer.trainer();
         trainer != parsers::Trainer::kUnknown && trainer != file.stored_trainer) {
       // The trainer is known once the log shows it; the job row follows.
       if (store_.upsert_job(file.job.name, std::string(parsers::to_string(trainer)),
-                            fs::path(file.path).parent_path().string(), unix_now())) {
+                            fs::path(file.path()).parent_path().string(), unix_now())) {
         file.stored_trainer = trainer;
       }
     }
     if (!events.empty()) {
       // The config as it is now: a new snapshot when it changed since the last event.
-      refresh_config(file, rule_config(file));
+      refresh_config(file);
       snapshot(file);
       progress.snapshot_id = file.job.snapshot_id;
     }
+    const std::string family =
+        file.job.config ? std::string(parsers::to_string(file.job.config->family)) : "unknown";
     for (const parsers::OomEvent& event : events) {
       parsers::LogAnalysis single;
-      single.trainer = file.analyzer->trainer();
-      single.arguments = file.analyzer->arguments();
+      single.trainer = analyzer.trainer();
+      single.arguments = analyzer.arguments();
       single.events = {event};
       triage::TriageInput input{&single, file.job.config ? &*file.job.config : nullptr,
                                 file.job.config_problem};
       input.tried_and_failed = tried_and_failed(file, event);
       const std::vector<triage::Fix> fixes = triage::rank_fixes(input);
-      nlohmann::ordered_json fixes_json = nlohmann::ordered_json::array();
-      for (const auto& fix : fixes) fixes_json.push_back(fix_to_json(fix));
-      const auto dump = [](const nlohmann::ordered_json& j) {
-        return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      };
-      db::EventRow row;
-      row.offset = event.offset;
-      row.model_family = file.job.config ? std::string(parsers::to_string(file.job.config->family))
-                                         : "unknown";
-      row.kind = parsers::to_string(event.kind);
-      row.phase = parsers::to_string(event.phase);
-      row.step = event.step;
-      row.recovered = event.recovered;
-      row.event_json = dump(event_to_json(event));
-      row.fixes_json = dump(fixes_json);
-      progress.events.push_back(std::move(row));
-      const std::string step =
-          event.step ? (event.total_steps ? fmt::format(" at step {}/{}", *event.step, *event.total_steps)
-                                          : fmt::format(" at step {}", *event.step))
-                     : "";
-      log_line(event.recovered ? 4 : 3, "job {}: {} OOM{} in {}{} ({}:{}){}", file.job.name,
-               parsers::to_string(event.kind), event.recovered ? " (recovered)" : "",
-               parsers::to_string(event.phase), step, file.path, event.line,
-               fixes.empty() ? "" : "; top fix: " + fixes.front().id);
+      progress.events.push_back(event_row(event, fixes, family));
+      log_line(event.recovered ? kWarning : kError, "{}",
+               event_journal_text(file.job.name, file.path(), event, fixes));
     }
     return progress;
   }
@@ -1061,18 +793,13 @@ class Daemon {
   }
 
   void arm_reads() {
-    if (scheduled_reads_.empty()) return;
-    read_timer_.expires_at(scheduled_reads_.begin()->first);
+    const auto due = pacer_.next_due();
+    if (!due) return;
+    read_timer_.expires_at(*due);
     read_timer_.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
-      const auto now = Clock::now();
-      while (!scheduled_reads_.empty() && scheduled_reads_.begin()->first <= now) {
-        const std::string path = scheduled_reads_.begin()->second;
-        scheduled_reads_.erase(scheduled_reads_.begin());
-        if (auto it = files_.find(path); it != files_.end()) {
-          it->second->read_scheduled = false;
-          read_file(*it->second);
-        }
+      for (const std::string& path : pacer_.take_due(Clock::now())) {
+        if (auto it = files_.find(path); it != files_.end()) read_file(*it->second);
       }
       arm_reads();
     });
@@ -1088,17 +815,15 @@ class Daemon {
       std::vector<db::Progress> batch;
       std::vector<Tracked*> files;
       for (auto& [path, file] : files_) {
-        if (!file->dirty) continue;
+        if (!file->dirty || !file->follower->is_open()) continue;
         batch.push_back(progress_of(*file, {}));
         files.push_back(file.get());
       }
       if (batch.empty()) return;
-      if (auto r = store_.commit_progress(batch, unix_now()); !r) {
-        store_failed(r.error().message);
+      if (!sink_.commit(batch)) {
         for (Tracked* file : files) rewind(*file);
         return;
       }
-      store_recovered();
       for (size_t i = 0; i < files.size(); ++i) committed(*files[i], batch[i]);
     });
   }
@@ -1111,7 +836,7 @@ class Daemon {
       scan_all();
       for (auto& [path, file] : files_) read_file(*file);
       write_textfile();
-      notify(fmt::format("STATUS=watching {} log(s)", files_.size()));
+      notify_service_manager(fmt::format("STATUS=watching {} log(s)", files_.size()));
       arm_rescan();
     });
   }
@@ -1129,59 +854,62 @@ class Daemon {
       for (auto& [path, file] : files_) {
         if (file->settle_at && *file->settle_at <= now) {
           file->settle_at.reset();
-          file->analyzer->settle();
-          commit(*file, file->analyzer->take_events());
+          file->analyzer().settle();
+          commit(*file, file->analyzer().take_events());
         }
       }
       arm_settle();
     });
   }
 
+  // Reads every file to its end and commits (a leaving file stays active in the store, so a
+  // restart finds it by its inode and reads on).
+  void drain_all() {
+    for (auto& [path, file] : files_) {
+      read_file(*file);
+      commit(*file, file->analyzer().take_events());
+    }
+    for (auto& file : leaving_) drain(*file);
+  }
+
   void wait_signals() {
     signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
       if (ec) return;
       if (signal == SIGHUP) {
-        reload();
+        notify_service_manager("RELOADING=1");
+        reload_config();
+        notify_service_manager(fmt::format("READY=1\nSTATUS=watching {} log(s)", files_.size()));
         wait_signals();
         return;
       }
-      log_line(6, "signal {}: draining {} file(s) and stopping", signal, files_.size());
-      notify("STOPPING=1");
-      for (auto& [path, file] : files_) {
-        read_file(*file);
-        commit(*file, file->analyzer->take_events());
-      }
+      log_line(kInfo, "signal {}: draining {} file(s) and stopping", signal, files_.size());
+      notify_service_manager("STOPPING=1");
+      drain_all();
       write_textfile();
       io_.stop();
     });
   }
 
-  void reload() {
-    notify("RELOADING=1");
-    reload_config();
-    notify(fmt::format("READY=1\nSTATUS=watching {} log(s)", files_.size()));
-  }
-
   void reload_config() {
     if (config_.source == "inline") {
-      log_line(5, "SIGHUP: the inline config has nothing to reload");
+      log_line(kNotice, "SIGHUP: the inline config has nothing to reload");
       return;
     }
     auto fresh = load_daemon_config(config_.source);
     if (!fresh) {
-      log_line(3, "SIGHUP: keeping the old config: {}", fresh.error().message);
+      log_line(kError, "SIGHUP: keeping the old config: {}", fresh.error().message);
       return;
     }
-    // Files keep their rule pointer into the old config: drain and re-track them under the new one.
-    for (auto& [path, file] : files_) {
-      read_file(*file);
-      commit(*file, file->analyzer->take_events());
-    }
+    // Files keep their rule pointer into the old config: drain and re-track them under the new
+    // one (leaving files are finished now).
+    drain_all();
+    for (auto& file : leaving_) finish(*file, file->deleted ? "gone" : "rotated");
+    leaving_.clear();
+    for (const auto& [path, file] : files_) pacer_.forget(path);
     files_.clear();
     auto dispatcher = std::make_unique<AlertDispatcher>(io_, store_, *fresh, &metrics_);
-    std::string error;
-    if (!dispatcher->start(error)) {
-      log_line(3, "SIGHUP: keeping the old alert receivers: {}", error);
+    if (auto started = dispatcher->start(); !started) {
+      log_line(kError, "SIGHUP: keeping the old alert receivers: {}", started.error().message);
     } else {
       // The old dispatcher may have a request in flight: it lives until that answers, and the
       // new one waits so that the row is not sent twice.
@@ -1198,34 +926,36 @@ class Daemon {
     }
     config_ = std::move(*fresh);
     scan_all();
-    log_line(5, "SIGHUP: config reloaded from {} ({} rule(s))", config_.source, config_.watch.size());
+    log_line(kNotice, "SIGHUP: config reloaded from {} ({} rule(s))", config_.source, config_.watch.size());
   }
 
   asio::io_context& io_;
   db::Store& store_;
   DaemonConfig config_;
   bool verbose_;
+  Metrics metrics_;
+  ReadPacer pacer_;
+  EventSink sink_;
+  std::optional<DirectoryWatcher> watcher_;
   asio::posix::stream_descriptor inotify_;
-  asio::steady_timer rescan_timer_;
-  asio::steady_timer settle_timer_;
-  asio::steady_timer checkpoint_timer_;
+  asio::steady_timer rescan_timer_{io_};
+  asio::steady_timer settle_timer_{io_};
+  asio::steady_timer checkpoint_timer_{io_};
   bool checkpoint_armed_ = false;
-  asio::steady_timer read_timer_;
-  asio::steady_timer batch_timer_;
-  std::multimap<Clock::time_point, std::string> scheduled_reads_;
+  asio::steady_timer read_timer_{io_};
+  asio::steady_timer batch_timer_{io_};
+  asio::steady_timer leaving_timer_{io_};
+  bool leaving_armed_ = false;
   asio::signal_set signals_;
-  std::array<char, 64 * 1024> inotify_buffer_{};
   std::vector<char> buffer_ = std::vector<char>(kReadChunk);
   std::map<std::string, std::unique_ptr<Tracked>> files_;
+  std::vector<std::unique_ptr<Tracked>> leaving_;  // no longer named by their path
   std::unique_ptr<AlertDispatcher> dispatcher_;
   std::vector<std::unique_ptr<AlertDispatcher>> retired_dispatchers_;  // draining after SIGHUP
-  Metrics metrics_;
   std::unique_ptr<MetricsServer> metrics_server_;
   asio::steady_timer watchdog_timer_{io_};
   std::chrono::microseconds watchdog_interval_{0};
   int textfile_error_logged_ = 0;
-  std::map<int, std::string> watches_;
-  std::set<std::string> watched_dirs_;
   std::set<std::string> unreadable_logged_;
   std::set<std::string> warned_configs_;
   std::map<std::string, std::string> config_texts_;
@@ -1235,49 +965,30 @@ class Daemon {
   bool open_hit_limit_ = false;  // the last reopen failed for want of descriptors
   bool fd_limit_logged_ = false;
   asio::steady_timer store_retry_timer_{io_};
-  std::chrono::milliseconds store_retry_delay_{0};
   bool store_retry_armed_ = false;
-  bool store_failing_ = false;
   bool rescan_on_retry_ = false;  // a log could not be registered: scan again on the retry
   std::set<std::string> rewound_;
-  std::deque<db::Progress> orphans_;
 };
 
 }  // namespace
 
 int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose) {
-  // One descriptor per followed log: lift the soft limit to the hard one (systemd: 1024/512K).
-  rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &limit);
-  }
-  std::error_code ec;
-  const fs::path state_dir = fs::path(store_path).parent_path();
-  fs::create_directories(state_dir, ec);
+  // One descriptor per open log: lift the soft limit to the hard one (systemd: 1024/512K).
+  lift_descriptor_limit();
   // One daemon per state dir: a second one would post every alert twice.
-  const std::string lock_path = (state_dir / "oomtriage.lock").string();
-  const int lock_fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd < 0) {
-    log_line(3, "cannot open store {}: {} (its lock file {})", store_path, std::strerror(errno),
-             lock_path);
-    return 2;
-  }
-  if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    char pid[32] = {0};
-    const ssize_t n = ::pread(lock_fd, pid, sizeof pid - 1, 0);
-    log_line(3, "another oomtriage daemon{} already uses {}; not starting a second one",
-             n > 0 ? fmt::format(" (pid {})", std::string(pid, static_cast<size_t>(n))) : "",
-             state_dir.string());
-    ::close(lock_fd);
+  auto lock = InstanceLock::acquire(fs::path(store_path).parent_path().string());
+  if (!lock && lock.error().code == ErrorCode::kDatabaseBusy) {
+    log_line(kError, "{}", lock.error().message);
     return 1;
   }
-  const std::string pid = std::to_string(::getpid());
-  if (::ftruncate(lock_fd, 0) == 0) (void)!::pwrite(lock_fd, pid.data(), pid.size(), 0);
+  if (!lock) {
+    log_line(kError, "cannot open store {}: {}", store_path, lock.error().message);
+    return 2;
+  }
   // A short busy timeout: a locked store is retried by the loop's own backoff, not waited on.
   auto store = db::Store::open(store_path, 250);
   if (!store) {
-    log_line(3, "store {}: {}", store_path, store.error().message);
+    log_line(kError, "store {}: {}", store_path, store.error().message);
     return 2;
   }
   asio::io_context io;

@@ -5,7 +5,8 @@
 // file's new bytes to its own streaming analyzer; stores OOM events with the job's config snapshot
 // and ranked fixes; logs one line per event to stderr with a journald priority prefix. inotify on
 // directories drives it (Boost.Asio, no busy polling), a slow rescan catches what inotify missed,
-// and a file's identity is (device, inode) plus a fingerprint of its first bytes.
+// and a file's identity is (device, inode) plus its content (file_identity.h). The parts live
+// beside it: file_follower, directory_watcher, read_pacer, event_sink, service_manager.
 #pragma once
 
 #include <string>

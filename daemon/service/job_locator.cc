@@ -3,7 +3,6 @@
 #include "daemon/service/job_locator.h"
 
 #include <fmt/format.h>
-#include <openssl/evp.h>
 
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
@@ -14,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "daemon/common/digest.h"
 #include "parsers/log_analyzer.h"
 
 namespace oomtriage::daemon {
@@ -133,15 +133,6 @@ struct Candidate {
 };
 
 }  // namespace
-
-std::string sha256_hex(std::string_view bytes) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_Digest(bytes.data(), bytes.size(), digest, &length, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
 
 JobLookup locate_job(const fs::path& log, const std::optional<fs::path>& explicit_config,
                      Trainer trainer, const parsers::LogAnalysis& facts_if_unreadable) {

@@ -41,7 +41,4 @@ JobLookup locate_job(const std::filesystem::path& log,
                      const std::optional<std::filesystem::path>& explicit_config,
                      parsers::Trainer trainer, const parsers::LogAnalysis& facts);
 
-// Hex SHA-256 of `bytes`.
-std::string sha256_hex(std::string_view bytes);
-
 }  // namespace oomtriage::daemon

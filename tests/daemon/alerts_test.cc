@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/alerts/alert_dispatcher.h"
+#include "daemon/alerts/retry_policy.h"
+#include "daemon/alerts/webhook_signature.h"
 #include "daemon/alerts/alert_payload.h"
 #include "tests/support/e2e.h"
 #include "tests/support/http_test_server.h"
@@ -119,6 +121,53 @@ TEST_SUITE("daemon::alerts") {
                                              R"({"test": 2432232314})") ==
           "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
   }
+  TEST_CASE("the retry policy: 2xx delivered, refusals failed, backoff doubles to its cap, Retry-After wins") {
+    daemon::Receiver r;
+    r.retry_initial_ms = 1000;
+    r.retry_max_ms = 5000;
+    r.retry_horizon_seconds = 3600;
+    const auto response = [](int status, std::string body = "", std::optional<double> after = {}) {
+      daemon::HttpResponse h;
+      h.status = status;
+      h.body = std::move(body);
+      h.retry_after_seconds = after;
+      if (status == 0) h.error = "connection refused";
+      if (status == 302) h.error = "HTTP 302 to https://elsewhere/ (not followed)";
+      return h;
+    };
+    using V = daemon::DeliveryVerdict;
+    CHECK(daemon::judge_response(response(200), r, 1, 0, 1.0).kind == V::kDelivered);
+    CHECK(daemon::judge_response(response(204), r, 9, 99999, 1.0).kind == V::kDelivered);
+    const V refused = daemon::judge_response(response(404), r, 1, 0, 1.0);
+    CHECK(refused.kind == V::kFailed);
+    CHECK(refused.reason == "HTTP 404");
+    CHECK(refused.log.find("refused") != std::string::npos);
+    const V redirect = daemon::judge_response(response(302), r, 1, 0, 1.0);
+    CHECK(redirect.kind == V::kFailed);
+    CHECK(redirect.reason.find("elsewhere") != std::string::npos);
+    // 408 and 5xx and network errors are retried: 1 s, 2 s, 4 s, then the 5 s cap; jitter scales.
+    CHECK(daemon::judge_response(response(408), r, 1, 0, 1.0).kind == V::kRetry);
+    CHECK(daemon::judge_response(response(503), r, 1, 0, 1.0).delay == std::chrono::milliseconds(1000));
+    CHECK(daemon::judge_response(response(503), r, 2, 0, 1.0).delay == std::chrono::milliseconds(2000));
+    CHECK(daemon::judge_response(response(0), r, 3, 0, 1.0).delay == std::chrono::milliseconds(4000));
+    CHECK(daemon::judge_response(response(0), r, 4, 0, 1.0).delay == std::chrono::milliseconds(5000));
+    CHECK(daemon::judge_response(response(500), r, 30, 0, 1.0).delay == std::chrono::milliseconds(5000));
+    CHECK(daemon::judge_response(response(500), r, 1, 0, 0.5).delay == std::chrono::milliseconds(500));
+    CHECK(daemon::judge_response(response(500), r, 1, 0, 1.5).delay == std::chrono::milliseconds(1500));
+    // Milliseconds as configured, not rounded to seconds.
+    r.retry_initial_ms = 250;
+    CHECK(daemon::judge_response(response(502), r, 1, 0, 1.0).delay == std::chrono::milliseconds(250));
+    // 429: the header, else Discord's body, else the backoff.
+    CHECK(daemon::judge_response(response(429, "", 7.5), r, 1, 0, 1.5).delay == std::chrono::milliseconds(7500));
+    CHECK(daemon::judge_response(response(429, R"({"retry_after": 1.25})"), r, 1, 0, 1.5).delay ==
+          std::chrono::milliseconds(1250));
+    CHECK(daemon::judge_response(response(429, "slow down"), r, 1, 0, 1.0).delay == std::chrono::milliseconds(250));
+    // Past the horizon: failed, with the count in the log line.
+    const V late = daemon::judge_response(response(503), r, 12, 3601, 1.0);
+    CHECK(late.kind == V::kFailed);
+    CHECK(late.log == "giving up after 12 attempts: HTTP 503");
+  }
+
   TEST_CASE("a receiver down for a while gets every alert when it comes back, once, in order") {
     const unsigned short port = free_port();
     AlertRig rig(receiver("hook", "webhook", "http://127.0.0.1:" + std::to_string(port) + "/oom"));

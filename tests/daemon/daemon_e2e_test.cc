@@ -288,6 +288,34 @@ TEST_SUITE("daemon::e2e") {
     }
     REQUIRE(wait_until([&] { return view.events("rewritten") == 1; }));
   }
+  TEST_CASE("fault: a log deleted or renamed while its writer still writes: the later writes are read") {
+    // The trainer keeps its descriptor: after `rm log.txt` (or logrotate's rename, before the
+    // trainer reopens) it writes on into the file the name no longer reaches, crash included.
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    fs::create_directories(out);
+    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    const std::string log = slurp(kGolden / "aitk_sampling_oom_step500.log");
+    const size_t third = log.size() / 3;
+    for (const char* job : {"deleted", "renamed"}) {
+      fs::create_directories(out / job);
+      std::ofstream writer(out / job / "log.txt", std::ios::binary);
+      writer << log.substr(0, third) << std::flush;
+      REQUIRE(wait_until([&] { return view.story(job).has_value(); }));
+      std::this_thread::sleep_for(200ms);
+      if (std::string(job) == "deleted") {
+        fs::remove(out / job / "log.txt");
+      } else {
+        fs::rename(out / job / "log.txt", out / job / "log.txt.1");
+      }
+      std::this_thread::sleep_for(200ms);  // the daemon has seen the name go
+      for (size_t i = third; i < log.size(); i += 512) writer << log.substr(i, 512) << std::flush;
+      CHECK(wait_until([&] { return view.events(job) == 1; }));
+      CHECK(nlohmann::json::parse(view.story(job)->events.at(0).event_json)["step"] == 500);
+    }
+    CHECK(daemon.alive());
+  }
   TEST_CASE("fault: rotated while down into logs/ or logrotate's olddir: the unread tail is drained there") {
     TempDir dir;
     const fs::path out = dir.path / "output";

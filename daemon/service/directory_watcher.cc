@@ -1,0 +1,111 @@
+// daemon/service/directory_watcher.cc: inotify(7), glob(3) and fnmatch(3).
+#include "daemon/service/directory_watcher.h"
+
+#include <fnmatch.h>
+#include <glob.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace oomtriage::daemon {
+
+Result<DirectoryWatcher> DirectoryWatcher::open() {
+  const int fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) return make_error(ErrorCode::kIo, std::string("inotify: ") + std::strerror(errno));
+  return DirectoryWatcher(fd);
+}
+
+DirectoryWatcher::DirectoryWatcher(DirectoryWatcher&& other) noexcept
+    : fd_(other.fd_), watches_(std::move(other.watches_)), dirs_(std::move(other.dirs_)) {
+  other.fd_ = -1;
+}
+
+DirectoryWatcher::~DirectoryWatcher() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<Ok> DirectoryWatcher::watch(const std::string& dir) {
+  if (dirs_.count(dir)) return Ok{};
+  const uint32_t mask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_MODIFY |
+                        IN_CLOSE_WRITE | IN_DELETE_SELF | IN_ONLYDIR;
+  const int wd = ::inotify_add_watch(fd_, dir.c_str(), mask);
+  if (wd < 0) {
+    const int error = errno;
+    return make_error(error == ENOSPC ? ErrorCode::kIo : ErrorCode::kNotFound,
+                      error == ENOSPC ? "inotify watch limit reached at " + dir
+                                      : "cannot watch " + dir + ": " + std::strerror(error));
+  }
+  watches_[wd] = dir;
+  dirs_.insert(dir);
+  return Ok{};
+}
+
+std::vector<FsChange> DirectoryWatcher::drain() {
+  std::vector<FsChange> changes;
+  for (int round = 0; round < 64; ++round) {
+    const ssize_t n = ::read(fd_, buffer_.data(), buffer_.size());
+    if (n <= 0) break;  // EAGAIN: drained
+    translate(static_cast<size_t>(n), changes);
+  }
+  return changes;
+}
+
+void DirectoryWatcher::translate(size_t bytes, std::vector<FsChange>& changes) {
+  for (size_t at = 0; at + sizeof(inotify_event) <= bytes;) {
+    const auto* event = reinterpret_cast<const inotify_event*>(buffer_.data() + at);
+    at += sizeof(inotify_event) + event->len;
+    if (event->mask & IN_Q_OVERFLOW) {
+      changes.push_back({FsChange::kRescan, ""});
+      continue;
+    }
+    auto dir = watches_.find(event->wd);
+    if (dir == watches_.end()) continue;
+    if (event->mask & (IN_IGNORED | IN_DELETE_SELF)) {
+      dirs_.erase(dir->second);
+      if (event->mask & IN_IGNORED) watches_.erase(dir);
+      changes.push_back({FsChange::kRescan, ""});
+      continue;
+    }
+    if (event->mask & IN_ISDIR) {
+      // A new job folder: watch it and pick up what is already inside.
+      changes.push_back({FsChange::kRescan, ""});
+      continue;
+    }
+    std::string path = dir->second + '/' + (event->len > 0 ? event->name : "");
+    if (event->mask & (IN_CREATE | IN_MOVED_TO)) {
+      changes.push_back({FsChange::kAppeared, std::move(path)});
+    } else if (event->mask & (IN_DELETE | IN_MOVED_FROM)) {
+      changes.push_back({FsChange::kVanished, std::move(path)});
+    } else if (event->mask & (IN_MODIFY | IN_CLOSE_WRITE)) {
+      changes.push_back({FsChange::kWritten, std::move(path)});
+    }
+  }
+}
+
+std::vector<std::string> glob_paths(const std::string& pattern, bool only_dirs) {
+  glob_t g{};
+  std::vector<std::string> paths;
+  if (::glob(pattern.c_str(), only_dirs ? GLOB_ONLYDIR : 0, nullptr, &g) == 0) {
+    for (size_t i = 0; i < g.gl_pathc; ++i) paths.emplace_back(g.gl_pathv[i]);
+  }
+  ::globfree(&g);
+  return paths;
+}
+
+std::string static_prefix(const std::string& pattern) {
+  const size_t wildcard = pattern.find_first_of("*?[");
+  const std::string head = wildcard == std::string::npos ? pattern : pattern.substr(0, wildcard);
+  const size_t slash = head.rfind('/');
+  return slash == std::string::npos ? "." : (slash == 0 ? "/" : head.substr(0, slash));
+}
+
+const WatchRule* rule_for(const std::vector<WatchRule>& rules, const std::string& path) {
+  for (const WatchRule& rule : rules) {
+    if (::fnmatch(rule.logs.c_str(), path.c_str(), FNM_PATHNAME) == 0) return &rule;
+  }
+  return nullptr;
+}
+
+}  // namespace oomtriage::daemon

@@ -1,0 +1,64 @@
+// daemon/service/directory_watcher.h
+//
+// Which paths the rules follow and what inotify says about them. inotify watches folders, not
+// files, so a log created, renamed or deleted is seen by the folder it lives in; the watcher
+// turns the kernel's events into a short list of changes for the daemon: a log was written, a
+// name appeared or went away, or "scan again" (the queue overflowed, a folder came or went).
+// Without inotify (or past its watch limit) the daemon's rescan timer does the work alone.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/common/daemon_config.h"
+#include "parsers/result.h"
+
+namespace oomtriage::daemon {
+
+struct FsChange {
+  enum Kind {
+    kWritten,  // IN_MODIFY, IN_CLOSE_WRITE
+    kAppeared, // IN_CREATE, IN_MOVED_TO
+    kVanished, // IN_DELETE, IN_MOVED_FROM
+    kRescan,   // overflow, a folder created, deleted or unwatched
+  } kind;
+  std::string path;  // empty for kRescan
+};
+
+class DirectoryWatcher {
+ public:
+  // An inotify instance (non-blocking, close-on-exec); an error when the kernel refuses one.
+  static Result<DirectoryWatcher> open();
+  DirectoryWatcher(DirectoryWatcher&& other) noexcept;
+  DirectoryWatcher& operator=(DirectoryWatcher&&) = delete;
+  ~DirectoryWatcher();
+
+  int fd() const { return fd_; }
+  // Watches `dir` (once). An error when the kernel refuses it; ENOSPC (the watch limit) says so.
+  Result<Ok> watch(const std::string& dir);
+  bool watching(const std::string& dir) const { return dirs_.count(dir) > 0; }
+  // Reads what the kernel queued (never blocks) and returns it in order.
+  std::vector<FsChange> drain();
+
+ private:
+  explicit DirectoryWatcher(int fd) : fd_(fd) {}
+  void translate(size_t bytes, std::vector<FsChange>& changes);
+
+  int fd_ = -1;
+  std::map<int, std::string> watches_;  // watch descriptor -> folder
+  std::set<std::string> dirs_;
+  std::array<char, 64 * 1024> buffer_{};
+};
+
+// The paths a glob matches now (files, or folders only).
+std::vector<std::string> glob_paths(const std::string& pattern, bool only_dirs);
+// The leading folders of a glob that hold no wildcard: "/srv/out/*/log.txt" -> "/srv/out".
+std::string static_prefix(const std::string& pattern);
+// The first rule whose glob matches `path`, or null.
+const WatchRule* rule_for(const std::vector<WatchRule>& rules, const std::string& path);
+
+}  // namespace oomtriage::daemon

@@ -1,0 +1,109 @@
+// daemon/service/event_sink.cc
+#include "daemon/service/event_sink.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+
+#include "daemon/render/journal_log.h"
+#include "daemon/render/json_output.h"
+#include "daemon/render/text_output.h"
+
+namespace oomtriage::daemon {
+
+EventSink::EventSink(db::Store& store, Metrics& metrics, std::function<void()> new_alerts,
+                     std::function<int64_t()> wall_clock)
+    : store_(store), metrics_(metrics), new_alerts_(std::move(new_alerts)),
+      wall_clock_(std::move(wall_clock)) {}
+
+bool EventSink::commit(const db::Progress& progress) {
+  auto result = store_.commit_progress(progress, wall_clock_());
+  if (!result) {
+    refused(result.error().message);
+    return false;
+  }
+  accepted({&progress}, *result);
+  return true;
+}
+
+bool EventSink::commit(const std::vector<db::Progress>& batch) {
+  auto result = store_.commit_progress(batch, wall_clock_());
+  if (!result) {
+    refused(result.error().message);
+    return false;
+  }
+  std::vector<const db::Progress*> all;
+  for (const auto& progress : batch) all.push_back(&progress);
+  accepted(all, *result);
+  return true;
+}
+
+void EventSink::accepted(const std::vector<const db::Progress*>& progress, int64_t new_events) {
+  // Events already stored (a file read again after a rewind or a restart) are not counted twice.
+  if (new_events > 0) {
+    for (const db::Progress* p : progress) {
+      for (const auto& row : p->events) ++metrics_.events[{row.kind, row.phase}];
+    }
+  }
+  if (failing_) {
+    failing_ = false;
+    log_line(kNotice, "store: answering again");
+  }
+  retry_delay_ = std::chrono::milliseconds(0);
+  if (new_events > 0 && new_alerts_) new_alerts_();
+}
+
+void EventSink::refused(const std::string& message) {
+  ++metrics_.store_failures;
+  if (!failing_) {
+    log_line(kError,
+             "store: {}; nothing is lost: the logs are read again from the last commit once it answers",
+             message);
+    failing_ = true;
+  }
+}
+
+void EventSink::keep(db::Progress progress) { kept_.push_back(std::move(progress)); }
+
+bool EventSink::retry_kept() {
+  while (!kept_.empty()) {
+    if (!commit(kept_.front())) return false;
+    kept_.pop_front();
+  }
+  return true;
+}
+
+std::chrono::milliseconds EventSink::next_retry_delay() {
+  retry_delay_ = std::clamp(retry_delay_ * 2, std::chrono::milliseconds(250), std::chrono::milliseconds(30000));
+  return retry_delay_;
+}
+
+db::EventRow event_row(const parsers::OomEvent& event, const std::vector<triage::Fix>& fixes,
+                       const std::string& model_family) {
+  nlohmann::ordered_json fixes_json = nlohmann::ordered_json::array();
+  for (const auto& fix : fixes) fixes_json.push_back(fix_to_json(fix));
+  const auto dump = [](const nlohmann::ordered_json& j) {
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  db::EventRow row;
+  row.offset = event.offset;
+  row.model_family = model_family;
+  row.kind = parsers::to_string(event.kind);
+  row.phase = parsers::to_string(event.phase);
+  row.step = event.step;
+  row.recovered = event.recovered;
+  row.event_json = dump(event_to_json(event));
+  row.fixes_json = dump(fixes_json);
+  return row;
+}
+
+std::string event_journal_text(const std::string& job, const std::string& path,
+                               const parsers::OomEvent& event, const std::vector<triage::Fix>& fixes) {
+  return fmt::format("job {}: {} OOM{} in {}{} ({}:{}){}", job, parsers::to_string(event.kind),
+                     event.recovered ? " (recovered)" : "", parsers::to_string(event.phase),
+                     event.step ? " at " + step_text(event.step, event.total_steps) : "", path,
+                     event.line, fixes.empty() ? "" : "; top fix: " + fixes.front().id);
+}
+
+}  // namespace oomtriage::daemon

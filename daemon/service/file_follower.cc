@@ -1,0 +1,130 @@
+// daemon/service/file_follower.cc: pread(2) into the analyzer.
+#include "daemon/service/file_follower.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "daemon/service/file_identity.h"
+
+namespace oomtriage::daemon {
+
+FileFollower::FileFollower(std::string path, parsers::Trainer trainer, int fd, uint64_t dev,
+                           uint64_t ino, const Checkpoint& start)
+    : path_(std::move(path)), trainer_(trainer), fd_(fd), dev_(dev), ino_(ino),
+      read_pos_(start.offset), generation_(start.generation), analyzer_(analyzer_at(start)),
+      committed_(start), fed_any_(start.offset > 0) {
+  if (fd_ >= 0) tail_ = tail_before(fd_, read_pos_);
+}
+
+FileFollower::~FileFollower() { close_descriptor(); }
+
+std::unique_ptr<parsers::LogAnalyzer> FileFollower::analyzer_at(const Checkpoint& at) const {
+  parsers::AnalyzerOptions options;
+  options.trainer = trainer_;
+  if (at.offset == 0 && at.analyzer_state == "{}") return std::make_unique<parsers::LogAnalyzer>(options);
+  return std::make_unique<parsers::LogAnalyzer>(options, at.analyzer_state, at.offset, at.line);
+}
+
+bool FileFollower::rewritten() const {
+  struct stat st {};
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0) return false;
+  if (static_cast<uint64_t>(st.st_size) < read_pos_) return true;
+  return read_pos_ > 0 && !holds_last_read(fd_);
+}
+
+bool FileFollower::holds_last_read(int candidate) const {
+  return bytes_at(candidate, read_pos_ - tail_.size(), tail_.size()) == tail_;
+}
+
+void FileFollower::restart() {
+  ++generation_;
+  read_pos_ = 0;
+  tail_.clear();
+  committed_ = {0, 1, "{}", generation_};
+  analyzer_ = analyzer_at(committed_);
+  records_counted_ = 0;
+  cut_counted_ = 0;
+  fed_any_ = false;
+  fingerprinted_ = false;  // the head is new content
+}
+
+FileFollower::Read FileFollower::read(size_t budget, std::vector<char>& buffer) {
+  Read result;
+  struct stat st {};
+  if (fd_ < 0 || ::fstat(fd_, &st) != 0) return result;
+  const uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size <= read_pos_) return result;
+  result.more = size - read_pos_ > budget;
+  budget = static_cast<size_t>(std::min<uint64_t>(budget, size - read_pos_));
+  while (budget > 0) {
+    const ssize_t n = ::pread(fd_, buffer.data(), std::min(buffer.size(), budget),
+                              static_cast<off_t>(read_pos_));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      result.error = errno;
+      break;
+    }
+    if (n == 0) break;
+    budget -= static_cast<size_t>(n);
+    std::string_view data(buffer.data(), static_cast<size_t>(n));
+    if (!fed_any_) {
+      // copytruncate leaves a hole of NULs where the writer's old offset was (of any size): the
+      // analyzer starts where the text does, so offsets and lines stay the file's.
+      const size_t skip = data.find_first_not_of('\0');
+      if (skip == std::string_view::npos) {
+        read_pos_ += data.size();
+        continue;
+      }
+      data.remove_prefix(skip);
+      read_pos_ += skip;
+      if (read_pos_ > 0) analyzer_ = analyzer_at({read_pos_, 1, "{}", generation_});
+      fed_any_ = true;
+    }
+    analyzer_->feed(data);
+    read_pos_ += data.size();
+    result.bytes += data.size();
+    tail_.append(data.substr(data.size() - std::min<size_t>(data.size(), kTailBytes)));
+    if (tail_.size() > kTailBytes) tail_.erase(0, tail_.size() - kTailBytes);
+  }
+  return result;
+}
+
+Checkpoint FileFollower::checkpoint() const {
+  return {analyzer_->resume_offset(), analyzer_->resume_line(), analyzer_->checkpoint(), generation_};
+}
+
+void FileFollower::committed(const Checkpoint& checkpoint) { committed_ = checkpoint; }
+
+void FileFollower::rewind() {
+  analyzer_ = analyzer_at(committed_);
+  read_pos_ = committed_.offset;
+  generation_ = committed_.generation;
+  tail_ = fd_ >= 0 ? tail_before(fd_, read_pos_) : std::string();
+  fed_any_ = read_pos_ > 0;
+  records_counted_ = 0;
+  cut_counted_ = 0;
+}
+
+uint64_t FileFollower::take_new_records() {
+  const uint64_t records = analyzer_->records();
+  const uint64_t fresh = records - std::min(records, records_counted_);
+  records_counted_ = records;
+  return fresh;
+}
+
+uint64_t FileFollower::take_new_cut_records() {
+  const uint64_t cut = analyzer_->truncated_records();
+  const uint64_t fresh = cut - std::min(cut, cut_counted_);
+  cut_counted_ = cut;
+  return fresh;
+}
+
+void FileFollower::close_descriptor() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace oomtriage::daemon
