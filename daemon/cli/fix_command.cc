@@ -113,8 +113,9 @@ int run_fix(const FixOptions& options) {
   const parsers::LogAnalysis analysis = analyzer.finish();
   std::optional<std::filesystem::path> explicit_config;
   if (options.config) explicit_config = *options.config;
-  JobLookup lookup = locate_job(options.log, explicit_config, analysis.trainer, analysis);
-  if (!lookup.error.empty()) return fail(kExitEnvironment, lookup.error);
+  auto located = locate_job(options.log, explicit_config, analysis.trainer, analysis);
+  if (!located) return fail(kExitEnvironment, located.error().message);
+  JobLookup& lookup = *located;
   if (!lookup.warning.empty()) fmt::print(stderr, "oomtriage: {}\n", lookup.warning);
 
   triage::TriageInput input{&analysis, lookup.config ? &*lookup.config : nullptr,

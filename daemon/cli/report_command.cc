@@ -28,25 +28,11 @@ using nlohmann::ordered_json;
 
 std::string when(int64_t unix_seconds) { return utc_time(unix_seconds, "%Y-%m-%d %H:%M:%SZ"); }
 
-bool color_on(ColorMode mode) {
-  if (mode != ColorMode::kAuto) return mode == ColorMode::kAlways;
-  const char* no_color = std::getenv("NO_COLOR");
-  return ::isatty(STDOUT_FILENO) && (no_color == nullptr || *no_color == '\0');
-}
-
-
-// Opens the store read-side; a missing store is "no jobs yet", not an error.
-std::optional<std::unique_ptr<db::Store>> open_store(const std::string& path, int& exit_code) {
-  if (!std::filesystem::exists(path)) {
-    exit_code = kExitOk;
-    return std::nullopt;
-  }
+// Opens the store read-side; a missing store is "no jobs yet" (a null store), not an error.
+Result<std::unique_ptr<db::Store>> open_store(const std::string& path) {
+  if (!std::filesystem::exists(path)) return std::unique_ptr<db::Store>();
   auto store = db::Store::open(path);
-  if (!store) {
-    fmt::print(stderr, "oomtriage: store {}: {}\n", path, store.error().message);
-    exit_code = kExitEnvironment;
-    return std::nullopt;
-  }
+  if (!store) return make_error(store.error().code, fmt::format("store {}: {}", path, store.error().message));
   return std::move(*store);
 }
 
@@ -134,18 +120,19 @@ std::string memory_bar(uint64_t capacity, uint64_t used, uint64_t tried, int wid
 }
 
 int run_jobs(const std::string& store_path, bool json, ColorMode color) {
-  int exit_code = kExitOk;
-  auto store = open_store(store_path, exit_code);
+  auto store = open_store(store_path);
+  if (!store) {
+    fmt::print(stderr, "oomtriage: {}\n", store.error().message);
+    return kExitEnvironment;
+  }
   std::vector<db::JobSummary> jobs;
-  if (store) {
+  if (*store) {
     auto listed = (*store)->list_jobs();
     if (!listed) {
       fmt::print(stderr, "oomtriage: {}\n", listed.error().message);
       return kExitEnvironment;
     }
     jobs = std::move(*listed);
-  } else if (exit_code != kExitOk) {
-    return exit_code;
   }
   if (json) {
     ordered_json out = ordered_json::array();
@@ -161,14 +148,13 @@ int run_jobs(const std::string& store_path, bool json, ColorMode color) {
     fmt::print("no jobs yet (store: {})\n", store_path);
     return kExitOk;
   }
-  const bool c = color_on(color);
+  const bool c = color_enabled(color);
   fmt::print("{:<32} {:<12} {:<14} {:>5} {:>7}  {}\n", "JOB", "TRAINER", "OUTCOME", "RUNS",
              "EVENTS", "LAST SEEN");
   for (const auto& job : jobs) {
     const std::string outcome =
-        c && job.outcome.starts_with("crashed")
-            ? fmt::format(fmt::fg(fmt::terminal_color::red), "{:<14}", job.outcome)
-            : fmt::format("{:<14}", job.outcome);
+        paint(c && job.outcome.starts_with("crashed"), fmt::fg(fmt::terminal_color::red),
+              fmt::format("{:<14}", job.outcome));
     fmt::print("{:<32} {:<12} {} {:>5} {:>7}  {}\n", job.name, job.trainer, outcome, job.runs,
                job.events, when(job.last_seen));
   }
@@ -176,11 +162,14 @@ int run_jobs(const std::string& store_path, bool json, ColorMode color) {
 }
 
 int run_report(const std::string& store_path, const std::string& name, bool json, ColorMode color) {
-  int exit_code = kExitOk;
-  auto store = open_store(store_path, exit_code);
+  auto store = open_store(store_path);
+  if (!store) {
+    fmt::print(stderr, "oomtriage: {}\n", store.error().message);
+    return kExitEnvironment;
+  }
   std::optional<db::JobStory> story;
   std::vector<std::string> names;
-  if (store) {
+  if (*store) {
     auto found = (*store)->job_story(name);
     if (!found) {
       fmt::print(stderr, "oomtriage: {}\n", found.error().message);
@@ -190,8 +179,6 @@ int run_report(const std::string& store_path, const std::string& name, bool json
     if (auto jobs = (*store)->list_jobs()) {
       for (const auto& job : *jobs) names.push_back(job.name);
     }
-  } else if (exit_code != kExitOk) {
-    return exit_code;
   }
   if (!story) {
     std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
@@ -252,8 +239,8 @@ int run_report(const std::string& store_path, const std::string& name, bool json
     return kExitOk;
   }
 
-  const bool c = color_on(color);
-  const auto bold = [&](const std::string& s) { return c ? fmt::format(fmt::emphasis::bold, "{}", s) : s; };
+  const bool c = color_enabled(color);
+  const auto bold = [&](const std::string& s) { return paint(c, fmt::emphasis::bold, s); };
   fmt::print("{}  {}  {}  model {}\n", bold("job " + story->job.name), story->job.trainer,
              story->job.outcome, family);
   fmt::print("folder {}\n\n", story->job.log_dir);

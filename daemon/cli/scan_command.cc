@@ -26,13 +26,6 @@ namespace {
 
 void report(const std::string& message) { fmt::print(stderr, "oomtriage: {}\n", message); }
 
-bool use_color(ColorMode mode) {
-  if (mode == ColorMode::kAlways) return true;
-  if (mode == ColorMode::kNever) return false;
-  const char* no_color = std::getenv("NO_COLOR");
-  return ::isatty(STDOUT_FILENO) && (no_color == nullptr || *no_color == '\0');
-}
-
 }  // namespace
 
 int run_scan(const ScanOptions& options) {
@@ -65,11 +58,12 @@ int run_scan(const ScanOptions& options) {
       report(fmt::format("{}: {} record(s) longer than {} bytes were cut", path,
                          a.truncated_records, parsers::kMaxRecordBytes));
     }
-    JobLookup lookup = locate_job(path, explicit_config, a.trainer, a);
-    if (!lookup.error.empty()) {
-      report(lookup.error);
+    auto located = locate_job(path, explicit_config, a.trainer, a);
+    if (!located) {
+      report(located.error().message);
       return kExitEnvironment;
     }
+    JobLookup& lookup = *located;
     if (!lookup.warning.empty()) report(lookup.warning);
     triage::TriageInput input{&log.analysis, lookup.config ? &*lookup.config : nullptr,
                               lookup.config_problem};
@@ -85,7 +79,7 @@ int run_scan(const ScanOptions& options) {
     fmt::print("{}\n", scan_to_json(scanned).dump(2, ' ', false,
                                                    nlohmann::json::error_handler_t::replace));
   } else {
-    const bool color = use_color(options.color);
+    const bool color = color_enabled(options.color);
     for (size_t i = 0; i < scanned.size(); ++i) {
       if (i > 0) fmt::print("\n");
       fmt::print("{}", render_scan_text(scanned[i], color));

@@ -2,15 +2,15 @@
 // sequences, so a crafted log cannot drive the user's terminal.
 #include "daemon/render/text_output.h"
 
+#include <unistd.h>
+
+#include <cstdlib>
+
 #include <fmt/color.h>
 #include <fmt/format.h>
 
 namespace oomtriage::daemon {
 namespace {
-
-std::string paint(bool color, fmt::text_style style, std::string_view text) {
-  return color ? fmt::format(style, "{}", text) : std::string(text);
-}
 
 // Drops control bytes (ESC, BEL, ...) and cuts long messages for the terminal.
 std::string printable(std::string_view text, size_t limit) {
@@ -56,6 +56,16 @@ std::string figures_text(const parsers::MemoryFigures& f) {
 }
 
 }  // namespace
+
+bool color_enabled(ColorMode mode) {
+  if (mode != ColorMode::kAuto) return mode == ColorMode::kAlways;
+  const char* no_color = std::getenv("NO_COLOR");
+  return ::isatty(STDOUT_FILENO) && (no_color == nullptr || *no_color == '\0');
+}
+
+std::string paint(bool color, fmt::text_style style, std::string_view text) {
+  return color ? fmt::format(style, "{}", text) : std::string(text);
+}
 
 std::string step_text(std::optional<int64_t> step, std::optional<int64_t> total_steps) {
   if (!step) return "step unknown";

@@ -3,14 +3,20 @@
 // The human form of a scan: one block per log, colour when stdout is a terminal.
 #pragma once
 
+#include <fmt/color.h>
+
 #include <string>
+#include <string_view>
 
 #include "daemon/render/json_output.h"
 
 namespace oomtriage::daemon {
 
-// --color auto|always|never: auto colours a terminal only.
+// --color auto|always|never: auto colours a terminal only, and never when NO_COLOR is set.
 enum class ColorMode { kAuto, kAlways, kNever };
+bool color_enabled(ColorMode mode);
+// `text` in `style` when colour is on; as it is otherwise.
+std::string paint(bool color, fmt::text_style style, std::string_view text);
 
 // "1.50 GiB", "812.00 MiB", "0 bytes": the allocator's own notation.
 std::string format_bytes(uint64_t bytes);

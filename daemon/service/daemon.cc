@@ -433,7 +433,13 @@ class Daemon {
     const parsers::LogAnalysis facts = file.analyzer().job_facts();
     const parsers::Trainer trainer =
         file.rule->trainer != parsers::Trainer::kUnknown ? file.rule->trainer : facts.trainer;
-    JobLookup lookup = locate_job(file.path(), explicit_config, trainer, facts);
+    auto located = locate_job(file.path(), explicit_config, trainer, facts);
+    if (!located && warned_configs_.insert(located.error().message).second) {
+      ++metrics_.parse_errors["bad_job_config"];
+      log_line(kWarning, "{}; triaging without it", located.error().message);
+    }
+    JobLookup lookup = located ? std::move(*located) : JobLookup{};
+    if (!located) lookup.config_problem = located.error().message;
     Job& job = file.job;
     if (!lookup.warning.empty() && warned_configs_.insert(lookup.warning).second) {
       ++metrics_.parse_errors["bad_job_config"];

@@ -134,7 +134,7 @@ struct Candidate {
 
 }  // namespace
 
-JobLookup locate_job(const fs::path& log, const std::optional<fs::path>& explicit_config,
+Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>& explicit_config,
                      Trainer trainer, const parsers::LogAnalysis& facts_if_unreadable) {
   JobLookup lookup;
   const parsers::LogAnalysis facts = head_facts(log, trainer, facts_if_unreadable);
@@ -159,8 +159,7 @@ JobLookup locate_job(const fs::path& log, const std::optional<fs::path>& explici
     if (!text) {
       const std::string reason = std::strerror(errno);
       if (candidate.explicit_file) {
-        lookup.error = fmt::format("cannot read config {}: {}", candidate.path.string(), reason);
-        return lookup;
+        return make_error(ErrorCode::kIo, fmt::format("cannot read config {}: {}", candidate.path.string(), reason));
       }
       warnings.push_back(fmt::format("cannot read {}: {}; triaging without it",
                                      candidate.path.string(), reason));

@@ -21,6 +21,7 @@
 #include "parsers/job_config.h"
 #include "daemon/render/json_output.h"
 #include "parsers/native_config.h"
+#include "parsers/result.h"
 
 namespace oomtriage::daemon {
 
@@ -31,13 +32,13 @@ struct JobLookup {
   std::string config_text;                   // the main config file's bytes (snapshots)
   std::string config_problem;  // why there is no config, in words ("no job config was found")
   std::string warning;  // lines for stderr, empty when there is nothing to say
-  std::string error;    // set when an explicitly given config cannot be read
 };
 
 // `trainer` is the trainer the caller knows (scan --trainer, the daemon rule, the analysis so
 // far), kUnknown to let the log and the files tell. `facts` is used only when the log cannot be
 // re-read (standard input).
-JobLookup locate_job(const std::filesystem::path& log,
+// An error when an explicitly given config cannot be read.
+Result<JobLookup> locate_job(const std::filesystem::path& log,
                      const std::optional<std::filesystem::path>& explicit_config,
                      parsers::Trainer trainer, const parsers::LogAnalysis& facts);
 
