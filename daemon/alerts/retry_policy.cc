@@ -25,11 +25,17 @@ DeliveryVerdict judge_response(const HttpResponse& response, const Receiver& rec
   }
   if (status >= 400 && status < 500 && status != 429 && status != 408) {
     const std::string why = fmt::format("HTTP {}", status);
-    return {DeliveryVerdict::kFailed, {}, why, why + ": the receiver refused the alert; kept as failed"};
+    return {DeliveryVerdict::kFailed,
+            {},
+            why,
+            why + ": the receiver refused the alert; kept as failed"};
   }
   const std::string why = status ? fmt::format("HTTP {}", status) : response.error;
   if (age_seconds > receiver.retry_horizon_seconds) {
-    return {DeliveryVerdict::kFailed, {}, why, fmt::format("giving up after {} attempts: {}", attempts, why)};
+    return {DeliveryVerdict::kFailed,
+            {},
+            why,
+            fmt::format("giving up after {} attempts: {}", attempts, why)};
   }
   const auto retry = [&](double delay_ms) {
     return DeliveryVerdict{DeliveryVerdict::kRetry, millis(delay_ms), why, why + ": retrying"};

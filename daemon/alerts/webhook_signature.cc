@@ -11,8 +11,8 @@ namespace {
 
 std::string base64(const unsigned char* data, size_t n) {
   std::string out(4 * ((n + 2) / 3), '\0');
-  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data,
-                                      static_cast<int>(n));
+  const int written =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data, static_cast<int>(n));
   out.resize(written > 0 ? static_cast<size_t>(written) : 0);
   return out;
 }

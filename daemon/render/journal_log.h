@@ -13,7 +13,8 @@ enum Priority { kError = 3, kWarning = 4, kNotice = 5, kInfo = 6, kDebug = 7 };
 
 template <class... Args>
 void log_line(int priority, fmt::format_string<Args...> format, Args&&... args) {
-  fmt::print(stderr, "<{}>oomtriage: {}\n", priority, fmt::format(format, std::forward<Args>(args)...));
+  fmt::print(stderr, "<{}>oomtriage: {}\n", priority,
+             fmt::format(format, std::forward<Args>(args)...));
 }
 
 }  // namespace oomtriage::daemon

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -97,10 +98,14 @@ enum class StartAt { kBeginning, kEnd, kStored };
 class Daemon {
  public:
   Daemon(asio::io_context& io, db::Store& store, DaemonConfig config, bool verbose)
-      : io_(io), store_(store), config_(std::move(config)), verbose_(verbose),
+      : io_(io),
+        store_(store),
+        config_(std::move(config)),
+        verbose_(verbose),
         pacer_(std::chrono::milliseconds(config_.read_interval_ms)),
-        sink_(store, metrics_, [this] { if (dispatcher_) dispatcher_->poke(); }, unix_now),
-        inotify_(io), signals_(io, SIGINT, SIGTERM, SIGHUP) {}
+        sink_(store, metrics_, std::bind_front(&Daemon::poke_dispatcher, this), unix_now),
+        inotify_(io),
+        signals_(io, SIGINT, SIGTERM, SIGHUP) {}
 
   ~Daemon() {
     // The watcher owns the inotify descriptor.
@@ -152,6 +157,11 @@ class Daemon {
   }
 
  private:
+  // New events were stored: their alerts are due.
+  void poke_dispatcher() {
+    if (dispatcher_) dispatcher_->poke();
+  }
+
   // --- service manager and metrics -----------------------------------------------------------
   void arm_watchdog() {
     watchdog_timer_.expires_after(watchdog_interval_);
@@ -164,7 +174,8 @@ class Daemon {
 
   std::string render_metrics() {
     metrics_.files_watched = files_.size();
-    if (auto pending = store_.count_alerts("pending")) metrics_.outbox_pending = static_cast<uint64_t>(*pending);
+    if (auto pending = store_.count_alerts("pending"))
+      metrics_.outbox_pending = static_cast<uint64_t>(*pending);
     return metrics_.render();
   }
 
@@ -282,7 +293,8 @@ class Daemon {
     if (fd < 0) {
       if (errno != ENOENT) ++metrics_.parse_errors["unreadable_file"];
       if (errno != ENOENT && unreadable_logged_.insert(path).second) {
-        log_line(kWarning, "cannot read {}: {} (will retry on the next rescan)", path, std::strerror(errno));
+        log_line(kWarning, "cannot read {}: {} (will retry on the next rescan)", path,
+                 std::strerror(errno));
       }
       return;
     }
@@ -312,7 +324,8 @@ class Daemon {
           path, rule.trainer, fd, st.st_dev, st.st_ino,
           Checkpoint{row->offset, row->line, row->analyzer_state, row->generation});
       file->file_id = row->id;
-      if (row->fingerprint_len >= static_cast<int64_t>(kFingerprintBytes)) file->follower->set_fingerprinted();
+      if (row->fingerprint_len >= static_cast<int64_t>(kFingerprintBytes))
+        file->follower->set_fingerprinted();
       if (!register_job(*file, row->run_id)) return;
     } else {
       db::FileRow fresh;
@@ -346,7 +359,8 @@ class Daemon {
       file->file_id = *id;
     }
     if (verbose_) {
-      log_line(kDebug, "following {} (job {}, from byte {})", path, file->job.name, file->follower->read_pos());
+      log_line(kDebug, "following {} (job {}, from byte {})", path, file->job.name,
+               file->follower->read_pos());
     }
     Tracked& ref = *file;
     files_[path] = std::move(file);
@@ -366,7 +380,8 @@ class Daemon {
       const WatchRule* rule = rule_for(config_.watch, row.path);
       const auto same = [&row](int fd) { return anchor_of(fd, row.offset) == row.anchor; };
       const std::optional<std::string> found =
-          rule ? find_by_identity(rotation_folders(row.path, *rule), row.dev, row.ino, same) : std::nullopt;
+          rule ? find_by_identity(rotation_folders(row.path, *rule), row.dev, row.ino, same)
+               : std::nullopt;
       const int fd = found ? ::open(found->c_str(), O_RDONLY | O_CLOEXEC) : -1;
       if (fd < 0) {
         (void)store_.set_file_state(row.id, "gone", unix_now());
@@ -380,7 +395,8 @@ class Daemon {
           row.path, rule->trainer, fd, row.dev, row.ino,
           Checkpoint{row.offset, row.line, row.analyzer_state, row.generation});
       if (!register_job(file, row.run_id)) continue;
-      if (verbose_) log_line(kDebug, "draining {} (rotated to {} while oomtriage was down)", row.path, *found);
+      if (verbose_)
+        log_line(kDebug, "draining {} (rotated to {} while oomtriage was down)", row.path, *found);
       finish(file, "rotated");
     }
   }
@@ -392,7 +408,8 @@ class Daemon {
     job.name = expand_template(file.rule->job, file.path());
     refresh_config(file);
     const std::string trainer(parsers::to_string(file.rule->trainer));
-    auto id = store_.upsert_job(job.name, trainer, fs::path(file.path()).parent_path().string(), now);
+    auto id =
+        store_.upsert_job(job.name, trainer, fs::path(file.path()).parent_path().string(), now);
     if (!id) {
       // Not followed yet: the store's retry scans again (nothing was read, nothing is lost).
       store_refused(id.error().message);
@@ -479,7 +496,8 @@ class Daemon {
     if (follower.rewritten()) {
       // Shorter, or other bytes where the last read ended: truncated (copytruncate, perhaps
       // already written past the old offset) or rewritten in place. Read it again from 0.
-      log_line(kNotice, "{} was truncated (copytruncate?): reading it again from the start", file.path());
+      log_line(kNotice, "{} was truncated (copytruncate?): reading it again from the start",
+               file.path());
       follower.analyzer().settle();
       commit(file, follower.analyzer().take_events(), /*can_rewind=*/false);
       follower.restart();
@@ -494,7 +512,8 @@ class Daemon {
     metrics_.records += follower.take_new_records();
     if (const uint64_t cut = follower.take_new_cut_records()) {
       metrics_.parse_errors["record_too_long"] += cut;
-      log_line(kWarning, "{}: a record longer than {} bytes was cut", file.path(), parsers::kMaxRecordBytes);
+      log_line(kWarning, "{}: a record longer than {} bytes was cut", file.path(),
+               parsers::kMaxRecordBytes);
     }
     std::vector<parsers::OomEvent> events = follower.analyzer().take_events();
     const parsers::Outcome outcome = follower.analyzer().outcome_so_far();
@@ -525,7 +544,8 @@ class Daemon {
     const bool exists = ::stat(path.c_str(), &st) == 0;
     if (exists && st.st_dev == file.follower->dev() && st.st_ino == file.follower->ino()) {
       // A closed idle log that has not grown stays closed (its bytes are checked when it grows).
-      if (!file.follower->is_open() && static_cast<uint64_t>(st.st_size) == file.follower->read_pos()) {
+      if (!file.follower->is_open() &&
+          static_cast<uint64_t>(st.st_size) == file.follower->read_pos()) {
         return;
       }
       read_file(file);
@@ -541,7 +561,8 @@ class Daemon {
       struct stat old {};
       leaving->deleted = ::fstat(leaving->follower->fd(), &old) != 0 || old.st_nlink == 0;
       leaving->last_growth = Clock::now();
-      if (verbose_) log_line(kDebug, "{} {}", path, leaving->deleted ? "was deleted" : "was rotated away");
+      if (verbose_)
+        log_line(kDebug, "{} {}", path, leaving->deleted ? "was deleted" : "was rotated away");
       leaving_.push_back(std::move(leaving));
       arm_leaving();
     } else {
@@ -550,7 +571,8 @@ class Daemon {
       finish(*leaving, "gone");
     }
     if (exists) {
-      if (const WatchRule* rule = rule_for(config_.watch, path)) track(path, *rule, StartAt::kBeginning);
+      if (const WatchRule* rule = rule_for(config_.watch, path))
+        track(path, *rule, StartAt::kBeginning);
     }
   }
 
@@ -665,7 +687,8 @@ class Daemon {
       }
       if (!idle) {
         if (!fd_limit_logged_) {
-          log_line(kWarning, "{} logs open, all busy: going past the budget of {}", open, max_open_);
+          log_line(kWarning, "{} logs open, all busy: going past the budget of {}", open,
+                   max_open_);
           fd_limit_logged_ = true;
         }
         return;
@@ -698,8 +721,10 @@ class Daemon {
   void committed(Tracked& file, const db::Progress& progress) {
     file.dirty = false;
     file.committed_outcome = file.analyzer().outcome_so_far();
-    file.follower->committed({progress.offset, progress.line, progress.analyzer_state, progress.generation});
-    if (progress.fingerprint && progress.fingerprint->second > 0) file.follower->set_fingerprinted();
+    file.follower->committed(
+        {progress.offset, progress.line, progress.analyzer_state, progress.generation});
+    if (progress.fingerprint && progress.fingerprint->second > 0)
+      file.follower->set_fingerprinted();
   }
 
   // Offsets move only after the store accepted the events: the analyzer and the read position
@@ -752,7 +777,8 @@ class Daemon {
       // A new file (or a new generation after a truncation) has no head to compare until a KiB
       // exists; the store forgets the old head meanwhile.
       auto head = head_fingerprint(follower.fd());
-      progress.fingerprint.emplace(head.value_or(""), head ? static_cast<int64_t>(kFingerprintBytes) : 0);
+      progress.fingerprint.emplace(head.value_or(""),
+                                   head ? static_cast<int64_t>(kFingerprintBytes) : 0);
     }
     parsers::LogAnalyzer& analyzer = follower.analyzer();
     progress.outcome = std::string(parsers::to_string(analyzer.outcome_so_far()));
@@ -850,7 +876,8 @@ class Daemon {
   void arm_settle() {
     std::optional<Clock::time_point> earliest;
     for (auto& [path, file] : files_) {
-      if (file->settle_at && (!earliest || *file->settle_at < *earliest)) earliest = file->settle_at;
+      if (file->settle_at && (!earliest || *file->settle_at < *earliest))
+        earliest = file->settle_at;
     }
     if (!earliest) return;
     settle_timer_.expires_at(*earliest);
@@ -932,7 +959,8 @@ class Daemon {
     }
     config_ = std::move(*fresh);
     scan_all();
-    log_line(kNotice, "SIGHUP: config reloaded from {} ({} rule(s))", config_.source, config_.watch.size());
+    log_line(kNotice, "SIGHUP: config reloaded from {} ({} rule(s))", config_.source,
+             config_.watch.size());
   }
 
   asio::io_context& io_;
@@ -967,7 +995,7 @@ class Daemon {
   std::map<std::string, std::string> config_texts_;
   bool first_start_ = false;
   bool watch_limit_logged_ = false;
-  size_t max_open_ = 4096;  // log descriptors open at once (start() derives it from the limit)
+  size_t max_open_ = 4096;       // log descriptors open at once (start() derives it from the limit)
   bool open_hit_limit_ = false;  // the last reopen failed for want of descriptors
   bool fd_limit_logged_ = false;
   asio::steady_timer store_retry_timer_{io_};

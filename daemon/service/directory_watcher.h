@@ -21,10 +21,10 @@ namespace oomtriage::daemon {
 
 struct FsChange {
   enum Kind {
-    kWritten,  // IN_MODIFY, IN_CLOSE_WRITE
-    kAppeared, // IN_CREATE, IN_MOVED_TO
-    kVanished, // IN_DELETE, IN_MOVED_FROM
-    kRescan,   // overflow, a folder created, deleted or unwatched
+    kWritten,   // IN_MODIFY, IN_CLOSE_WRITE
+    kAppeared,  // IN_CREATE, IN_MOVED_TO
+    kVanished,  // IN_DELETE, IN_MOVED_FROM
+    kRescan,    // overflow, a folder created, deleted or unwatched
   } kind;
   std::string path;  // empty for kRescan
 };

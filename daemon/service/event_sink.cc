@@ -14,7 +14,9 @@ namespace oomtriage::daemon {
 
 EventSink::EventSink(db::Store& store, Metrics& metrics, std::function<void()> new_alerts,
                      std::function<int64_t()> wall_clock)
-    : store_(store), metrics_(metrics), new_alerts_(std::move(new_alerts)),
+    : store_(store),
+      metrics_(metrics),
+      new_alerts_(std::move(new_alerts)),
       wall_clock_(std::move(wall_clock)) {}
 
 bool EventSink::commit(const db::Progress& progress) {
@@ -57,9 +59,10 @@ void EventSink::accepted(const std::vector<const db::Progress*>& progress, int64
 void EventSink::refused(const std::string& message) {
   ++metrics_.store_failures;
   if (!failing_) {
-    log_line(kError,
-             "store: {}; nothing is lost: the logs are read again from the last commit once it answers",
-             message);
+    log_line(
+        kError,
+        "store: {}; nothing is lost: the logs are read again from the last commit once it answers",
+        message);
     failing_ = true;
   }
 }
@@ -75,7 +78,8 @@ bool EventSink::retry_kept() {
 }
 
 std::chrono::milliseconds EventSink::next_retry_delay() {
-  retry_delay_ = std::clamp(retry_delay_ * 2, std::chrono::milliseconds(250), std::chrono::milliseconds(30000));
+  retry_delay_ = std::clamp(retry_delay_ * 2, std::chrono::milliseconds(250),
+                            std::chrono::milliseconds(30000));
   return retry_delay_;
 }
 
@@ -99,7 +103,8 @@ db::EventRow event_row(const parsers::OomEvent& event, const std::vector<triage:
 }
 
 std::string event_journal_text(const std::string& job, const std::string& path,
-                               const parsers::OomEvent& event, const std::vector<triage::Fix>& fixes) {
+                               const parsers::OomEvent& event,
+                               const std::vector<triage::Fix>& fixes) {
   return fmt::format("job {}: {} OOM{} in {}{} ({}:{}){}", job, parsers::to_string(event.kind),
                      event.recovered ? " (recovered)" : "", parsers::to_string(event.phase),
                      event.step ? " at " + step_text(event.step, event.total_steps) : "", path,

@@ -25,7 +25,8 @@ namespace oomtriage::daemon {
 
 class EventSink {
  public:
-  // `new_alerts` runs after a commit that stored new events (their alerts are queued); `wall_clock` gives Unix seconds.
+  // `new_alerts` runs after a commit that stored new events (their alerts are queued); `wall_clock`
+  // gives Unix seconds.
   EventSink(db::Store& store, Metrics& metrics, std::function<void()> new_alerts,
             std::function<int64_t()> wall_clock);
 
@@ -62,6 +63,7 @@ db::EventRow event_row(const parsers::OomEvent& event, const std::vector<triage:
 // The journal line for one event: "job J: cuda OOM in sampling at step 500/3000 (path:line);
 // top fix: F".
 std::string event_journal_text(const std::string& job, const std::string& path,
-                               const parsers::OomEvent& event, const std::vector<triage::Fix>& fixes);
+                               const parsers::OomEvent& event,
+                               const std::vector<triage::Fix>& fixes);
 
 }  // namespace oomtriage::daemon

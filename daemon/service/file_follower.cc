@@ -13,9 +13,16 @@ namespace oomtriage::daemon {
 
 FileFollower::FileFollower(std::string path, parsers::Trainer trainer, int fd, uint64_t dev,
                            uint64_t ino, const Checkpoint& start)
-    : path_(std::move(path)), trainer_(trainer), fd_(fd), dev_(dev), ino_(ino),
-      read_pos_(start.offset), generation_(start.generation), analyzer_(analyzer_at(start)),
-      committed_(start), fed_any_(start.offset > 0) {
+    : path_(std::move(path)),
+      trainer_(trainer),
+      fd_(fd),
+      dev_(dev),
+      ino_(ino),
+      read_pos_(start.offset),
+      generation_(start.generation),
+      analyzer_(analyzer_at(start)),
+      committed_(start),
+      fed_any_(start.offset > 0) {
   if (fd_ >= 0) tail_ = tail_before(fd_, read_pos_);
 }
 
@@ -24,7 +31,8 @@ FileFollower::~FileFollower() { close_descriptor(); }
 std::unique_ptr<parsers::LogAnalyzer> FileFollower::analyzer_at(const Checkpoint& at) const {
   parsers::AnalyzerOptions options;
   options.trainer = trainer_;
-  if (at.offset == 0 && at.analyzer_state == "{}") return std::make_unique<parsers::LogAnalyzer>(options);
+  if (at.offset == 0 && at.analyzer_state == "{}")
+    return std::make_unique<parsers::LogAnalyzer>(options);
   return std::make_unique<parsers::LogAnalyzer>(options, at.analyzer_state, at.offset, at.line);
 }
 
@@ -60,8 +68,8 @@ FileFollower::Read FileFollower::read(size_t budget, std::vector<char>& buffer) 
   result.more = size - read_pos_ > budget;
   budget = static_cast<size_t>(std::min<uint64_t>(budget, size - read_pos_));
   while (budget > 0) {
-    const ssize_t n = ::pread(fd_, buffer.data(), std::min(buffer.size(), budget),
-                              static_cast<off_t>(read_pos_));
+    const ssize_t n =
+        ::pread(fd_, buffer.data(), std::min(buffer.size(), budget), static_cast<off_t>(read_pos_));
     if (n < 0) {
       if (errno == EINTR) continue;
       result.error = errno;
@@ -93,7 +101,8 @@ FileFollower::Read FileFollower::read(size_t budget, std::vector<char>& buffer) 
 }
 
 Checkpoint FileFollower::checkpoint() const {
-  return {analyzer_->resume_offset(), analyzer_->resume_line(), analyzer_->checkpoint(), generation_};
+  return {analyzer_->resume_offset(), analyzer_->resume_line(), analyzer_->checkpoint(),
+          generation_};
 }
 
 void FileFollower::committed(const Checkpoint& checkpoint) { committed_ = checkpoint; }

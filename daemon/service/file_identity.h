@@ -36,7 +36,8 @@ int64_t count_lines(int fd, uint64_t upto);
 
 // Where a rotated log may have gone: its own folder, its logs/ (AI Toolkit moves a restarted
 // job's log there), and the rule's rotated_to folders (logrotate's olddir).
-std::vector<std::filesystem::path> rotation_folders(const std::string& log_path, const WatchRule& rule);
+std::vector<std::filesystem::path> rotation_folders(const std::string& log_path,
+                                                    const WatchRule& rule);
 
 // The path in `folders` that is (dev, ino) and whose content `same_content(fd)` accepts.
 std::optional<std::string> find_by_identity(const std::vector<std::filesystem::path>& folders,

@@ -22,15 +22,18 @@ Result<InstanceLock> InstanceLock::acquire(const std::string& state_dir) {
   fs::create_directories(state_dir, ec);
   const std::string path = (fs::path(state_dir) / "oomtriage.lock").string();
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return make_error(ErrorCode::kIo, fmt::format("cannot open {}: {}", path, std::strerror(errno)));
+  if (fd < 0)
+    return make_error(ErrorCode::kIo,
+                      fmt::format("cannot open {}: {}", path, std::strerror(errno)));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char pid[32] = {0};
     const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
     ::close(fd);
-    return make_error(ErrorCode::kDatabaseBusy,
-                      fmt::format("another oomtriage daemon{} already uses {}; not starting a second one",
-                                  n > 0 ? fmt::format(" (pid {})", std::string(pid, static_cast<size_t>(n))) : "",
-                                  state_dir));
+    return make_error(
+        ErrorCode::kDatabaseBusy,
+        fmt::format("another oomtriage daemon{} already uses {}; not starting a second one",
+                    n > 0 ? fmt::format(" (pid {})", std::string(pid, static_cast<size_t>(n))) : "",
+                    state_dir));
   }
   const std::string pid = std::to_string(::getpid());
   if (::ftruncate(fd, 0) == 0) (void)!::pwrite(fd, pid.data(), pid.size(), 0);

@@ -16,7 +16,9 @@ namespace {
 const fs::path kSource(OOMTRIAGE_SOURCE_DIR);
 const fs::path kConfigs = kSource / "tests" / "testdata" / "configs";
 
-void write_file(const fs::path& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
 
 }  // namespace
 
@@ -38,16 +40,21 @@ TEST_SUITE("daemon::job registry") {
     CHECK(found->warning.empty());
   }
 
-  TEST_CASE("an explicit config wins over the one beside the log; an unreadable one is an error naming it") {
+  TEST_CASE(
+      "an explicit config wins over the one beside the log; an unreadable one is an error naming "
+      "it") {
     TempDir dir;
-    fs::copy_file(kSource / "examples/training_folder/my_lora/config.yaml", dir.path / "config.yaml");
+    fs::copy_file(kSource / "examples/training_folder/my_lora/config.yaml",
+                  dir.path / "config.yaml");
     write_file(dir.path / "train.log", "steps: 1\n");
-    auto found = locate_job(dir.path / "train.log", kConfigs / "kohya_flux_lora.toml", parsers::Trainer::kSdScripts, {});
+    auto found = locate_job(dir.path / "train.log", kConfigs / "kohya_flux_lora.toml",
+                            parsers::Trainer::kSdScripts, {});
     REQUIRE(found);
     REQUIRE(found->config);
     CHECK(found->config->trainer == parsers::Trainer::kSdScripts);
     CHECK(found->config->batch_size == 2);
-    auto missing = locate_job(dir.path / "train.log", dir.path / "nope.toml", parsers::Trainer::kSdScripts, {});
+    auto missing = locate_job(dir.path / "train.log", dir.path / "nope.toml",
+                              parsers::Trainer::kSdScripts, {});
     REQUIRE_FALSE(missing);
     CHECK(missing.error().message.find("nope.toml") != std::string::npos);
   }
@@ -58,9 +65,10 @@ TEST_SUITE("daemon::job registry") {
     fs::create_directories(dir.path / "run");
     fs::copy_file(kConfigs / "kohya_flux_lora.toml", dir.path / "cfg" / "flux_lora.toml");
     write_file(dir.path / "run" / "train.log",
-               "2025-01-04 10:21:33 INFO     Loading settings from " + (dir.path / "cfg" / "flux_lora.toml").string() +
-                   "...   train_util.py:4174\n");
-    auto found = locate_job(dir.path / "run" / "train.log", std::nullopt, parsers::Trainer::kUnknown, {});
+               "2025-01-04 10:21:33 INFO     Loading settings from " +
+                   (dir.path / "cfg" / "flux_lora.toml").string() + "...   train_util.py:4174\n");
+    auto found =
+        locate_job(dir.path / "run" / "train.log", std::nullopt, parsers::Trainer::kUnknown, {});
     REQUIRE(found);
     REQUIRE(found->job);
     CHECK(found->job->config_path == (dir.path / "cfg" / "flux_lora.toml").string());

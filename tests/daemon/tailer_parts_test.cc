@@ -29,7 +29,8 @@ namespace {
 
 const std::string kOomLog = slurp(kGolden / "aitk_sampling_oom_step500.log");
 
-void write_file(const fs::path& path, std::string_view text, std::ios::openmode mode = std::ios::trunc) {
+void write_file(const fs::path& path, std::string_view text,
+                std::ios::openmode mode = std::ios::trunc) {
   std::ofstream(path, std::ios::binary | mode) << text;
 }
 
@@ -49,11 +50,13 @@ Opened open_log(const fs::path& path) {
 
 std::unique_ptr<FileFollower> follow(const fs::path& path, const Checkpoint& start = {}) {
   const Opened o = open_log(path);
-  return std::make_unique<FileFollower>(path.string(), parsers::Trainer::kUnknown, o.fd, o.dev, o.ino, start);
+  return std::make_unique<FileFollower>(path.string(), parsers::Trainer::kUnknown, o.fd, o.dev,
+                                        o.ino, start);
 }
 
 // Reads everything there is; returns the events the analyzer settled on.
-std::vector<parsers::OomEvent> read_all(FileFollower& follower, std::vector<char>& buffer, size_t budget = 1 << 20) {
+std::vector<parsers::OomEvent> read_all(FileFollower& follower, std::vector<char>& buffer,
+                                        size_t budget = 1 << 20) {
   std::vector<parsers::OomEvent> events;
   for (FileFollower::Read r; (r = follower.read(budget, buffer)).bytes > 0;) {
     for (auto& e : follower.analyzer().take_events()) events.push_back(std::move(e));
@@ -85,7 +88,9 @@ TEST_SUITE("daemon::service parts") {
     }
   }
 
-  TEST_CASE("file follower: copytruncate written past the old offset, and a same-size rewrite, are new generations") {
+  TEST_CASE(
+      "file follower: copytruncate written past the old offset, and a same-size rewrite, are new "
+      "generations") {
     TempDir dir;
     const fs::path log = dir.path / "log.txt";
     const std::string head = "Running 1 job\n# Running job: my_lora\n";
@@ -114,7 +119,8 @@ TEST_SUITE("daemon::service parts") {
     CHECK(follower->rewritten());
   }
 
-  TEST_CASE("file follower: the NUL hole copytruncate leaves is skipped, the OOM after it is read") {
+  TEST_CASE(
+      "file follower: the NUL hole copytruncate leaves is skipped, the OOM after it is read") {
     TempDir dir;
     const fs::path log = dir.path / "log.txt";
     write_file(log, std::string(100000, '\0') + kOomLog);
@@ -130,7 +136,9 @@ TEST_SUITE("daemon::service parts") {
     CHECK(follower->checkpoint().offset <= follower->read_pos());
   }
 
-  TEST_CASE("file follower: after a refused commit, rewind reads the same event again from the committed checkpoint") {
+  TEST_CASE(
+      "file follower: after a refused commit, rewind reads the same event again from the committed "
+      "checkpoint") {
     TempDir dir;
     const fs::path log = dir.path / "log.txt";
     const size_t half = kOomLog.size() / 3;
@@ -152,7 +160,9 @@ TEST_SUITE("daemon::service parts") {
     CHECK(again[0].step == 500);
   }
 
-  TEST_CASE("file follower: resumed from a stored checkpoint, with its descriptor given back and taken again") {
+  TEST_CASE(
+      "file follower: resumed from a stored checkpoint, with its descriptor given back and taken "
+      "again") {
     TempDir dir;
     const fs::path log = dir.path / "log.txt";
     const size_t half = kOomLog.size() / 2;
@@ -177,7 +187,9 @@ TEST_SUITE("daemon::service parts") {
     CHECK(events[0].step == 500);
   }
 
-  TEST_CASE("content identity: no head fingerprint under a KiB, anchors see rewrites, rotation found by inode and bytes") {
+  TEST_CASE(
+      "content identity: no head fingerprint under a KiB, anchors see rewrites, rotation found by "
+      "inode and bytes") {
     TempDir dir;
     const fs::path job = dir.path / "my_lora";
     fs::create_directories(job / "logs");
@@ -205,7 +217,8 @@ TEST_SUITE("daemon::service parts") {
     o = open_log(log);
     ::close(o.fd);
     const auto same = [&](int fd) { return anchor_of(fd, 1000) == anchor; };
-    for (const fs::path& to : {job / "logs" / "1_log.txt", dir.path / "archive" / "my_lora" / "log.txt.1"}) {
+    for (const fs::path& to :
+         {job / "logs" / "1_log.txt", dir.path / "archive" / "my_lora" / "log.txt.1"}) {
       fs::rename(log, to);
       CHECK(find_by_identity(folders, o.dev, o.ino, same) == to.string());
       fs::rename(to, log);
@@ -226,7 +239,8 @@ TEST_SUITE("daemon::service parts") {
     CHECK_FALSE(pacer.admit("a", t0));
     CHECK_FALSE(pacer.admit("a", t0 + milliseconds(10)));  // already due: once
     REQUIRE(pacer.next_due());
-    CHECK(*pacer.next_due() == t0 + milliseconds(600));  // last read + 500 ms, on the next grid line
+    CHECK(*pacer.next_due() ==
+          t0 + milliseconds(600));  // last read + 500 ms, on the next grid line
     CHECK(pacer.take_due(t0 + milliseconds(599)).empty());
     CHECK(pacer.take_due(t0 + milliseconds(600)) == std::vector<std::string>{"a"});
     CHECK_FALSE(pacer.next_due());
@@ -244,7 +258,9 @@ TEST_SUITE("daemon::service parts") {
     for (int i = 0; i < 10; ++i) CHECK(eager.admit("a", t0));
   }
 
-  TEST_CASE("directory watcher: writes, new names, renames and deletions, new folders, a queue read without blocking") {
+  TEST_CASE(
+      "directory watcher: writes, new names, renames and deletions, new folders, a queue read "
+      "without blocking") {
     TempDir dir;
     auto opened = DirectoryWatcher::open();
     REQUIRE(opened);
@@ -269,13 +285,15 @@ TEST_SUITE("daemon::service parts") {
     CHECK(has(FsChange::kVanished, log));
     CHECK(has(FsChange::kAppeared, dir.path / "log.txt.1"));
     CHECK(has(FsChange::kVanished, dir.path / "log.txt.1"));
-    CHECK(std::any_of(changes.begin(), changes.end(), [](const FsChange& c) { return c.kind == FsChange::kRescan; }));
+    CHECK(std::any_of(changes.begin(), changes.end(),
+                      [](const FsChange& c) { return c.kind == FsChange::kRescan; }));
     CHECK(watcher.drain().empty());
     // A watched folder that goes away is forgotten and asks for a rescan.
     REQUIRE(watcher.watch((dir.path / "new_job").string()));
     fs::remove(dir.path / "new_job");
     const auto gone = watcher.drain();
-    CHECK(std::any_of(gone.begin(), gone.end(), [](const FsChange& c) { return c.kind == FsChange::kRescan; }));
+    CHECK(std::any_of(gone.begin(), gone.end(),
+                      [](const FsChange& c) { return c.kind == FsChange::kRescan; }));
     CHECK_FALSE(watcher.watching((dir.path / "new_job").string()));
     CHECK_FALSE(watcher.watch((dir.path / "missing").string()));
   }
@@ -293,7 +311,9 @@ TEST_SUITE("daemon::service parts") {
     CHECK(rule_for(rules, "/srv/out/a/b/log.txt") == nullptr);  // * never crosses a /
   }
 
-  TEST_CASE("event sink: a locked store refuses, is counted once, backs off 250 ms to 30 s, and kept progress lands once") {
+  TEST_CASE(
+      "event sink: a locked store refuses, is counted once, backs off 250 ms to 30 s, and kept "
+      "progress lands once") {
     TempDir dir;
     const fs::path db_path = dir.path / "oomtriage.db";
     auto opened = db::Store::open(db_path.string(), 10);
@@ -310,7 +330,8 @@ TEST_SUITE("daemon::service parts") {
     Metrics metrics;
     int pokes = 0;
     int64_t now = 1000;
-    EventSink sink(store, metrics, [&] { ++pokes; }, [&] { return now; });
+    EventSink sink(
+        store, metrics, [&] { ++pokes; }, [&] { return now; });
     parsers::OomEvent event;
     event.offset = 4000;
     event.kind = parsers::OomKind::kCuda;
@@ -334,7 +355,8 @@ TEST_SUITE("daemon::service parts") {
     CHECK(metrics.store_failures == 2);
     std::vector<int64_t> delays;
     for (int i = 0; i < 10; ++i) delays.push_back(sink.next_retry_delay().count());
-    CHECK(delays == std::vector<int64_t>{250, 500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000});
+    CHECK(delays ==
+          std::vector<int64_t>{250, 500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000});
     sink.keep(progress);
     CHECK_FALSE(sink.retry_kept());
     CHECK(pokes == 0);
@@ -366,13 +388,17 @@ TEST_SUITE("daemon::service parts") {
     triage::Fix fix;
     fix.id = "cheapen_previews";
     CHECK(event_journal_text("my_lora", "/out/my_lora/log.txt", event, {fix}) ==
-          "job my_lora: cuda OOM in sampling at step 500/3000 (/out/my_lora/log.txt:67); top fix: cheapen_previews");
+          "job my_lora: cuda OOM in sampling at step 500/3000 (/out/my_lora/log.txt:67); top fix: "
+          "cheapen_previews");
     event.step.reset();
     event.recovered = true;
-    CHECK(event_journal_text("j", "/l", event, {}) == "job j: cuda OOM (recovered) in sampling (/l:67)");
+    CHECK(event_journal_text("j", "/l", event, {}) ==
+          "job j: cuda OOM (recovered) in sampling (/l:67)");
   }
 
-  TEST_CASE("instance lock: a second holder is refused with the first one's pid, and may lock once it is gone") {
+  TEST_CASE(
+      "instance lock: a second holder is refused with the first one's pid, and may lock once it is "
+      "gone") {
     TempDir dir;
     const std::string state = (dir.path / "state").string();
     {
