@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Daemon load benchmark: N logs growing at R records/s each, then OOM latency.
+"""Daemon load benchmark: N logs growing at R records/s each, and OOM latency under that load.
 
-Starts `oomtriage watch` on a fresh training folder of N jobs (AI Toolkit layout), appends a
-progress frame to every log R times a second for SECONDS, and reads the daemon's CPU time and
-RSS from /proc. Then appends an OOM line to one log at a time, INCIDENTS times, and measures the
-time from the write to the event's row in the store (SQLite, read-only), while the load goes on.
+Starts `oomtriage watch` on a fresh training folder of N busy jobs and 20 quiet ones (AI Toolkit
+layout), appends a progress frame to every busy log R times a second for SECONDS, and reads the
+daemon's CPU time, RSS, read system calls (/proc/PID/io syscr) and context switches from /proc.
+Then, with the load still running, appends an OOM line INCIDENTS times, each to a quiet log (a
+job that was between writes, the case an alert must be fast for) and then to a busy one, and
+measures the time from the write to the event's row in the store (SQLite, read-only).
 Usage: daemon_load.py [N] [R] [SECONDS] [INCIDENTS]
 """
 import os
@@ -23,6 +25,21 @@ OOM = ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. 
 def proc_cpu_seconds(pid):
     fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_read_calls(pid):
+    for line in open(f"/proc/{pid}/io"):
+        if line.startswith("syscr:"):
+            return int(line.split()[1])
+    return 0
+
+
+def proc_switches(pid):
+    total = 0
+    for line in open(f"/proc/{pid}/status"):
+        if "ctxt_switches" in line:
+            total += int(line.split()[1])
+    return total
 
 
 def proc_rss_kib(pid):
@@ -47,13 +64,15 @@ def main():
     daemon = subprocess.Popen([BINARY, "--state-dir", state, "watch", out],
                               stderr=open(os.path.join(work, "daemon.err"), "w"))
     time.sleep(0.5)
-    files = []
-    for i in range(n):
-        d = os.path.join(out, f"job{i:04d}")
+    def job_log(name):
+        d = os.path.join(out, name)
         os.makedirs(d)
         f = open(os.path.join(d, "log.txt"), "a", buffering=1)
-        f.write(f"Running 1 job\n# Running job: job{i:04d}\n")
-        files.append(f)
+        f.write(f"Running 1 job\n# Running job: {name}\n")
+        return f
+
+    files = [job_log(f"job{i:04d}") for i in range(n)]
+    quiet = [job_log(f"quiet{i:02d}") for i in range(20)]
     time.sleep(2.0)  # let the daemon register every job
 
     def tick(step):
@@ -62,6 +81,7 @@ def main():
             f.flush()
 
     step = 0
+    reads0, switches0 = proc_read_calls(daemon.pid), proc_switches(daemon.pid)
     cpu0, t0 = proc_cpu_seconds(daemon.pid), time.monotonic()
     rss_max = 0
     next_tick = time.monotonic()
@@ -73,14 +93,17 @@ def main():
         time.sleep(max(0.0, next_tick - time.monotonic()))
     elapsed = time.monotonic() - t0
     cpu = proc_cpu_seconds(daemon.pid) - cpu0
+    reads = proc_read_calls(daemon.pid) - reads0
+    switches = proc_switches(daemon.pid) - switches0
     rss_end = proc_rss_kib(daemon.pid)
 
-    # Latency: one OOM at a time into a different log, with the load still running between them.
+    # Latency, with the load running between incidents (a tick after each): an OOM in a quiet
+    # log, then one in a busy log.
     db = sqlite3.connect(f"file:{os.path.join(state, 'oomtriage.db')}?mode=ro", uri=True)
-    latencies = []
-    for k in range(incidents):
+
+    def latency(f):
+        nonlocal step
         before = db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
-        f = files[(k * 37) % n]
         f.write("\n" + OOM)
         f.flush()
         start = time.monotonic()
@@ -88,19 +111,32 @@ def main():
             if time.monotonic() - start > 5:
                 break
             time.sleep(0.001)
-        latencies.append((time.monotonic() - start) * 1000)
+        took = (time.monotonic() - start) * 1000
         step += 1
         tick(step)
+        time.sleep(1.0 / rate)
+        return took
+
+    quiet_ms, busy_ms = [], []
+    for k in range(incidents):
+        quiet_ms.append(latency(quiet[k % len(quiet)]))
+        busy_ms.append(latency(files[(k * 37) % n]))
     daemon.terminate()
     daemon.wait(timeout=30)
-    latencies.sort()
-    p50 = latencies[len(latencies) // 2]
-    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+
+    def percentiles(values):
+        values = sorted(values)
+        return (values[len(values) // 2], values[min(len(values) - 1, int(len(values) * 0.99))],
+                values[-1])
+
     print(f"logs {n}, {rate} records/s each ({n * rate} records/s), {elapsed:.1f} s")
     print(f"daemon CPU {100 * cpu / elapsed:.2f}% of one core, RSS end {rss_end / 1024:.1f} MiB, "
-          f"max {rss_max / 1024:.1f} MiB")
-    print(f"OOM line -> event in store, {incidents} incidents: p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
-          f"max {latencies[-1]:.1f} ms")
+          f"max {rss_max / 1024:.1f} MiB, {reads / elapsed:.0f} read calls/s, "
+          f"{switches / elapsed:.0f} context switches/s")
+    for name, values in (("quiet", quiet_ms), ("busy", busy_ms)):
+        p50, p99, top = percentiles(values)
+        print(f"OOM line -> event in store, {name} log, {incidents} incidents under load: "
+              f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {top:.1f} ms")
     subprocess.run(["rm", "-rf", work])
 
 

@@ -1,38 +1,48 @@
 #!/usr/bin/env bash
-# bench/scan_vs_rg.sh: times `oomtriage scan` against `rg -c 'out of memory'` on the same
-# AI Toolkit-style log (generated once into bench/out/), side by side in one run, and prints the
-# ratio. Target (docs/design.md): ratio <= 1.0. Usage: bench/scan_vs_rg.sh [SIZE_MIB] [RUNS]
+# bench/scan_vs_rg.sh: times `oomtriage scan --json` against `rg -c 'out of memory'` on two
+# generated AI Toolkit-style logs of the same size, side by side, pairs run in turn, warm page
+# cache: one whose bars are drawn by hand (gen_aitk_log.py) and one drawn by the real tqdm
+# (gen_tqdm_log.py, needs Debian's python3-tqdm). Prints the median of each and the ratio, and
+# checks that the fast path gives the JSON the slow path gives (build/read_chunks).
+# Target (docs/design.md): ratio <= 1.0. Usage: bench/scan_vs_rg.sh [SIZE_MIB] [RUNS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 size_mib="${1:-1024}"
-runs="${2:-3}"
-log="bench/out/aitk-${size_mib}m.log"
+runs="${2:-5}"
 mkdir -p bench/out
-if [[ ! -f $log ]]; then
-  echo "generating $log ..."
-  python3 bench/gen_aitk_log.py "$log" "$size_mib"
-fi
 command -v rg >/dev/null || { echo "rg not found: apt-get install ripgrep" >&2; exit 2; }
-[[ -x build/oomtriage ]] || scripts/setup.sh
-cat "$log" >/dev/null  # both runs read from the page cache
+[[ -x build/oomtriage && -x build/read_chunks ]] || scripts/setup.sh
 
-best() {  # best wall time in seconds of `runs` runs of "$@"
-  local best_time=""
-  for ((i = 0; i < runs; i++)); do
-    local start end t
-    start=$(date +%s.%N)
-    "$@" >/dev/null
-    end=$(date +%s.%N)
-    t=$(echo "$end - $start" | bc -l)
-    if [[ -z $best_time ]] || (($(echo "$t < $best_time" | bc -l))); then best_time=$t; fi
-  done
-  echo "$best_time"
+median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+seconds() {  # wall seconds of "$@"
+  local start end
+  start=$(date +%s.%N)
+  "$@" >/dev/null
+  end=$(date +%s.%N)
+  echo "$end - $start" | bc -l
 }
 
-bytes=$(stat -c %s "$log")
-rg_time=$(best rg -c 'out of memory' "$log")
-scan_time=$(best ./build/oomtriage scan --json "$log")
-printf '%-32s %10s %12s\n' "command (best of $runs)" "seconds" "MiB/s"
-printf '%-32s %10.3f %12.0f\n' "rg -c 'out of memory'" "$rg_time" "$(echo "$bytes / 1048576 / $rg_time" | bc -l)"
-printf '%-32s %10.3f %12.0f\n' "oomtriage scan --json" "$scan_time" "$(echo "$bytes / 1048576 / $scan_time" | bc -l)"
-printf 'ratio scan/rg: %.2f  (file: %s, %d bytes)\n' "$(echo "$scan_time / $rg_time" | bc -l)" "$log" "$bytes"
+for kind in aitk tqdm; do
+  log="bench/out/${kind}-${size_mib}m.log"
+  if [[ ! -f $log ]]; then
+    echo "generating $log ..." >&2
+    if [[ $kind == aitk ]]; then
+      python3 bench/gen_aitk_log.py "$log" "$size_mib"
+    else
+      /usr/bin/python3 bench/gen_tqdm_log.py "$log" "$size_mib" ||
+        { echo "skipped: the tqdm log needs python3-tqdm" >&2; continue; }
+    fi
+  fi
+  cat "$log" >/dev/null  # both read from the page cache
+  rg_times=() scan_times=()
+  for ((i = 0; i < runs; i++)); do
+    rg_times+=("$(seconds rg -c 'out of memory' "$log")")
+    scan_times+=("$(seconds ./build/oomtriage scan --json "$log")")
+  done
+  rg_time=$(printf '%s\n' "${rg_times[@]}" | median)
+  scan_time=$(printf '%s\n' "${scan_times[@]}" | median)
+  same=$(./build/read_chunks --compare "$log" | tail -1)
+  bytes=$(stat -c %s "$log")
+  printf '%s: rg %.3f s, scan %.3f s (%.0f MiB/s): ratio %.2f; %s\n' "$kind" "$rg_time" "$scan_time" \
+    "$(echo "$bytes / 1048576 / $scan_time" | bc -l)" "$(echo "$scan_time / $rg_time" | bc -l)" "$same"
+done

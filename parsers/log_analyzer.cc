@@ -30,6 +30,11 @@ constexpr int64_t kTracebackLookback = 300;
 constexpr size_t kMaxMessageBytes = 4096;
 constexpr int kMaxContinuationLines = 8;
 constexpr size_t kBinarySampleBytes = 64 * 1024;
+// Trainers print their arguments and config files near the top: this many records are read for
+// them.
+constexpr int64_t kJobFactRecords = 5000;
+// Frames of one bar share their first bytes (its description); another prefix is another bar.
+constexpr size_t kBarPrefixBytes = 16;
 constexpr size_t kFrameHistory = 512;
 // How many records after an OOM message a trainer's back-off line still speaks of it.
 constexpr int64_t kBackoffReach = 50;
@@ -113,7 +118,11 @@ void LogAnalyzer::feed(std::string_view bytes) {
   }
   chunk_begin_ = bytes.data();
   chunk_end_ = bytes.data() + bytes.size();
-  splitter_.feed(bytes, [this](const Record& record) { on_record(record); });
+  splitter_.feed(
+      bytes, [this](const Record& record) { on_record(record); },
+      [this](const char* p, const char* end, uint64_t offset, int64_t line) {
+        return skip_frame_run(p, end, offset, line);
+      });
   // The chunk's memory is the caller's: keep the waiting frame in our own.
   if (has_pending_frame_ && pending_frame_.data() != pending_copy_.data()) {
     pending_copy_.assign(pending_frame_);
@@ -138,7 +147,6 @@ void LogAnalyzer::on_record(const Record& record) {
   }
   if (watch_ && seq_ - watch_->from_seq > 2 * kIncidentWindow) watch_.reset();
   if (config_capture_ != ConfigCapture::kDone) capture_printed_config(record.text);
-  constexpr int64_t kJobFactRecords = 5000;
   if (seq_ <= kJobFactRecords) capture_job_arguments(record.text);
   if (defer_frame(record)) {
     return;
@@ -220,7 +228,6 @@ LogAnalysis LogAnalyzer::job_facts() const {
 }
 
 bool LogAnalyzer::defer_frame(const Record& record) {
-  constexpr size_t kBarPrefixBytes = 16;
   std::string_view text = record.text;
   while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
   // After a signal every frame counts: is it tqdm's one redraw at exit, or training going on?
@@ -249,6 +256,53 @@ bool LogAnalyzer::defer_frame(const Record& record) {
   pending_offset_ = record.offset;
   pending_line_ = record.line;
   return true;
+}
+
+// The steady state of a long log: a bar redrawn thousands of times per line. A record that
+// defer_frame() would take as the next frame of the bar already waiting (the same first 16
+// bytes, a tqdm time field at its end, no incident or watch open, the head of the log behind)
+// just becomes the waiting frame, as it would through on_record(); anything else ends the run
+// and goes the slow way, so a bar whose text changes mid-line or text between two '\r' is seen
+// there. Only records whose terminator and the byte after it lie in the chunk are taken.
+RecordSplitter::Skipped LogAnalyzer::skip_frame_run(const char* p, const char* end,
+                                                    uint64_t offset, int64_t line) {
+  RecordSplitter::Skipped run{p, 0};
+  if (!options_.skip_frame_runs || !has_pending_frame_ || open_ || watch_ ||
+      config_capture_ != ConfigCapture::kDone || seq_ <= kJobFactRecords ||
+      pending_frame_.size() < kBarPrefixBytes) {
+    return run;
+  }
+  char prefix[kBarPrefixBytes];
+  std::memcpy(prefix, pending_frame_.data(), kBarPrefixBytes);
+  const char* const start = p;
+  while (true) {
+    const char* eol = find_record_end(p, end);
+    if (end - eol < 2) break;
+    const size_t n = static_cast<size_t>(eol - p);
+    if (n < kBarPrefixBytes || std::memcmp(p, prefix, kBarPrefixBytes) != 0) break;
+    const char* last = eol;
+    while (last > p && last[-1] == ' ') --last;
+    if (last == p || last[-1] != ']' || static_cast<size_t>(last - p) > 1024) break;
+    const void* bracket = memrchr(p, '[', static_cast<size_t>(last - p));
+    if (bracket == nullptr) break;
+    const char digit = static_cast<const char*>(bracket)[1];
+    if (digit < '0' || digit > '9') break;
+    // The next frame of the bar: it waits instead of the last one.
+    ++seq_;
+    pending_frame_ = std::string_view(p, n);
+    pending_seq_ = seq_;
+    pending_offset_ = offset + static_cast<uint64_t>(p - start);
+    pending_line_ = line + run.newlines;
+    p = eol + 1;
+    if (*eol == '\n') {
+      ++run.newlines;
+    } else if (*p == '\n') {
+      ++p;
+      ++run.newlines;
+    }
+    run.next = p;
+  }
+  return run;
 }
 
 void LogAnalyzer::flush_pending_frame() {

@@ -34,6 +34,9 @@ struct AnalyzerOptions {
   // Leaves out the rules written for this trainer's own output (tests: a trainer held out must
   // still get its phase and step from the generic evidence).
   Trainer without_rules_of = Trainer::kUnknown;
+  // Runs of frames of the bar already waiting to be parsed are taken in one go, without a look
+  // at each (the results are the same; tests turn it off to prove it).
+  bool skip_frame_runs = true;
 };
 
 class LogAnalyzer {
@@ -136,6 +139,7 @@ class LogAnalyzer {
   void capture_printed_config(std::string_view text);
   void capture_job_arguments(std::string_view text);
   bool defer_frame(const Record& record);
+  RecordSplitter::Skipped skip_frame_run(const char* p, const char* end, uint64_t offset, int64_t line);
   void flush_pending_frame();
   void process_text(std::string_view text, uint64_t offset, int64_t line, int depth);
   void on_frame(const ProgressFrame& frame, std::string_view text, int64_t line);

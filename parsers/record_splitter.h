@@ -32,7 +32,19 @@ class RecordSplitter {
 
   // Calls on_record(const Record&) for every record that `chunk` completes.
   template <class OnRecord>
-  void feed(std::string_view chunk, OnRecord&& on_record);
+  void feed(std::string_view chunk, OnRecord&& on_record) {
+    feed(chunk, on_record, [](const char* p, const char*, uint64_t, int64_t) { return Skipped{p, 0}; });
+  }
+
+  // What a skipper consumed: whole records with their terminators, all inside the chunk.
+  struct Skipped {
+    const char* next;  // where the first record it did not take starts
+    int64_t newlines;  // '\n' terminators among those it took
+  };
+  // As above, but at the start of each record inside the chunk `skip(p, end, offset, line)` may
+  // take records that need no callback (the analyzer's run of progress frames) in one go.
+  template <class OnRecord, class Skip>
+  void feed(std::string_view chunk, OnRecord&& on_record, Skip&& skip);
 
   // Emits the last record when the stream does not end with a terminator.
   template <class OnRecord>
@@ -71,8 +83,8 @@ class RecordSplitter {
   uint64_t truncated_records_ = 0;
 };
 
-template <class OnRecord>
-void RecordSplitter::feed(std::string_view chunk, OnRecord&& on_record) {
+template <class OnRecord, class Skip>
+void RecordSplitter::feed(std::string_view chunk, OnRecord&& on_record, Skip&& skip) {
   const char* p = chunk.data();
   const char* const end = p + chunk.size();
   if (pending_cr_ && p != end) {
@@ -85,6 +97,16 @@ void RecordSplitter::feed(std::string_view chunk, OnRecord&& on_record) {
     }
   }
   while (p != end) {
+    if (!carry_open_) {
+      const Skipped skipped = skip(p, end, consumed_ + static_cast<uint64_t>(p - chunk.data()), line_);
+      if (skipped.next != p) {
+        p = skipped.next;
+        line_ += skipped.newlines;
+        record_line_ = line_;
+        record_offset_ = consumed_ + static_cast<uint64_t>(p - chunk.data());
+        if (p == end) break;
+      }
+    }
     const char* eol = find_record_end(p, end);
     if (eol == end) {
       append_bounded(p, static_cast<size_t>(end - p));

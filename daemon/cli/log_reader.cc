@@ -1,4 +1,4 @@
-// daemon/cli/log_reader.cc: read(2) in 1 MiB chunks into the analyzer.
+// daemon/cli/log_reader.cc: read(2) into a page-aligned buffer, then into the analyzer.
 #include "daemon/cli/log_reader.h"
 
 #include <fcntl.h>
@@ -10,12 +10,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <vector>
+
+#include "daemon/common/read_buffer.h"
 
 namespace oomtriage::daemon {
 namespace {
 
-constexpr size_t kReadChunk = 1 << 20;
+// The chunk that reads fastest here (bench/read_chunks): big enough to amortise the system call,
+// small enough to stay in the L2 cache while the analyzer walks it.
+constexpr size_t kReadChunk = 256 << 10;
 constexpr off_t kProgressMinBytes = 64 << 20;
 
 }  // namespace
@@ -35,7 +38,7 @@ Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer
   }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   const bool show_progress = ::isatty(STDERR_FILENO) && st.st_size >= kProgressMinBytes;
-  std::vector<char> buffer(kReadChunk);
+  ReadBuffer buffer(kReadChunk);
   uint64_t done = 0;
   int last_percent = -1;
   while (true) {

@@ -22,10 +22,12 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <unordered_map>
 
 #include "daemon/alerts/alert_dispatcher.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/metrics.h"
+#include "daemon/common/read_buffer.h"
 #include "daemon/common/version.h"
 #include "daemon/net/metrics_server.h"
 #include "daemon/render/journal_log.h"
@@ -83,6 +85,8 @@ struct Tracked {
   bool dirty = false;
   bool queued = false;  // already in this inotify batch's read list
   Clock::time_point last_read{};
+  Pace pace;
+  int watch = -1;  // its inotify watch while it is quiet
   std::optional<parsers::Outcome> committed_outcome;
   bool read_error_logged = false;
   // Leaving (its name went away): when it last grew, and whether it was deleted.
@@ -244,7 +248,7 @@ class Daemon {
   }
 
   void on_changes(const std::vector<FsChange>& changes) {
-    std::vector<std::string> to_read;
+    std::vector<std::string> written;
     bool rescan = false;
     for (const FsChange& change : changes) {
       switch (change.kind) {
@@ -260,31 +264,94 @@ class Daemon {
             track(change.path, *rule, StartAt::kBeginning);
           }
           break;
-        case FsChange::kWritten:
-          if (auto it = files_.find(change.path); it != files_.end()) {
-            if (!it->second->queued) {
-              it->second->queued = true;
-              to_read.push_back(change.path);
-            }
-          } else if (const WatchRule* rule = rule_for(config_.watch, change.path)) {
-            track(change.path, *rule, StartAt::kBeginning);
+        case FsChange::kFileWritten:
+          if (auto it = by_watch_.find(change.watch); it != by_watch_.end() && !it->second->queued) {
+            it->second->queued = true;
+            written.push_back(it->second->path());
           }
           break;
       }
     }
-    for (const std::string& path : to_read) files_.at(path)->queued = false;
+    for (const std::string& path : written) files_.at(path)->queued = false;
     // A rescan may drop files (rotation): read only those still followed.
     if (rescan) scan_all();
     const auto now = Clock::now();
-    for (const std::string& path : to_read) {
+    for (const std::string& path : written) {
       auto it = files_.find(path);
       if (it == files_.end()) continue;
-      if (pacer_.admit(path, now)) {
-        read_file(*it->second);
-      } else {
-        arm_reads();
-      }
+      Tracked& file = *it->second;
+      // Read now, whatever follows: the first write after a quiet spell is where an OOM shows.
+      read_file(file);
+      if (pacer_.on_write(file.pace, now)) make_busy(file);
     }
+  }
+
+  // --- pace: quiet logs are watched, busy ones polled -----------------------------------------
+  void watch_quietly(Tracked& file) {
+    if (!watcher_ || file.watch >= 0) return;
+    auto watch = watcher_->watch_file(file.path());
+    if (!watch) {
+      // Out of watches (or the name is gone): the log is polled instead.
+      if (!file_watch_failed_logged_) {
+        log_line(kWarning, "{}: {} and others are polled every {} ms", watch.error().message,
+                 file.path(), pacer_.interval().count());
+        file_watch_failed_logged_ = true;
+      }
+      file.pace.busy = true;
+      poll(file);
+      return;
+    }
+    file.watch = *watch;
+    by_watch_[file.watch] = &file;
+  }
+
+  void unwatch(Tracked& file) {
+    if (file.watch < 0) return;
+    by_watch_.erase(file.watch);
+    if (watcher_) watcher_->unwatch_file(file.watch);
+    file.watch = -1;
+  }
+
+  // Its writes come faster than the interval: stop hearing each one, read it once per interval.
+  void make_busy(Tracked& file) {
+    unwatch(file);
+    poll(file);
+  }
+
+  void poll(Tracked& file) {
+    if (std::find(busy_.begin(), busy_.end(), &file) == busy_.end()) busy_.push_back(&file);
+    arm_polls();
+  }
+
+  // The log no longer exists for the loop: no watch, no poll.
+  void forget(Tracked& file) {
+    unwatch(file);
+    std::erase(busy_, &file);
+  }
+
+  void arm_polls() {
+    if (polls_armed_ || busy_.empty()) return;
+    polls_armed_ = true;
+    poll_timer_.expires_after(std::max(pacer_.interval(), std::chrono::milliseconds(10)));
+    poll_timer_.async_wait([this](const boost::system::error_code& ec) {
+      polls_armed_ = false;
+      if (ec) return;
+      const std::vector<Tracked*> busy = busy_;
+      for (Tracked* file : busy) {
+        // A read may end a file's life (rotation found on reopen): skip those forgotten.
+        if (std::find(busy_.begin(), busy_.end(), file) == busy_.end()) continue;
+        const uint64_t bytes = read_file(*file);
+        if (file->pace.busy && pacer_.on_poll(file->pace, bytes)) {
+          std::erase(busy_, file);
+          // Quiet again: watched, then read once more for what came before the watch.
+          watch_quietly(*file);
+          if (file->watch >= 0) read_file(*file);
+        } else if (!file->pace.busy) {
+          std::erase(busy_, file);
+        }
+      }
+      arm_polls();
+    });
   }
 
   // --- files -------------------------------------------------------------------------------
@@ -364,6 +431,7 @@ class Daemon {
     }
     Tracked& ref = *file;
     files_[path] = std::move(file);
+    watch_quietly(ref);  // before the first read: no write falls between the two
     read_file(ref);
   }
 
@@ -478,22 +546,20 @@ class Daemon {
     if (id) job.snapshot_id = *id;
   }
 
-  // Reads what the file grew by (bounded per turn), and commits what it produced.
-  void read_file(Tracked& file) {
-    if (rewound_.count(file.path())) return;  // waiting for the store; the retry reads it
+  // Reads what the file grew by (bounded per turn), and commits what it produced. Returns the
+  // bytes read.
+  uint64_t read_file(Tracked& file) {
+    if (rewound_.count(file.path())) return 0;  // waiting for the store; the retry reads it
     if (!ensure_open(file)) {
       // Out of descriptors for the moment (every open log busy with an incident or unsaved
-      // progress): try again shortly, when one of them is idle.
-      if (open_hit_limit_) {
-        pacer_.schedule(file.path(), Clock::now() + std::chrono::milliseconds(100));
-        arm_reads();
-      }
-      return;
+      // progress): the next poll tries again, when one of them may be idle.
+      if (open_hit_limit_) poll(file);
+      return 0;
     }
     file.last_read = Clock::now();
-    pacer_.note_read(file.path(), file.last_read);
     FileFollower& follower = *file.follower;
-    if (follower.rewritten()) {
+    FileFollower::Read read = follower.read(kReadBudgetPerTurn, buffer_.span());
+    if (read.rewritten) {
       // Shorter, or other bytes where the last read ended: truncated (copytruncate, perhaps
       // already written past the old offset) or rewritten in place. Read it again from 0.
       log_line(kNotice, "{} was truncated (copytruncate?): reading it again from the start",
@@ -501,8 +567,8 @@ class Daemon {
       follower.analyzer().settle();
       commit(file, follower.analyzer().take_events(), /*can_rewind=*/false);
       follower.restart();
+      read = follower.read(kReadBudgetPerTurn, buffer_.span());
     }
-    const FileFollower::Read read = follower.read(kReadBudgetPerTurn, buffer_);
     if (read.error && !file.read_error_logged) {
       log_line(kWarning, "read {}: {}", file.path(), std::strerror(read.error));
       file.read_error_logged = true;
@@ -518,7 +584,7 @@ class Daemon {
     std::vector<parsers::OomEvent> events = follower.analyzer().take_events();
     const parsers::Outcome outcome = follower.analyzer().outcome_so_far();
     if (!events.empty() || outcome != file.committed_outcome) {
-      if (!commit(file, std::move(events))) return;  // rewound: read again once the store answers
+      if (!commit(file, std::move(events))) return read.bytes;  // rewound: read again later
     } else if (read.bytes > 0) {
       file.dirty = true;
       arm_checkpoint();
@@ -532,6 +598,7 @@ class Daemon {
         if (auto it = files_.find(path); it != files_.end()) read_file(*it->second);
       });
     }
+    return read.bytes;
   }
 
   // The path may now be another file (rotation, restart) or nothing (deleted). The old file
@@ -556,7 +623,7 @@ class Daemon {
     rewound_.erase(path);
     std::unique_ptr<Tracked> leaving = std::move(it->second);
     files_.erase(it);
-    pacer_.forget(path);
+    forget(*leaving);  // the leaving timer polls it now
     if (leaving->follower->is_open()) {
       struct stat old {};
       leaving->deleted = ::fstat(leaving->follower->fd(), &old) != 0 || old.st_nlink == 0;
@@ -589,7 +656,7 @@ class Daemon {
   void drain(Tracked& file) {
     FileFollower& follower = *file.follower;
     for (int turn = 0; turn < 4096; ++turn) {
-      const FileFollower::Read read = follower.read(kReadBudgetPerTurn, buffer_);
+      const FileFollower::Read read = follower.read(kReadBudgetPerTurn, buffer_.span());
       metrics_.bytes_read += read.bytes;
       if (read.bytes > 0) file.last_growth = Clock::now();
       if (!read.more) break;
@@ -824,19 +891,6 @@ class Daemon {
     return daemon::tried_and_failed(**story, file.job.run_id, event, file.job.files);
   }
 
-  void arm_reads() {
-    const auto due = pacer_.next_due();
-    if (!due) return;
-    read_timer_.expires_at(*due);
-    read_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;
-      for (const std::string& path : pacer_.take_due(Clock::now())) {
-        if (auto it = files_.find(path); it != files_.end()) read_file(*it->second);
-      }
-      arm_reads();
-    });
-  }
-
   void arm_checkpoint() {
     if (checkpoint_armed_) return;
     checkpoint_armed_ = true;
@@ -938,7 +992,7 @@ class Daemon {
     drain_all();
     for (auto& file : leaving_) finish(*file, file->deleted ? "gone" : "rotated");
     leaving_.clear();
-    for (const auto& [path, file] : files_) pacer_.forget(path);
+    for (const auto& [path, file] : files_) forget(*file);
     files_.clear();
     auto dispatcher = std::make_unique<AlertDispatcher>(io_, store_, *fresh, &metrics_);
     if (auto started = dispatcher->start(); !started) {
@@ -976,12 +1030,16 @@ class Daemon {
   asio::steady_timer settle_timer_{io_};
   asio::steady_timer checkpoint_timer_{io_};
   bool checkpoint_armed_ = false;
-  asio::steady_timer read_timer_{io_};
+  asio::steady_timer poll_timer_{io_};
+  bool polls_armed_ = false;
+  std::vector<Tracked*> busy_;                   // polled once per interval
+  std::unordered_map<int, Tracked*> by_watch_;  // quiet logs, by their watch descriptor
+  bool file_watch_failed_logged_ = false;
   asio::steady_timer batch_timer_{io_};
   asio::steady_timer leaving_timer_{io_};
   bool leaving_armed_ = false;
   asio::signal_set signals_;
-  std::vector<char> buffer_ = std::vector<char>(kReadChunk);
+  ReadBuffer buffer_{kReadChunk};
   std::map<std::string, std::unique_ptr<Tracked>> files_;
   std::vector<std::unique_ptr<Tracked>> leaving_;  // no longer named by their path
   std::unique_ptr<AlertDispatcher> dispatcher_;

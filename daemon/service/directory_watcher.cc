@@ -18,7 +18,10 @@ Result<DirectoryWatcher> DirectoryWatcher::open() {
 }
 
 DirectoryWatcher::DirectoryWatcher(DirectoryWatcher&& other) noexcept
-    : fd_(other.fd_), watches_(std::move(other.watches_)), dirs_(std::move(other.dirs_)) {
+    : fd_(other.fd_),
+      watches_(std::move(other.watches_)),
+      dirs_(std::move(other.dirs_)),
+      file_watches_(std::move(other.file_watches_)) {
   other.fd_ = -1;
 }
 
@@ -28,8 +31,8 @@ DirectoryWatcher::~DirectoryWatcher() {
 
 Result<Ok> DirectoryWatcher::watch(const std::string& dir) {
   if (dirs_.count(dir)) return Ok{};
-  const uint32_t mask = IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_MODIFY |
-                        IN_CLOSE_WRITE | IN_DELETE_SELF | IN_ONLYDIR;
+  const uint32_t mask =
+      IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_ONLYDIR;
   const int wd = ::inotify_add_watch(fd_, dir.c_str(), mask);
   if (wd < 0) {
     const int error = errno;
@@ -40,6 +43,22 @@ Result<Ok> DirectoryWatcher::watch(const std::string& dir) {
   watches_[wd] = dir;
   dirs_.insert(dir);
   return Ok{};
+}
+
+Result<int> DirectoryWatcher::watch_file(const std::string& path) {
+  const int wd = ::inotify_add_watch(fd_, path.c_str(), IN_MODIFY);
+  if (wd < 0) {
+    const int error = errno;
+    return make_error(error == ENOSPC ? ErrorCode::kIo : ErrorCode::kNotFound,
+                      error == ENOSPC ? "inotify watch limit reached at " + path
+                                      : "cannot watch " + path + ": " + std::strerror(error));
+  }
+  file_watches_.insert(wd);
+  return wd;
+}
+
+void DirectoryWatcher::unwatch_file(int watch) {
+  if (file_watches_.erase(watch)) ::inotify_rm_watch(fd_, watch);
 }
 
 std::vector<FsChange> DirectoryWatcher::drain() {
@@ -60,6 +79,14 @@ void DirectoryWatcher::translate(size_t bytes, std::vector<FsChange>& changes) {
       changes.push_back({FsChange::kRescan, ""});
       continue;
     }
+    if (file_watches_.count(event->wd)) {
+      if (event->mask & IN_IGNORED) {
+        file_watches_.erase(event->wd);  // the file is gone for good
+      } else if (event->mask & IN_MODIFY) {
+        changes.push_back({FsChange::kFileWritten, "", event->wd});
+      }
+      continue;
+    }
     auto dir = watches_.find(event->wd);
     if (dir == watches_.end()) continue;
     if (event->mask & (IN_IGNORED | IN_DELETE_SELF)) {
@@ -78,8 +105,6 @@ void DirectoryWatcher::translate(size_t bytes, std::vector<FsChange>& changes) {
       changes.push_back({FsChange::kAppeared, std::move(path)});
     } else if (event->mask & (IN_DELETE | IN_MOVED_FROM)) {
       changes.push_back({FsChange::kVanished, std::move(path)});
-    } else if (event->mask & (IN_MODIFY | IN_CLOSE_WRITE)) {
-      changes.push_back({FsChange::kWritten, std::move(path)});
     }
   }
 }

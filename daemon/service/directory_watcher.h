@@ -1,9 +1,10 @@
 // daemon/service/directory_watcher.h
 //
-// Which paths the rules follow and what inotify says about them. inotify watches folders, not
-// files, so a log created, renamed or deleted is seen by the folder it lives in; the watcher
-// turns the kernel's events into a short list of changes for the daemon: a log was written, a
-// name appeared or went away, or "scan again" (the queue overflowed, a folder came or went).
+// Which paths the rules follow and what inotify says about them. A log created, renamed or
+// deleted is seen by the folder it lives in; a log's writes by its own watch, which the daemon
+// drops while the log is busy (it polls it then). The watcher turns the kernel's events into a
+// short list of changes: a log was written, a name appeared or went away, or "scan again" (the
+// queue overflowed, a folder came or went).
 // Without inotify (or past its watch limit) the daemon's rescan timer does the work alone.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <unordered_set>
 #include <string>
 #include <vector>
 
@@ -21,12 +23,13 @@ namespace oomtriage::daemon {
 
 struct FsChange {
   enum Kind {
-    kWritten,   // IN_MODIFY, IN_CLOSE_WRITE
-    kAppeared,  // IN_CREATE, IN_MOVED_TO
-    kVanished,  // IN_DELETE, IN_MOVED_FROM
-    kRescan,    // overflow, a folder created, deleted or unwatched
+    kFileWritten,  // IN_MODIFY on a watched log (see watch_file)
+    kAppeared,     // IN_CREATE, IN_MOVED_TO
+    kVanished,     // IN_DELETE, IN_MOVED_FROM
+    kRescan,       // overflow, a folder created, deleted or unwatched
   } kind;
-  std::string path;  // empty for kRescan
+  std::string path;  // kAppeared, kVanished
+  int watch = -1;    // kFileWritten: the log's watch descriptor
 };
 
 class DirectoryWatcher {
@@ -41,6 +44,12 @@ class DirectoryWatcher {
   // Watches `dir` (once). An error when the kernel refuses it; ENOSPC (the watch limit) says so.
   Result<Ok> watch(const std::string& dir);
   bool watching(const std::string& dir) const { return dirs_.count(dir) > 0; }
+  // Watches the file `path` names now for writes (the watch stays with that file when it is
+  // renamed, and needs no descriptor, so a log closed for the descriptor budget is still heard)
+  // and returns the watch descriptor its kFileWritten changes carry. Folders are watched for
+  // names only: a log's writes come from its own watch, so a busy log can stop them.
+  Result<int> watch_file(const std::string& path);
+  void unwatch_file(int watch);
   // Reads what the kernel queued (never blocks) and returns it in order.
   std::vector<FsChange> drain();
 
@@ -51,6 +60,7 @@ class DirectoryWatcher {
   int fd_ = -1;
   std::map<int, std::string> watches_;  // watch descriptor -> folder
   std::set<std::string> dirs_;
+  std::unordered_set<int> file_watches_;
   std::array<char, 64 * 1024> buffer_{};
 };
 

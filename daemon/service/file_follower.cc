@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "daemon/service/file_identity.h"
 
@@ -59,31 +60,36 @@ void FileFollower::restart() {
   fingerprinted_ = false;  // the head is new content
 }
 
-FileFollower::Read FileFollower::read(size_t budget, std::vector<char>& buffer) {
+FileFollower::Read FileFollower::read(size_t budget, std::span<char> buffer) {
   Read result;
-  struct stat st {};
-  if (fd_ < 0 || ::fstat(fd_, &st) != 0) return result;
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size <= read_pos_) return result;
-  result.more = size - read_pos_ > budget;
-  budget = static_cast<size_t>(std::min<uint64_t>(budget, size - read_pos_));
+  if (fd_ < 0) return result;
   while (budget > 0) {
-    const ssize_t n =
-        ::pread(fd_, buffer.data(), std::min(buffer.size(), budget), static_cast<off_t>(read_pos_));
+    // One pread brings the last bytes read and what follows them: when those bytes are still
+    // there the file was neither truncated nor rewritten, and no fstat is needed.
+    const size_t keep = tail_.size();
+    const size_t want = std::min(buffer.size(), keep + budget);
+    const ssize_t n = ::pread(fd_, buffer.data(), want, static_cast<off_t>(read_pos_ - keep));
     if (n < 0) {
       if (errno == EINTR) continue;
       result.error = errno;
       break;
     }
-    if (n == 0) break;
-    budget -= static_cast<size_t>(n);
-    std::string_view data(buffer.data(), static_cast<size_t>(n));
+    const size_t got = static_cast<size_t>(n);
+    if (got < keep || std::memcmp(buffer.data(), tail_.data(), keep) != 0) {
+      result.rewritten = true;
+      break;
+    }
+    if (got == keep) break;  // nothing new
+    std::string_view data(buffer.data() + keep, got - keep);
+    budget -= data.size();
+    const bool at_end = got < want;
     if (!fed_any_) {
       // copytruncate leaves a hole of NULs where the writer's old offset was (of any size): the
       // analyzer starts where the text does, so offsets and lines stay the file's.
       const size_t skip = data.find_first_not_of('\0');
       if (skip == std::string_view::npos) {
         read_pos_ += data.size();
+        if (at_end) break;
         continue;
       }
       data.remove_prefix(skip);
@@ -96,7 +102,9 @@ FileFollower::Read FileFollower::read(size_t budget, std::vector<char>& buffer) 
     result.bytes += data.size();
     tail_.append(data.substr(data.size() - std::min<size_t>(data.size(), kTailBytes)));
     if (tail_.size() > kTailBytes) tail_.erase(0, tail_.size() - kTailBytes);
+    if (at_end) break;  // the end of the file, for now
   }
+  result.more = budget == 0;
   return result;
 }
 

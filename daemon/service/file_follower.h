@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
-#include <vector>
 
 #include "parsers/log_analyzer.h"
 
@@ -54,12 +54,14 @@ class FileFollower {
   void restart();
 
   struct Read {
-    uint64_t bytes = 0;  // fed to the analyzer
-    bool more = false;   // the budget ran out before the end of the file
-    int error = 0;       // errno of a failed read
+    uint64_t bytes = 0;      // fed to the analyzer
+    bool more = false;       // the budget ran out before the end of the file
+    bool rewritten = false;  // see rewritten(): nothing was fed; restart() and read again
+    int error = 0;           // errno of a failed read
   };
-  // Feeds up to `budget` new bytes to the analyzer through `buffer`.
-  Read read(size_t budget, std::vector<char>& buffer);
+  // Feeds up to `budget` new bytes to the analyzer through `buffer` (which must hold more than
+  // kTailBytes). Usually one pread(2), which also checks that the last bytes read are unchanged.
+  Read read(size_t budget, std::span<char> buffer);
 
   // What a commit now would store: the analyzer's resume point and state, this generation.
   Checkpoint checkpoint() const;

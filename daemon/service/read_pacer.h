@@ -1,52 +1,43 @@
 // daemon/service/read_pacer.h
 //
-// When to read a log that inotify says changed. Each log has a token bucket: a quiet log is read
-// at once, a burst of a few writes too, and a busy log settles to one read per interval; a read
-// that must wait is due on a 100 ms grid, so one timer wake-up serves many logs. Each read costs
-// a few system calls, so this is what keeps 1,000 busy logs cheap. Time comes in as arguments:
-// the pacer never reads a clock.
+// When to read a log. A quiet log is watched by inotify and read the moment it is written (an
+// OOM line in it is stored within milliseconds). A log written again within the interval is
+// busy: its watch is dropped and it is polled once per interval instead, one pread per poll,
+// so 1,000 logs written ten times a second cost a few thousand reads a second, not ten thousand
+// wake-ups. A busy log that stays unchanged for a few polls is quiet again. Time comes in as
+// arguments: the pacer never reads a clock.
 #pragma once
 
 #include <chrono>
-#include <map>
+#include <cstdint>
 #include <optional>
-#include <string>
-#include <vector>
 
 namespace oomtriage::daemon {
 
 using MonoTime = std::chrono::steady_clock::time_point;
 
+// One log's pace, kept with the log.
+struct Pace {
+  bool busy = false;
+  std::optional<MonoTime> last_write;  // the last write inotify reported
+  int idle_polls = 0;                  // busy: polls in a row that found nothing new
+};
+
 class ReadPacer {
  public:
-  explicit ReadPacer(std::chrono::milliseconds interval, double burst = 4.0)
-      : interval_(interval), burst_(burst) {}
+  explicit ReadPacer(std::chrono::milliseconds interval, int idle_polls_to_quiet = 2)
+      : interval_(interval), idle_polls_to_quiet_(idle_polls_to_quiet) {}
 
-  // `path` changed at `now`: true means read it now; false means a read is due later (see
-  // next_due() and take_due()).
-  bool admit(const std::string& path, MonoTime now);
-  // A read happened at `now`, whoever asked for it.
-  void note_read(const std::string& path, MonoTime now);
-  // Reads `path` again at `at` (after a failed open, say); once per path until it is taken.
-  void schedule(const std::string& path, MonoTime at);
-  std::optional<MonoTime> next_due() const;
-  // The paths due at `now`, in due order; each leaves the schedule.
-  std::vector<std::string> take_due(MonoTime now);
-  // The log is no longer followed.
-  void forget(const std::string& path);
+  std::chrono::milliseconds interval() const { return interval_; }
+  // inotify reported a write at `now` to a quiet log (which is read now). True when the log
+  // turns busy: the write came within the interval of the one before.
+  bool on_write(Pace& pace, MonoTime now) const;
+  // A poll of a busy log read `bytes`. True when the log turns quiet (its watch comes back).
+  bool on_poll(Pace& pace, uint64_t bytes) const;
 
  private:
-  struct Bucket {
-    double tokens = 0;
-    std::optional<MonoTime> refilled_at;
-    MonoTime last_read{};
-    bool scheduled = false;
-  };
-
   std::chrono::milliseconds interval_;
-  double burst_;
-  std::map<std::string, Bucket> buckets_;
-  std::multimap<MonoTime, std::string> due_;
+  int idle_polls_to_quiet_;
 };
 
 }  // namespace oomtriage::daemon

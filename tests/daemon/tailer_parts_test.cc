@@ -103,6 +103,10 @@ TEST_SUITE("daemon::service parts") {
     ::truncate(log.c_str(), 0);
     write_file(log, head + "generation two is longer\n", std::ios::app);
     CHECK(follower->rewritten());
+    // The read itself sees it (its one pread brings the last bytes read back) and feeds nothing.
+    const FileFollower::Read seen = follower->read(1 << 20, buffer);
+    CHECK(seen.rewritten);
+    CHECK(seen.bytes == 0);
     follower->restart();
     CHECK(follower->generation() == 1);
     CHECK(follower->read_pos() == 0);
@@ -228,39 +232,28 @@ TEST_SUITE("daemon::service parts") {
     CHECK_FALSE(find_by_identity(folders, o.dev, o.ino, same));
   }
 
-  TEST_CASE("read pacer: a burst is read at once, then one read per interval on a 100 ms grid") {
+  TEST_CASE("read pacer: a log written again within the interval turns busy, and quiet after two empty polls") {
     using namespace std::chrono;
-    ReadPacer pacer(milliseconds(500), 4.0);
+    const ReadPacer pacer(milliseconds(500));
     const MonoTime t0{seconds(1000)};
-    for (int i = 0; i < 4; ++i) {
-      CHECK(pacer.admit("a", t0));
-      pacer.note_read("a", t0);
-    }
-    CHECK_FALSE(pacer.admit("a", t0));
-    CHECK_FALSE(pacer.admit("a", t0 + milliseconds(10)));  // already due: once
-    REQUIRE(pacer.next_due());
-    CHECK(*pacer.next_due() ==
-          t0 + milliseconds(600));  // last read + 500 ms, on the next grid line
-    CHECK(pacer.take_due(t0 + milliseconds(599)).empty());
-    CHECK(pacer.take_due(t0 + milliseconds(600)) == std::vector<std::string>{"a"});
-    CHECK_FALSE(pacer.next_due());
-    // Another log has its own bucket; a quiet log earns its tokens back.
-    CHECK(pacer.admit("b", t0));
-    CHECK(pacer.admit("a", t0 + seconds(1)));
-    // schedule() once per path until taken; a forgotten path is dropped.
-    pacer.schedule("c", t0 + milliseconds(100));
-    pacer.schedule("c", t0 + milliseconds(50));
-    pacer.schedule("d", t0 + milliseconds(100));
-    pacer.forget("d");
-    CHECK(pacer.take_due(t0 + seconds(5)) == std::vector<std::string>{"c"});
-    // No interval: every change is read at once.
-    ReadPacer eager(milliseconds(0));
-    for (int i = 0; i < 10; ++i) CHECK(eager.admit("a", t0));
+    Pace pace;
+    CHECK_FALSE(pacer.on_write(pace, t0));  // the first write: read now, stays quiet
+    CHECK_FALSE(pacer.on_write(pace, t0 + milliseconds(600)));  // slower than the interval
+    CHECK(pacer.on_write(pace, t0 + milliseconds(700)));  // faster: busy from now on
+    CHECK(pace.busy);
+    CHECK_FALSE(pacer.on_write(pace, t0 + milliseconds(710)));  // already busy
+    CHECK_FALSE(pacer.on_poll(pace, 120));
+    CHECK_FALSE(pacer.on_poll(pace, 0));
+    CHECK_FALSE(pacer.on_poll(pace, 80));  // growth resets the count
+    CHECK_FALSE(pacer.on_poll(pace, 0));
+    CHECK(pacer.on_poll(pace, 0));  // two empty polls in a row: quiet
+    CHECK_FALSE(pace.busy);
+    // Quiet again, the next write is read at once and does not count the old spell.
+    CHECK_FALSE(pacer.on_write(pace, t0 + milliseconds(720)));
+    CHECK_FALSE(pacer.on_poll(pace, 0));  // a quiet log is not polled
   }
 
-  TEST_CASE(
-      "directory watcher: writes, new names, renames and deletions, new folders, a queue read "
-      "without blocking") {
+  TEST_CASE("directory watcher: new names, renames and deletions, new folders, a log's own writes, read without blocking") {
     TempDir dir;
     auto opened = DirectoryWatcher::open();
     REQUIRE(opened);
@@ -270,8 +263,29 @@ TEST_SUITE("daemon::service parts") {
     CHECK(watcher.drain().empty());
     const fs::path log = dir.path / "log.txt";
     write_file(log, "a\n");
+    // Folders report names only: a log's writes come from its own watch.
     write_file(log, "b\n", std::ios::app);
+    auto first = watcher.drain();
+    REQUIRE(first.size() == 1);
+    CHECK(first[0].kind == FsChange::kAppeared);
+    CHECK(first[0].path == log.string());
+    auto watch = watcher.watch_file(log.string());
+    REQUIRE(watch);
+    write_file(log, "c\n", std::ios::app);
+    write_file(log, "d\n", std::ios::app);
+    auto written = watcher.drain();
+    REQUIRE(written.size() >= 1);  // the kernel merges identical events in a row
+    CHECK(written[0].kind == FsChange::kFileWritten);
+    CHECK(written[0].watch == *watch);
+    // Unwatched (busy): its writes are no longer reported.
+    watcher.unwatch_file(*watch);
+    write_file(log, "e\n", std::ios::app);
+    CHECK(watcher.drain().empty());
+    // The watch follows the file, not the name.
+    watch = watcher.watch_file(log.string());
+    REQUIRE(watch);
     fs::rename(log, dir.path / "log.txt.1");
+    write_file(dir.path / "log.txt.1", "f\n", std::ios::app);
     fs::remove(dir.path / "log.txt.1");
     fs::create_directories(dir.path / "new_job");
     const auto changes = watcher.drain();
@@ -280,11 +294,12 @@ TEST_SUITE("daemon::service parts") {
         return c.kind == kind && c.path == path.string();
       });
     };
-    CHECK(has(FsChange::kAppeared, log));
-    CHECK(has(FsChange::kWritten, log));
     CHECK(has(FsChange::kVanished, log));
     CHECK(has(FsChange::kAppeared, dir.path / "log.txt.1"));
     CHECK(has(FsChange::kVanished, dir.path / "log.txt.1"));
+    CHECK(std::any_of(changes.begin(), changes.end(), [&](const FsChange& c) {
+      return c.kind == FsChange::kFileWritten && c.watch == *watch;
+    }));
     CHECK(std::any_of(changes.begin(), changes.end(),
                       [](const FsChange& c) { return c.kind == FsChange::kRescan; }));
     CHECK(watcher.drain().empty());
@@ -296,6 +311,7 @@ TEST_SUITE("daemon::service parts") {
                       [](const FsChange& c) { return c.kind == FsChange::kRescan; }));
     CHECK_FALSE(watcher.watching((dir.path / "new_job").string()));
     CHECK_FALSE(watcher.watch((dir.path / "missing").string()));
+    CHECK_FALSE(watcher.watch_file((dir.path / "missing").string()));
   }
 
   TEST_CASE("globs: the static prefix is watched, the first matching rule wins") {
