@@ -4,7 +4,10 @@
 Starts a webhook receiver (Python's http.server) and `oomtriage daemon` with a webhook receiver
 pointing at it, then writes INCIDENTS crash logs one after the other (each into a new job's
 log.txt, as a crashing trainer does) and records, per incident, the time from the write of the
-OOM line to the receipt of the alert. Prints p50/p99. Usage: alert_latency.py [INCIDENTS]
+OOM line to the receipt of the alert. Prints p50/p99. With LOAD_LOGS, a separate process first
+creates that many other jobs and grows each of their logs by a progress frame RATE times a second
+for the whole run (docs/design.md: p99 under 50 ms "also while 1,000 other logs grow at 10 lines/s
+each"). Usage: alert_latency.py [INCIDENTS] [LOAD_LOGS] [RATE]
 """
 import http.server
 import os
@@ -37,8 +40,31 @@ class Receiver(http.server.BaseHTTPRequestHandler):
         pass
 
 
+LOAD = r"""
+import os, sys, time
+out, n, rate = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+files = []
+for i in range(n):
+    d = os.path.join(out, f"load{i:04d}")
+    os.makedirs(d)
+    f = open(os.path.join(d, "log.txt"), "a", buffering=1)
+    f.write(f"Running 1 job\n# Running job: load{i:04d}\n")
+    files.append(f)
+step, next_tick = 0, time.monotonic()
+while True:
+    step += 1
+    for i, f in enumerate(files):
+        f.write(f"\rload{i:04d}:  10%|#         | {step}/30000 [01:00<09:00,  1.40s/it, loss: 4.1e-01]")
+        f.flush()
+    next_tick += 1.0 / rate
+    time.sleep(max(0.0, next_tick - time.monotonic()))
+"""
+
+
 def main():
     incidents = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    load_logs = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    rate = int(sys.argv[3]) if len(sys.argv) > 3 else 10
     work = tempfile.mkdtemp(prefix="oomtriage-alert-bench-")
     out = os.path.join(work, "output")
     os.makedirs(out)
@@ -51,6 +77,10 @@ def main():
     daemon = subprocess.Popen([BINARY, "--state-dir", os.path.join(work, "state"), "daemon",
                                "--config", config], stderr=open(os.path.join(work, "err"), "w"))
     time.sleep(0.5)
+    load = None
+    if load_logs:
+        load = subprocess.Popen([sys.executable, "-c", LOAD, out, str(load_logs), str(rate)])
+        time.sleep(5.0)  # every load job registered and growing
     written = {}
     for i in range(incidents):
         job = f"job{i:04d}"
@@ -65,6 +95,9 @@ def main():
         deadline = time.monotonic() + 5
         while job not in received and time.monotonic() < deadline:
             time.sleep(0.0005)
+    if load:
+        load.kill()
+        load.wait()
     daemon.terminate()
     daemon.wait(timeout=30)
     server.shutdown()
@@ -72,7 +105,8 @@ def main():
     missing = incidents - len(latencies)
     p50 = latencies[len(latencies) // 2]
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-    print(f"{incidents} incidents, {missing} missing: OOM line -> webhook receipt "
+    under = f" while {load_logs} other logs grow at {rate}/s" if load_logs else ""
+    print(f"{incidents} incidents{under}, {missing} missing: OOM line -> webhook receipt "
           f"p50 {p50:.1f} ms, p99 {p99:.1f} ms, max {latencies[-1]:.1f} ms")
     subprocess.run(["rm", "-rf", work])
 

@@ -36,7 +36,8 @@ template <class Consume>
 void read_through(const char* path, char* data, size_t size, Consume&& consume) {
   const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) std::exit(2);
-  for (ssize_t n; (n = ::read(fd, data, size)) > 0;) consume(std::string_view(data, static_cast<size_t>(n)));
+  for (ssize_t n; (n = ::read(fd, data, size)) > 0;)
+    consume(std::string_view(data, static_cast<size_t>(n)));
   ::close(fd);
 }
 
@@ -50,28 +51,34 @@ int main(int argc, char** argv) {
   }
   const char* path = argv[argc - 1];
   constexpr size_t kMax = 8 << 20;
-  std::unique_ptr<char, decltype(&std::free)> memory(static_cast<char*>(std::aligned_alloc(4096, kMax + 4096)),
-                                                     &std::free);
+  std::unique_ptr<char, decltype(&std::free)> memory(
+      static_cast<char*>(std::aligned_alloc(4096, kMax + 4096)), &std::free);
   size_t bytes = 0;
   read_through(path, memory.get(), kMax, [&](std::string_view chunk) { bytes += chunk.size(); });
   const double gib = static_cast<double>(bytes) / (1 << 30);
-  if (!compare_only) fmt::print("{:>9} {:>14} {:>14} {:>16} {:>16}\n", "chunk", "read aligned", "read +16", "analyzer (fast)",
-             "analyzer (slow)");
+  if (!compare_only)
+    fmt::print("{:>9} {:>14} {:>14} {:>16} {:>16}\n", "chunk", "read aligned", "read +16",
+               "analyzer (fast)", "analyzer (slow)");
   for (size_t size = 64 << 10; size <= kMax && !compare_only; size *= 2) {
-    const auto rate = [&](double seconds) { return fmt::format("{:.2f} GB/s", gib * 1.073741824 / seconds); };
-    const double aligned = best_seconds([&] { read_through(path, memory.get(), size, [](std::string_view) {}); });
-    const double offset = best_seconds([&] { read_through(path, memory.get() + 16, size, [](std::string_view) {}); });
+    const auto rate = [&](double seconds) {
+      return fmt::format("{:.2f} GB/s", gib * 1.073741824 / seconds);
+    };
+    const double aligned =
+        best_seconds([&] { read_through(path, memory.get(), size, [](std::string_view) {}); });
+    const double offset =
+        best_seconds([&] { read_through(path, memory.get() + 16, size, [](std::string_view) {}); });
     const auto analyze = [&](bool fast) {
       return best_seconds([&] {
         oomtriage::parsers::AnalyzerOptions options;
         options.skip_frame_runs = fast;
         oomtriage::parsers::LogAnalyzer analyzer(options);
-        read_through(path, memory.get(), size, [&](std::string_view chunk) { analyzer.feed(chunk); });
+        read_through(path, memory.get(), size,
+                     [&](std::string_view chunk) { analyzer.feed(chunk); });
         (void)analyzer.finish();
       });
     };
-    fmt::print("{:>8}K {:>14} {:>14} {:>16} {:>16}\n", size >> 10, rate(aligned), rate(offset), rate(analyze(true)),
-               rate(analyze(false)));
+    fmt::print("{:>8}K {:>14} {:>14} {:>16} {:>16}\n", size >> 10, rate(aligned), rate(offset),
+               rate(analyze(true)), rate(analyze(false)));
   }
   std::string json[2];
   uint64_t records[2] = {0, 0};
@@ -79,7 +86,8 @@ int main(int argc, char** argv) {
     oomtriage::parsers::AnalyzerOptions options;
     options.skip_frame_runs = fast == 1;
     oomtriage::parsers::LogAnalyzer analyzer(options);
-    read_through(path, memory.get(), 256 << 10, [&](std::string_view chunk) { analyzer.feed(chunk); });
+    read_through(path, memory.get(), 256 << 10,
+                 [&](std::string_view chunk) { analyzer.feed(chunk); });
     records[fast] = analyzer.records();
     oomtriage::daemon::ScannedLog scanned;
     scanned.path = path;
@@ -87,6 +95,7 @@ int main(int argc, char** argv) {
     json[fast] = oomtriage::daemon::scan_to_json({scanned}).dump();
   }
   const bool same = json[0] == json[1] && records[0] == records[1];
-  fmt::print("fast and slow paths: {} ({} records)\n", same ? "identical JSON" : "DIFFERENT JSON", records[1]);
+  fmt::print("fast and slow paths: {} ({} records)\n", same ? "identical JSON" : "DIFFERENT JSON",
+             records[1]);
   return same ? 0 : 3;
 }

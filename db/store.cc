@@ -2,6 +2,8 @@
 // stepping readable; every statement is prepared, none is built from strings with values.
 #include "db/store.h"
 
+#include <unordered_map>
+
 #include <sqlite3.h>
 
 #include <string_view>
@@ -123,12 +125,65 @@ ALTER TABLE files ADD COLUMN anchor TEXT NOT NULL DEFAULT '';
 )sql",
 };
 
+}  // namespace
+
+// Prepared statements kept for the connection's life: the daemon writes the same few rows every
+// second, and parsing their SQL each time cost more than running it. One statement is in use at
+// a time; a second use of the same SQL while the first is live gets its own.
+class StatementCache {
+ public:
+  explicit StatementCache(sqlite3* db) : db_(db) {}
+  ~StatementCache() {
+    for (auto& [sql, entry] : cache_) sqlite3_finalize(entry.stmt);
+  }
+  sqlite3* db() const { return db_; }
+
+  // A statement for `sql` (a literal), and whether it is the cached one (to be reset, not
+  // finalized, when done).
+  sqlite3_stmt* take(const char* sql, bool& cached, int& rc) {
+    Entry& entry = cache_[std::string_view(sql)];
+    if (entry.stmt != nullptr && !entry.in_use) {
+      entry.in_use = cached = true;
+      rc = SQLITE_OK;
+      return entry.stmt;
+    }
+    sqlite3_stmt* stmt = nullptr;
+    rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+    if (rc != SQLITE_OK || entry.stmt != nullptr) {
+      cached = false;
+      return stmt;
+    }
+    entry.stmt = stmt;
+    entry.in_use = cached = true;
+    return stmt;
+  }
+  void give_back(const char* sql) { cache_[std::string_view(sql)].in_use = false; }
+
+ private:
+  struct Entry {
+    sqlite3_stmt* stmt = nullptr;
+    bool in_use = false;
+  };
+  sqlite3* db_;
+  std::unordered_map<std::string_view, Entry> cache_;
+};
+
+namespace {
+
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  Statement(StatementCache& cache, const char* sql) : cache_(cache), sql_(sql), db_(cache.db()) {
+    stmt_ = cache.take(sql, cached_, rc_);
   }
-  ~Statement() { sqlite3_finalize(stmt_); }
+  ~Statement() {
+    if (!cached_) {
+      sqlite3_finalize(stmt_);
+      return;
+    }
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    cache_.give_back(sql_);
+  }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
 
@@ -167,8 +222,11 @@ class Statement {
   }
 
  private:
+  StatementCache& cache_;
+  const char* sql_;
   sqlite3* db_;
   sqlite3_stmt* stmt_ = nullptr;
+  bool cached_ = false;
   int rc_ = SQLITE_OK;
 };
 
@@ -222,7 +280,12 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_tim
   return store;
 }
 
-Store::~Store() { sqlite3_close(db_); }
+Store::Store(sqlite3* db) : db_(db), statements_(std::make_unique<StatementCache>(db)) {}
+
+Store::~Store() {
+  statements_.reset();  // finalized before the connection closes
+  sqlite3_close(db_);
+}
 
 Result<Ok> Store::exec(const char* sql) {
   char* message = nullptr;
@@ -235,7 +298,7 @@ Result<Ok> Store::exec(const char* sql) {
 }
 
 int Store::schema_version() const {
-  Statement s(db_, "PRAGMA user_version");
+  Statement s(*statements_, "PRAGMA user_version");
   return s.step() == SQLITE_ROW ? static_cast<int>(s.integer(0)) : -1;
 }
 
@@ -260,7 +323,7 @@ Result<Ok> Store::migrate() {
 
 Result<int64_t> Store::upsert_job(const std::string& name, const std::string& trainer,
                                   const std::string& log_dir, int64_t now) {
-  Statement s(db_,
+  Statement s(*statements_,
               "INSERT INTO jobs (name, trainer, log_dir, first_seen, last_seen) VALUES (?1, ?2, ?3, "
               "?4, ?4) ON CONFLICT (name) DO UPDATE SET last_seen = ?4, log_dir = ?3, trainer = "
               "CASE WHEN ?2 = 'unknown' THEN trainer ELSE ?2 END RETURNING id");
@@ -273,11 +336,11 @@ Result<int64_t> Store::add_config_snapshot(int64_t job_id, const std::string& pa
                                            const std::string& sha256, const std::string& content,
                                            int64_t now) {
   {
-    Statement find(db_, "SELECT id FROM config_snapshots WHERE job_id = ?1 AND sha256 = ?2");
+    Statement find(*statements_, "SELECT id FROM config_snapshots WHERE job_id = ?1 AND sha256 = ?2");
     find.bind(1, job_id).bind(2, sha256);
     if (find.step() == SQLITE_ROW) return find.integer(0);
   }
-  Statement s(db_,
+  Statement s(*statements_,
               "INSERT INTO config_snapshots (job_id, path, sha256, content, seen_at) VALUES (?1, "
               "?2, ?3, ?4, ?5) RETURNING id");
   s.bind(1, job_id).bind(2, path).bind(3, sha256).bind(4, content).bind(5, now);
@@ -287,7 +350,7 @@ Result<int64_t> Store::add_config_snapshot(int64_t job_id, const std::string& pa
 
 Result<int64_t> Store::start_run(int64_t job_id, const std::string& log_path,
                                  std::optional<int64_t> snapshot_id, int64_t now) {
-  Statement s(db_,
+  Statement s(*statements_,
               "INSERT INTO runs (job_id, log_path, snapshot_id, started_at, updated_at) VALUES (?1, "
               "?2, ?3, ?4, ?4) RETURNING id");
   s.bind(1, job_id).bind(2, log_path).bind(3, snapshot_id).bind(4, now);
@@ -296,7 +359,7 @@ Result<int64_t> Store::start_run(int64_t job_id, const std::string& log_path,
 }
 
 Result<std::optional<FileRow>> Store::find_file(uint64_t dev, uint64_t ino) {
-  Statement s(db_,
+  Statement s(*statements_,
               "SELECT id, path, fingerprint, fingerprint_len, offset, job_id, run_id, "
               "analyzer_state, generation, line, anchor FROM files WHERE dev = ?1 AND ino = ?2");
   s.bind(1, static_cast<int64_t>(dev)).bind(2, static_cast<int64_t>(ino));
@@ -322,7 +385,7 @@ Result<std::optional<FileRow>> Store::find_file(uint64_t dev, uint64_t ino) {
 
 Result<int64_t> Store::insert_file(const FileRow& file, int64_t now) {
   // A (dev, ino) seen before belongs to a file that is gone: the inode was reused.
-  Statement s(db_,
+  Statement s(*statements_,
               "INSERT INTO files (path, dev, ino, fingerprint, fingerprint_len, offset, job_id, "
               "run_id, analyzer_state, updated_at, generation, line, anchor) VALUES (?1, ?2, ?3, "
               "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (dev, ino) DO UPDATE SET "
@@ -347,7 +410,7 @@ Result<int64_t> Store::insert_file(const FileRow& file, int64_t now) {
 }
 
 Result<std::vector<FileRow>> Store::active_files() {
-  Statement s(db_,
+  Statement s(*statements_,
               "SELECT id, path, dev, ino, fingerprint, fingerprint_len, offset, job_id, run_id, "
               "analyzer_state, generation, line, anchor FROM files WHERE state = 'active' ORDER BY "
               "id");
@@ -375,7 +438,7 @@ Result<std::vector<FileRow>> Store::active_files() {
 }
 
 Result<Ok> Store::set_file_state(int64_t file_id, const std::string& state, int64_t now) {
-  Statement s(db_, "UPDATE files SET state = ?2, updated_at = ?3 WHERE id = ?1");
+  Statement s(*statements_, "UPDATE files SET state = ?2, updated_at = ?3 WHERE id = ?1");
   s.bind(1, file_id).bind(2, state).bind(3, now);
   if (s.step() != SQLITE_DONE) return s.error("set file state");
   return Ok{};
@@ -401,7 +464,7 @@ Result<int64_t> Store::commit_progress(const std::vector<Progress>& batch, int64
 Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
   int64_t inserted = 0;
   for (const EventRow& e : p.events) {
-    Statement s(db_,
+    Statement s(*statements_,
                 "INSERT INTO events (job_id, run_id, file_id, snapshot_id, offset, kind, phase, "
                 "step, recovered, event_json, fixes_json, created_at, generation, model_family) "
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT "
@@ -426,14 +489,14 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
     const int64_t event_id = s.integer(0);
     ++inserted;
     for (const std::string& receiver : p.receivers) {
-      Statement o(db_,
+      Statement o(*statements_,
                   "INSERT INTO outbox (event_id, receiver, next_attempt_at) VALUES (?1, ?2, ?3) "
                   "ON CONFLICT DO NOTHING");
       o.bind(1, event_id).bind(2, receiver).bind(3, now);
       if (o.step() != SQLITE_DONE) return o.error("insert outbox row");
     }
   }
-  Statement f(db_,
+  Statement f(*statements_,
               "UPDATE files SET offset = ?2, analyzer_state = ?3, updated_at = ?4, line = ?5, "
               "generation = ?6, anchor = ?7 WHERE id = ?1");
   f.bind(1, p.file_id)
@@ -445,12 +508,12 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
       .bind(7, p.anchor);
   if (f.step() != SQLITE_DONE) return f.error("update file offset");
   if (p.fingerprint) {
-    Statement fp(db_, "UPDATE files SET fingerprint = ?2, fingerprint_len = ?3 WHERE id = ?1");
+    Statement fp(*statements_, "UPDATE files SET fingerprint = ?2, fingerprint_len = ?3 WHERE id = ?1");
     fp.bind(1, p.file_id).bind(2, p.fingerprint->first).bind(3, p.fingerprint->second);
     if (fp.step() != SQLITE_DONE) return fp.error("update file fingerprint");
   }
   if (p.run_id != 0) {
-    Statement r(db_, "UPDATE runs SET outcome = ?2, updated_at = ?3 WHERE id = ?1");
+    Statement r(*statements_, "UPDATE runs SET outcome = ?2, updated_at = ?3 WHERE id = ?1");
     r.bind(1, p.run_id).bind(2, p.outcome).bind(3, now);
     if (r.step() != SQLITE_DONE) return r.error("update run");
   }
@@ -458,7 +521,7 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
 }
 
 Result<std::vector<JobSummary>> Store::list_jobs() {
-  Statement s(db_,
+  Statement s(*statements_,
               "SELECT j.id, j.name, j.trainer, j.log_dir, j.last_seen, "
               "(SELECT COUNT(*) FROM runs r WHERE r.job_id = j.id), "
               "(SELECT COUNT(*) FROM events e WHERE e.job_id = j.id), "
@@ -496,7 +559,7 @@ Result<std::optional<JobStory>> Store::job_story(const std::string& name) {
   }
   if (!found) return std::optional<JobStory>();
   const int64_t id = story.job.id;
-  Statement runs(db_,
+  Statement runs(*statements_,
                  "SELECT id, log_path, outcome, started_at, updated_at, snapshot_id FROM runs "
                  "WHERE job_id = ?1 ORDER BY id");
   runs.bind(1, id);
@@ -504,7 +567,7 @@ Result<std::optional<JobStory>> Store::job_story(const std::string& name) {
     story.runs.push_back({runs.integer(0), runs.text(1), runs.text(2), runs.integer(3),
                           runs.integer(4), runs.optional_integer(5)});
   }
-  Statement snaps(db_,
+  Statement snaps(*statements_,
                   "SELECT id, path, sha256, content, seen_at FROM config_snapshots WHERE job_id = "
                   "?1 ORDER BY id");
   snaps.bind(1, id);
@@ -512,7 +575,7 @@ Result<std::optional<JobStory>> Store::job_story(const std::string& name) {
     story.snapshots.push_back(
         {snaps.integer(0), snaps.text(1), snaps.text(2), snaps.text(3), snaps.integer(4)});
   }
-  Statement events(db_,
+  Statement events(*statements_,
                    "SELECT id, COALESCE(run_id, 0), snapshot_id, event_json, fixes_json, "
                    "created_at FROM events WHERE job_id = ?1 ORDER BY id");
   events.bind(1, id);
@@ -524,7 +587,7 @@ Result<std::optional<JobStory>> Store::job_story(const std::string& name) {
 }
 
 Result<std::optional<JobStory>> Store::job_story_of_log(const std::string& log_path) {
-  Statement s(db_,
+  Statement s(*statements_,
               "SELECT j.name FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.log_path = ?1 "
               "ORDER BY r.id DESC LIMIT 1");
   s.bind(1, log_path);
@@ -535,7 +598,7 @@ Result<std::optional<JobStory>> Store::job_story_of_log(const std::string& log_p
 }
 
 Result<std::optional<std::string>> Store::meta(const std::string& key) {
-  Statement s(db_, "SELECT value FROM meta WHERE key = ?1");
+  Statement s(*statements_, "SELECT value FROM meta WHERE key = ?1");
   s.bind(1, key);
   const int rc = s.step();
   if (rc == SQLITE_DONE) return std::optional<std::string>();
@@ -544,7 +607,7 @@ Result<std::optional<std::string>> Store::meta(const std::string& key) {
 }
 
 Result<Ok> Store::set_meta(const std::string& key, const std::string& value) {
-  Statement s(db_, "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET "
+  Statement s(*statements_, "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET "
                    "value = excluded.value");
   s.bind(1, key).bind(2, value);
   if (s.step() != SQLITE_DONE) return busy_or_database(db_, "set_meta");
@@ -552,7 +615,7 @@ Result<Ok> Store::set_meta(const std::string& key, const std::string& value) {
 }
 
 Result<Ok> Store::record_applied_fix(const AppliedFix& fix) {
-  Statement s(db_,
+  Statement s(*statements_,
               "INSERT INTO applied_fixes (log_path, event_offset, fix_id, config_path, "
               "sha256_before, sha256_after, fix_json, applied_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, "
               "?7, ?8)");
@@ -570,7 +633,7 @@ Result<Ok> Store::record_applied_fix(const AppliedFix& fix) {
 
 Result<std::vector<AppliedFix>> Store::applied_fixes(const std::string& log_path,
                                                      uint64_t event_offset) {
-  Statement s(db_,
+  Statement s(*statements_,
               "SELECT log_path, event_offset, fix_id, config_path, sha256_before, sha256_after, "
               "fix_json, applied_at FROM applied_fixes WHERE log_path = ?1 AND event_offset = ?2 "
               "ORDER BY id");
@@ -587,7 +650,7 @@ Result<std::vector<AppliedFix>> Store::applied_fixes(const std::string& log_path
 
 Result<std::vector<OutboxItem>> Store::due_alerts(const std::string& receiver, int64_t now,
                                                   int limit) {
-  Statement s(db_,
+  Statement s(*statements_,
               "SELECT o.id, o.event_id, o.receiver, o.attempts, e.created_at, j.name, j.trainer, "
               "e.model_family, COALESCE(r.log_path, ''), e.recovered, e.event_json, e.fixes_json "
               "FROM outbox o JOIN events e ON e.id = o.event_id JOIN jobs j ON j.id = e.job_id "
@@ -617,7 +680,7 @@ Result<std::vector<OutboxItem>> Store::due_alerts(const std::string& receiver, i
 }
 
 Result<std::optional<int64_t>> Store::next_alert_due(const std::string& receiver) {
-  Statement s(db_,
+  Statement s(*statements_,
               "SELECT MIN(next_attempt_at) FROM outbox WHERE receiver = ?1 AND state = 'pending'");
   s.bind(1, receiver);
   if (s.step() != SQLITE_ROW) return s.error("next alert");
@@ -629,7 +692,7 @@ Result<Ok> Store::mark_alerts(const std::vector<int64_t>& ids, const std::string
   Transaction tx(db_);
   if (!tx.ok()) return busy_or_database(db_, "begin");
   for (int64_t id : ids) {
-    Statement s(db_,
+    Statement s(*statements_,
                 "UPDATE outbox SET state = ?2, attempts = ?3, next_attempt_at = ?4, last_error = "
                 "NULLIF(?5, '') WHERE id = ?1");
     s.bind(1, id).bind(2, state).bind(3, attempts).bind(4, next_attempt_at).bind(5, error);
@@ -640,14 +703,14 @@ Result<Ok> Store::mark_alerts(const std::vector<int64_t>& ids, const std::string
 }
 
 Result<int64_t> Store::count_alerts(const std::string& state) {
-  Statement s(db_, "SELECT COUNT(*) FROM outbox WHERE state = ?1");
+  Statement s(*statements_, "SELECT COUNT(*) FROM outbox WHERE state = ?1");
   s.bind(1, state);
   if (s.step() != SQLITE_ROW) return s.error("count alerts");
   return s.integer(0);
 }
 
 Result<int64_t> Store::count_events() {
-  Statement s(db_, "SELECT COUNT(*) FROM events");
+  Statement s(*statements_, "SELECT COUNT(*) FROM events");
   if (s.step() != SQLITE_ROW) return s.error("count events");
   return s.integer(0);
 }

@@ -138,6 +138,8 @@ struct JobStory {
   std::vector<StoredEvent> events;
 };
 
+class StatementCache;
+
 class Store {
  public:
   // Opens (creating and migrating) the store at `path`. `busy_timeout_ms` bounds how long a
@@ -188,12 +190,13 @@ class Store {
   Result<int64_t> count_alerts(const std::string& state);
 
  private:
-  explicit Store(sqlite3* db) : db_(db) {}
+  explicit Store(sqlite3* db);
   Result<Ok> exec(const char* sql);
   Result<Ok> migrate();
   Result<int64_t> write_progress(const Progress& progress, int64_t now);  // inside a transaction
 
   sqlite3* db_;
+  std::unique_ptr<StatementCache> statements_;
 };
 
 }  // namespace oomtriage::db

@@ -10,6 +10,10 @@
 #include <cstring>
 #include <tuple>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "parsers/context_patterns.h"
 #include "parsers/line_cleaner.h"
 #include "parsers/oom_figures.h"
@@ -103,6 +107,28 @@ bool is_binary_byte(unsigned char c) {
   return c < 0x09 || (c > 0x0d && c < 0x20 && c != 0x1b) || c == 0x7f;
 }
 
+// is_binary_byte() over a span, 16 bytes a step (the daemon samples the head of every log).
+uint64_t count_binary_bytes(std::string_view bytes) {
+  uint64_t count = 0;
+  size_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 16 <= bytes.size(); i += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes.data() + i));
+    // Signed compares: bytes from 0x80 (UTF-8) are negative and never binary.
+    const __m128i low = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8(-1)),
+                                      _mm_cmplt_epi8(v, _mm_set1_epi8(0x09)));
+    const __m128i control = _mm_andnot_si128(
+        _mm_cmpeq_epi8(v, _mm_set1_epi8(0x1b)),
+        _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8(0x0d)), _mm_cmplt_epi8(v, _mm_set1_epi8(0x20))));
+    const __m128i del = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f));
+    const int mask = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(low, control), del));
+    count += static_cast<uint64_t>(__builtin_popcount(static_cast<unsigned>(mask)));
+  }
+#endif
+  for (; i < bytes.size(); ++i) count += is_binary_byte(static_cast<unsigned char>(bytes[i])) ? 1 : 0;
+  return count;
+}
+
 }  // namespace
 
 LogAnalyzer::LogAnalyzer(AnalyzerOptions options)
@@ -111,9 +137,7 @@ LogAnalyzer::LogAnalyzer(AnalyzerOptions options)
 void LogAnalyzer::feed(std::string_view bytes) {
   if (sampled_bytes_ < kBinarySampleBytes) {
     const size_t n = std::min(bytes.size(), kBinarySampleBytes - sampled_bytes_);
-    for (size_t i = 0; i < n; ++i) {
-      binary_bytes_ += is_binary_byte(static_cast<unsigned char>(bytes[i])) ? 1 : 0;
-    }
+    binary_bytes_ += count_binary_bytes(bytes.substr(0, n));
     sampled_bytes_ += n;
   }
   chunk_begin_ = bytes.data();
@@ -147,10 +171,11 @@ void LogAnalyzer::on_record(const Record& record) {
   }
   if (watch_ && seq_ - watch_->from_seq > 2 * kIncidentWindow) watch_.reset();
   if (config_capture_ != ConfigCapture::kDone) capture_printed_config(record.text);
-  if (seq_ <= kJobFactRecords) capture_job_arguments(record.text);
   if (defer_frame(record)) {
     return;
   }
+  // A frame is never an argument line: only the rest is looked at for the job's facts.
+  if (seq_ <= kJobFactRecords) capture_job_arguments(record.text);
   flush_pending_frame();
   process_text(record.text, record.offset, record.line, 0);
 }
@@ -260,7 +285,7 @@ bool LogAnalyzer::defer_frame(const Record& record) {
 
 // The steady state of a long log: a bar redrawn thousands of times per line. A record that
 // defer_frame() would take as the next frame of the bar already waiting (the same first 16
-// bytes, a tqdm time field at its end, no incident or watch open, the head of the log behind)
+// bytes, a tqdm time field at its end, no incident or watch open, the printed config behind)
 // just becomes the waiting frame, as it would through on_record(); anything else ends the run
 // and goes the slow way, so a bar whose text changes mid-line or text between two '\r' is seen
 // there. Only records whose terminator and the byte after it lie in the chunk are taken.
@@ -268,8 +293,7 @@ RecordSplitter::Skipped LogAnalyzer::skip_frame_run(const char* p, const char* e
                                                     uint64_t offset, int64_t line) {
   RecordSplitter::Skipped run{p, 0};
   if (!options_.skip_frame_runs || !has_pending_frame_ || open_ || watch_ ||
-      config_capture_ != ConfigCapture::kDone || seq_ <= kJobFactRecords ||
-      pending_frame_.size() < kBarPrefixBytes) {
+      config_capture_ != ConfigCapture::kDone || pending_frame_.size() < kBarPrefixBytes) {
     return run;
   }
   char prefix[kBarPrefixBytes];

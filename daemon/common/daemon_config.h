@@ -55,7 +55,7 @@ struct DaemonConfig {
   int settle_ms = 25;
   // A busy log is read at most this often; a log that was quiet is read at once. Each read costs
   // a few system calls, so this is what keeps 1,000 busy logs cheap.
-  int read_interval_ms = 500;
+  int read_interval_ms = 1000;
 };
 
 Result<DaemonConfig> load_daemon_config(const std::string& path);

@@ -6,11 +6,18 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include "daemon/common/digest.h"
 
 namespace oomtriage::daemon {
 namespace fs = std::filesystem;
+
+int open_log(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOATIME);
+  if (fd >= 0 || errno != EPERM) return fd;
+  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+}
 
 std::string bytes_at(int fd, uint64_t from, uint64_t length) {
   std::string bytes(length, '\0');
@@ -69,7 +76,7 @@ std::optional<std::string> find_by_identity(const std::vector<fs::path>& folders
           static_cast<uint64_t>(st.st_dev) != dev || static_cast<uint64_t>(st.st_ino) != ino) {
         continue;
       }
-      const int fd = ::open(entry.path().c_str(), O_RDONLY | O_CLOEXEC);
+      const int fd = open_log(entry.path().string());
       if (fd < 0) continue;
       const bool same = same_content(fd);
       ::close(fd);

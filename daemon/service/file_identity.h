@@ -23,6 +23,9 @@ constexpr uint64_t kFingerprintBytes = 1024;
 constexpr uint64_t kAnchorBytes = 256;
 constexpr uint64_t kTailBytes = 64;
 
+// Opens a log to read, without updating its access time when allowed (O_NOATIME needs the
+// file's owner or CAP_FOWNER; otherwise a plain open). -1 with errno on failure.
+int open_log(const std::string& path);
 // Up to `length` bytes at `from` (fewer at the end of the file, none on an error).
 std::string bytes_at(int fd, uint64_t from, uint64_t length);
 // The first KiB's hash; nullopt while the file is shorter.

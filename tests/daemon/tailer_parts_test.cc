@@ -232,14 +232,16 @@ TEST_SUITE("daemon::service parts") {
     CHECK_FALSE(find_by_identity(folders, o.dev, o.ino, same));
   }
 
-  TEST_CASE("read pacer: a log written again within the interval turns busy, and quiet after two empty polls") {
+  TEST_CASE(
+      "read pacer: a log written again within the interval turns busy, and quiet after two empty "
+      "polls") {
     using namespace std::chrono;
     const ReadPacer pacer(milliseconds(500));
     const MonoTime t0{seconds(1000)};
     Pace pace;
     CHECK_FALSE(pacer.on_write(pace, t0));  // the first write: read now, stays quiet
     CHECK_FALSE(pacer.on_write(pace, t0 + milliseconds(600)));  // slower than the interval
-    CHECK(pacer.on_write(pace, t0 + milliseconds(700)));  // faster: busy from now on
+    CHECK(pacer.on_write(pace, t0 + milliseconds(700)));        // faster: busy from now on
     CHECK(pace.busy);
     CHECK_FALSE(pacer.on_write(pace, t0 + milliseconds(710)));  // already busy
     CHECK_FALSE(pacer.on_poll(pace, 120));
@@ -253,7 +255,9 @@ TEST_SUITE("daemon::service parts") {
     CHECK_FALSE(pacer.on_poll(pace, 0));  // a quiet log is not polled
   }
 
-  TEST_CASE("directory watcher: new names, renames and deletions, new folders, a log's own writes, read without blocking") {
+  TEST_CASE(
+      "directory watcher: new names, renames and deletions, new folders, a log's own writes, read "
+      "without blocking") {
     TempDir dir;
     auto opened = DirectoryWatcher::open();
     REQUIRE(opened);

@@ -21,11 +21,13 @@ namespace fs = std::filesystem;
 namespace {
 
 const fs::path kTestdata = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata";
-const fs::path kRealLogs = fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "corpus" / "real-logs";
+const fs::path kRealLogs =
+    fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "corpus" / "real-logs";
 
 std::string frame(const std::string& desc, int n, int total) {
-  return "\r" + desc + ": " + std::to_string(100 * n / total) + "%|##  | " + std::to_string(n) + "/" +
-         std::to_string(total) + " [00:" + std::to_string(10 + n % 50) + "<12:00, 1.40s/it, loss: 0.41]";
+  return "\r" + desc + ": " + std::to_string(100 * n / total) + "%|##  | " + std::to_string(n) +
+         "/" + std::to_string(total) + " [00:" + std::to_string(10 + n % 50) +
+         "<12:00, 1.40s/it, loss: 0.41]";
 }
 
 // 6,000 frames of a training bar on lines of 250: the head of the log, after which the fast path
@@ -100,7 +102,8 @@ const std::string kOom =
 }  // namespace
 
 TEST_SUITE("parsers::frame runs") {
-  TEST_CASE("golden and trainer logs: the same JSON with the fast path, chunked at random, as without") {
+  TEST_CASE(
+      "golden and trainer logs: the same JSON with the fast path, chunked at random, as without") {
     const std::string head = warm_up();
     size_t checked = 0;
     for (const fs::path& dir : {kTestdata / "logs", kTestdata / "trainer-logs"}) {
@@ -125,7 +128,9 @@ TEST_SUITE("parsers::frame runs") {
     }
   }
 
-  TEST_CASE("what a frame run must not swallow: a changed bar, text between two CRs, an OOM inside the run") {
+  TEST_CASE(
+      "what a frame run must not swallow: a changed bar, text between two CRs, an OOM inside the "
+      "run") {
     const std::string head = warm_up();
     std::string changed_bar = head;
     for (int n = 1; n <= 300; ++n) changed_bar += frame("my_lora", n, 3000);
@@ -144,7 +149,8 @@ TEST_SUITE("parsers::frame runs") {
     CHECK(found.json.find("\"kind\": \"cuda\"") != std::string::npos);
 
     std::string crlf_and_padding = head;
-    for (int n = 1; n <= 500; ++n) crlf_and_padding += frame("my_lora", n, 3000) + (n % 7 ? "   " : "") + (n % 11 ? "" : "\r\n");
+    for (int n = 1; n <= 500; ++n)
+      crlf_and_padding += frame("my_lora", n, 3000) + (n % 7 ? "   " : "") + (n % 11 ? "" : "\r\n");
     crlf_and_padding += "\n" + kOom + "\n";
     check_same("CRLF and padded frames", crlf_and_padding);
 
