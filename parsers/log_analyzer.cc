@@ -307,9 +307,9 @@ RecordSplitter::Skipped LogAnalyzer::skip_frame_run(const char* p, const char* e
     const char* last = eol;
     while (last > p && last[-1] == ' ') --last;
     if (last == p || last[-1] != ']' || static_cast<size_t>(last - p) > 1024) break;
-    const void* bracket = memrchr(p, '[', static_cast<size_t>(last - p));
+    const char* bracket = find_last(p, last, '[');
     if (bracket == nullptr) break;
-    const char digit = static_cast<const char*>(bracket)[1];
+    const char digit = bracket[1];
     if (digit < '0' || digit > '9') break;
     // The next frame of the bar: it waits instead of the last one.
     ++seq_;

@@ -24,6 +24,9 @@ struct Record {
 
 // Returns a pointer to the first '\r' or '\n' in [p, end), or end.
 const char* find_record_end(const char* p, const char* end);
+// Returns a pointer to the last `c` in [begin, end), or null (a tqdm frame's time field is
+// found from its end).
+const char* find_last(const char* begin, const char* end, char c);
 
 class RecordSplitter {
  public:
