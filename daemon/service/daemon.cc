@@ -274,7 +274,10 @@ class Daemon {
           break;
       }
     }
-    for (const std::string& path : written) files_.at(path)->queued = false;
+    // A later change of the same batch may have let the file go (a write, then its deletion).
+    for (const std::string& path : written) {
+      if (auto it = files_.find(path); it != files_.end()) it->second->queued = false;
+    }
     // A rescan may drop files (rotation): read only those still followed.
     if (rescan) scan_all();
     const auto now = Clock::now();

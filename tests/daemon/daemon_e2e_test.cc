@@ -446,6 +446,19 @@ TEST_SUITE("daemon::e2e") {
     write_slowly(out / "b" / "log.txt", slurp(kGolden / "aitk_host_sigkill.log"));
     REQUIRE(wait_until([&] { return view.events("b") == 1; }));
     CHECK(daemon.alive());
+    // A followed log written and deleted back to back: both changes usually come in one read of
+    // the inotify queue (the write first), and the daemon must not trip over the file it let go.
+    for (int i = 0; i < 20; ++i) {
+      const fs::path log = out / ("flash" + std::to_string(i)) / "log.txt";
+      fs::create_directories(log.parent_path());
+      std::ofstream(log) << "Running 1 job\n";
+      REQUIRE(wait_until([&] { return view.story("flash" + std::to_string(i)).has_value(); }));
+      std::this_thread::sleep_for(20ms);  // followed and watched
+      std::ofstream(log, std::ios::app) << "step 1\n";
+      fs::remove(log);
+    }
+    std::this_thread::sleep_for(200ms);
+    CHECK(daemon.alive());
   }
   TEST_CASE("logs present at the first start are read from their end") {
     TempDir dir;
