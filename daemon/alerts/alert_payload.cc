@@ -1,4 +1,5 @@
-// daemon/alerts/alert_payload.cc: one AlertContent, four shapes. Limits from docs/daemon-anchors.md §4.
+// daemon/alerts/alert_payload.cc: one AlertContent, four shapes. Limits from docs/daemon-anchors.md
+// §4.
 #include "daemon/alerts/alert_payload.h"
 
 #include <fmt/format.h>
@@ -67,10 +68,14 @@ std::string truncate_utf8(std::string_view text, size_t limit) {
 std::string escape_slack(std::string_view text) {
   std::string out;
   for (char c : text) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else out += c;
+    if (c == '&')
+      out += "&amp;";
+    else if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else
+      out += c;
   }
   return out;
 }
@@ -97,6 +102,10 @@ std::string AlertContent::title() const {
   return fmt::format("{} in {}: {}", t, phase, job);
 }
 
+namespace {
+void fill_from_json(AlertContent& a, const std::string& event_json, const std::string& fixes_json);
+}  // namespace
+
 AlertContent alert_content(int64_t event_id, const std::string& job, const std::string& host,
                            const std::string& trainer, const std::string& family,
                            const std::string& log_path, const std::string& event_json,
@@ -109,6 +118,18 @@ AlertContent alert_content(int64_t event_id, const std::string& job, const std::
   a.model_family = family;
   a.log_path = valid_utf8(log_path);
   a.starts_at = starts_at;
+  // The rows are the daemon's own JSON, but a store edited by hand must not throw into the loop:
+  // a field of the wrong type leaves the rest of the alert as it is.
+  try {
+    fill_from_json(a, event_json, fixes_json);
+  } catch (const json::exception&) {
+  }
+  return a;
+}
+
+namespace {
+
+void fill_from_json(AlertContent& a, const std::string& event_json, const std::string& fixes_json) {
   const json e = json::parse(event_json, nullptr, false);
   if (e.is_object()) {
     a.kind = e.value("kind", "cuda");
@@ -138,8 +159,10 @@ AlertContent alert_content(int64_t event_id, const std::string& job, const std::
     } else if (auto c = size("total_capacity_bytes")) {
       parts.push_back("capacity " + format_bytes(*c));
     }
-    if (auto p = size("allocated_by_pytorch_bytes")) parts.push_back(format_bytes(*p) + " allocated by PyTorch");
-    if (e.contains("gpu_index") && e["gpu_index"].is_number()) parts.push_back("GPU " + e["gpu_index"].dump());
+    if (auto p = size("allocated_by_pytorch_bytes"))
+      parts.push_back(format_bytes(*p) + " allocated by PyTorch");
+    if (e.contains("gpu_index") && e["gpu_index"].is_number())
+      parts.push_back("GPU " + e["gpu_index"].dump());
     a.figures = fmt::format("{}", fmt::join(parts, "; "));
   }
   const json fixes = json::parse(fixes_json, nullptr, false);
@@ -148,8 +171,8 @@ AlertContent alert_content(int64_t event_id, const std::string& job, const std::
       AlertFix fix{f.value("id", ""), f.value("title", ""), {}, f.value("cost", "")};
       if (f.contains("changes")) {
         for (const auto& c : f["changes"]) {
-          fix.changes.push_back(fmt::format("{}: {} -> {}", c.value("path", ""), c["from"].dump(),
-                                            c["to"].dump()));
+          fix.changes.push_back(
+              fmt::format("{}: {} -> {}", c.value("path", ""), c["from"].dump(), c["to"].dump()));
         }
       }
       // A fix that depends on a value the job does not show says what to check.
@@ -159,14 +182,15 @@ AlertContent alert_content(int64_t event_id, const std::string& job, const std::
       a.fixes.push_back(std::move(fix));
     }
   }
-  return a;
 }
+
+}  // namespace
 
 json slack_payload(const AlertContent& a) {
   const std::string title = a.title();
-  std::string summary = fmt::format("*Job* {}  *Host* {}  *Trainer* {}  *Model* {}\n*Step* {}",
-                                    escape_slack(a.job), escape_slack(a.host), a.trainer,
-                                    a.model_family, a.step);
+  std::string summary =
+      fmt::format("*Job* {}  *Host* {}  *Trainer* {}  *Model* {}\n*Step* {}", escape_slack(a.job),
+                  escape_slack(a.host), a.trainer, a.model_family, a.step);
   if (!a.figures.empty()) summary += "\n*Memory* " + a.figures;
   // The log's own text goes in a code block: inert for mrkdwn, with its backticks defused.
   std::string message = escape_slack(a.message);
@@ -175,24 +199,29 @@ json slack_payload(const AlertContent& a) {
   }
   const std::string log_block = "```" + truncate_utf8(message, kSlackSection - 8) + "```";
   json blocks = json::array();
-  blocks.push_back({{"type", "header"},
-                    {"text", {{"type", "plain_text"}, {"text", truncate_utf8(title, kSlackHeader)}}}});
-  blocks.push_back({{"type", "section"},
-                    {"text", {{"type", "mrkdwn"}, {"text", truncate_utf8(summary, kSlackSection)}}}});
+  blocks.push_back(
+      {{"type", "header"},
+       {"text", {{"type", "plain_text"}, {"text", truncate_utf8(title, kSlackHeader)}}}});
+  blocks.push_back(
+      {{"type", "section"},
+       {"text", {{"type", "mrkdwn"}, {"text", truncate_utf8(summary, kSlackSection)}}}});
   blocks.push_back({{"type", "section"}, {"text", {{"type", "mrkdwn"}, {"text", log_block}}}});
   if (!a.fixes.empty()) {
     blocks.push_back(
         {{"type", "section"},
-         {"text", {{"type", "mrkdwn"},
-                   {"text", truncate_utf8("*Top fixes*\n" + escape_slack(fixes_text(a, 3, false)),
-                                          kSlackSection)}}}});
+         {"text",
+          {{"type", "mrkdwn"},
+           {"text", truncate_utf8("*Top fixes*\n" + escape_slack(fixes_text(a, 3, false)),
+                                  kSlackSection)}}}});
   }
-  blocks.push_back({{"type", "context"},
-                    {"elements", json::array({{{"type", "mrkdwn"},
-                                                {"text", truncate_utf8(escape_slack(fmt::format(
-                                                             "{}:{} · run `{}`", a.log_path, a.line,
-                                                             a.report_command())),
-                                                         kSlackSection)}}})}});
+  blocks.push_back(
+      {{"type", "context"},
+       {"elements",
+        json::array(
+            {{{"type", "mrkdwn"},
+              {"text", truncate_utf8(escape_slack(fmt::format("{}:{} · run `{}`", a.log_path,
+                                                              a.line, a.report_command())),
+                                     kSlackSection)}}})}});
   const std::string fallback =
       fmt::format("{} (step {}). {}", title, a.step,
                   a.fixes.empty() ? a.report_command() : "Top fix: " + a.fixes[0].title);
@@ -200,9 +229,9 @@ json slack_payload(const AlertContent& a) {
 }
 
 json discord_payload(const AlertContent& a) {
-  std::string description = fmt::format("**Job** {}  **Host** {}  **Trainer** {}  **Model** {}\n**Step** {}\n",
-                                        escape_discord(a.job), escape_discord(a.host), a.trainer,
-                                        a.model_family, a.step);
+  std::string description =
+      fmt::format("**Job** {}  **Host** {}  **Trainer** {}  **Model** {}\n**Step** {}\n",
+                  escape_discord(a.job), escape_discord(a.host), a.trainer, a.model_family, a.step);
   if (!a.figures.empty()) description += "**Memory** " + a.figures + "\n";
   description += "\n" + escape_discord(truncate_utf8(a.message, 1500)) + "\n";
   json fields = json::array();
@@ -212,18 +241,20 @@ json discord_payload(const AlertContent& a) {
     std::string value;
     for (const auto& change : fix.changes) value += escape_discord(change) + "\n";
     value += escape_discord(fix.cost);
-    fields.push_back({{"name", truncate_utf8(fmt::format("{}. {}", n, escape_discord(fix.title)), 256)},
-                      {"value", truncate_utf8(value.empty() ? "-" : value, kDiscordField)}});
+    fields.push_back(
+        {{"name", truncate_utf8(fmt::format("{}. {}", n, escape_discord(fix.title)), 256)},
+         {"value", truncate_utf8(value.empty() ? "-" : value, kDiscordField)}});
   }
   const std::string content = truncate_utf8(
       fmt::format("{} — run `{}`", escape_discord(a.title()), escape_discord(a.report_command())),
       kDiscordContent);
-  return {{"content", content},
-          {"embeds", json::array({{{"title", truncate_utf8(escape_discord(a.title()), kDiscordTitle)},
-                                   {"description", truncate_utf8(description, kDiscordDescription)},
-                                   {"color", a.recovered ? kDiscordAmber : kDiscordRed},
-                                   {"fields", fields}}})},
-          {"allowed_mentions", {{"parse", json::array()}}}};
+  return {
+      {"content", content},
+      {"embeds", json::array({{{"title", truncate_utf8(escape_discord(a.title()), kDiscordTitle)},
+                               {"description", truncate_utf8(description, kDiscordDescription)},
+                               {"color", a.recovered ? kDiscordAmber : kDiscordRed},
+                               {"fields", fields}}})},
+      {"allowed_mentions", {{"parse", json::array()}}}};
 }
 
 namespace {
@@ -275,9 +306,8 @@ json alertmanager_webhook_payload(const AlertContent& a, const std::string& rece
 }
 
 json alertmanager_api_payload(const AlertContent& a) {
-  return json::array({{{"labels", labels_of(a)},
-                       {"annotations", annotations_of(a)},
-                       {"startsAt", a.starts_at}}});
+  return json::array(
+      {{{"labels", labels_of(a)}, {"annotations", annotations_of(a)}, {"startsAt", a.starts_at}}});
 }
 
 }  // namespace oomtriage::daemon

@@ -115,6 +115,14 @@ TEST_SUITE("daemon::alerts") {
     CHECK(alert["startsAt"] == "2026-11-30T08:00:00Z");
     CHECK(alert["fingerprint"].get<std::string>().size() == 16);
   }
+  TEST_CASE("a hand-edited row with fields of the wrong type gives an alert, never an exception") {
+    daemon::AlertContent a;
+    CHECK_NOTHROW(a = daemon::alert_content(1, "my_lora", "gpu-1", "ai-toolkit", "flux.1", "/l",
+                                            R"({"kind": 5, "phase": [], "step": "x"})",
+                                            R"([1, {"id": 2, "changes": [3]}])", "now"));
+    CHECK(a.job == "my_lora");
+    CHECK(a.log_path == "/l");
+  }
   TEST_CASE("Standard Webhooks signature matches the spec's example") {
     CHECK(daemon::standard_webhook_signature("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
                                              "msg_p5jXN8AQM9LWM0D4loKWxJek", "1614265330",
