@@ -129,6 +129,15 @@ uint64_t count_binary_bytes(std::string_view bytes) {
   return count;
 }
 
+// tqdm's frame ends in "[elapsed<remaining, rate...]", perhaps padded with spaces: the last '['
+// opens the time field, a digit follows it. Longer records are text, not frames.
+bool ends_like_frame(std::string_view text) {
+  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
+  if (text.empty() || text.back() != ']' || text.size() > 1024) return false;
+  const char* bracket = find_last(text.data(), text.data() + text.size(), '[');
+  return bracket != nullptr && bracket[1] >= '0' && bracket[1] <= '9';  // before the ']'
+}
+
 }  // namespace
 
 LogAnalyzer::LogAnalyzer(AnalyzerOptions options)
@@ -253,18 +262,11 @@ LogAnalysis LogAnalyzer::job_facts() const {
 }
 
 bool LogAnalyzer::defer_frame(const Record& record) {
-  std::string_view text = record.text;
-  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
   // After a signal every frame counts: is it tqdm's one redraw at exit, or training going on?
-  if (text.empty() || text.back() != ']' || text.size() > 1024 || watch_ ||
-      (open_ && open_->awaiting_continuation)) {
+  if (watch_ || (open_ && open_->awaiting_continuation) || !ends_like_frame(record.text)) {
     return false;
   }
-  // tqdm's frame ends in "[elapsed<remaining, rate...]": the last '[' opens the time.
-  const void* bracket = memrchr(text.data(), '[', text.size());
-  if (bracket == nullptr) return false;
-  const char* after = static_cast<const char*>(bracket) + 1;
-  if (after >= text.data() + text.size() || *after < '0' || *after > '9') return false;
+  const std::string_view text = record.text;
   if (has_pending_frame_) {
     const size_t n = std::min({kBarPrefixBytes, text.size(), pending_frame_.size()});
     if (pending_frame_.compare(0, n, text.data(), n) != 0) flush_pending_frame();
@@ -304,13 +306,7 @@ RecordSplitter::Skipped LogAnalyzer::skip_frame_run(const char* p, const char* e
     if (end - eol < 2) break;
     const size_t n = static_cast<size_t>(eol - p);
     if (n < kBarPrefixBytes || std::memcmp(p, prefix, kBarPrefixBytes) != 0) break;
-    const char* last = eol;
-    while (last > p && last[-1] == ' ') --last;
-    if (last == p || last[-1] != ']' || static_cast<size_t>(last - p) > 1024) break;
-    const char* bracket = find_last(p, last, '[');
-    if (bracket == nullptr) break;
-    const char digit = bracket[1];
-    if (digit < '0' || digit > '9') break;
+    if (!ends_like_frame(std::string_view(p, n))) break;
     // The next frame of the bar: it waits instead of the last one.
     ++seq_;
     pending_frame_ = std::string_view(p, n);

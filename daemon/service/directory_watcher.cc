@@ -33,28 +33,26 @@ Result<Ok> DirectoryWatcher::watch(const std::string& dir) {
   if (dirs_.count(dir)) return Ok{};
   const uint32_t mask =
       IN_CREATE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE | IN_DELETE_SELF | IN_ONLYDIR;
-  const int wd = ::inotify_add_watch(fd_, dir.c_str(), mask);
-  if (wd < 0) {
-    const int error = errno;
-    return make_error(error == ENOSPC ? ErrorCode::kIo : ErrorCode::kNotFound,
-                      error == ENOSPC ? "inotify watch limit reached at " + dir
-                                      : "cannot watch " + dir + ": " + std::strerror(error));
-  }
-  watches_[wd] = dir;
+  auto wd = add_watch(dir, mask);
+  if (!wd) return wd.error();
+  watches_[*wd] = dir;
   dirs_.insert(dir);
   return Ok{};
 }
 
 Result<int> DirectoryWatcher::watch_file(const std::string& path) {
-  const int wd = ::inotify_add_watch(fd_, path.c_str(), IN_MODIFY);
-  if (wd < 0) {
-    const int error = errno;
-    return make_error(error == ENOSPC ? ErrorCode::kIo : ErrorCode::kNotFound,
-                      error == ENOSPC ? "inotify watch limit reached at " + path
-                                      : "cannot watch " + path + ": " + std::strerror(error));
-  }
-  file_watches_.insert(wd);
+  auto wd = add_watch(path, IN_MODIFY);
+  if (wd) file_watches_.insert(*wd);
   return wd;
+}
+
+// The watch limit (ENOSPC) is an environment limit (kIo); anything else is about the path.
+Result<int> DirectoryWatcher::add_watch(const std::string& path, uint32_t mask) {
+  const int wd = ::inotify_add_watch(fd_, path.c_str(), mask);
+  if (wd >= 0) return wd;
+  const int error = errno;
+  if (error == ENOSPC) return make_error(ErrorCode::kIo, "inotify watch limit reached at " + path);
+  return make_error(ErrorCode::kNotFound, "cannot watch " + path + ": " + std::strerror(error));
 }
 
 void DirectoryWatcher::unwatch_file(int watch) {

@@ -56,6 +56,7 @@ class DirectoryWatcher {
  private:
   explicit DirectoryWatcher(int fd) : fd_(fd) {}
   void translate(size_t bytes, std::vector<FsChange>& changes);
+  Result<int> add_watch(const std::string& path, uint32_t mask);
 
   int fd_ = -1;
   std::map<int, std::string> watches_;  // watch descriptor -> folder
