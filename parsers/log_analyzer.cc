@@ -15,6 +15,7 @@
 #endif
 
 #include "parsers/context_patterns.h"
+#include "parsers/frame_runs.h"
 #include "parsers/line_cleaner.h"
 #include "parsers/oom_figures.h"
 #include "parsers/oom_patterns.h"
@@ -37,8 +38,6 @@ constexpr size_t kBinarySampleBytes = 64 * 1024;
 // Trainers print their arguments and config files near the top: this many records are read for
 // them.
 constexpr int64_t kJobFactRecords = 5000;
-// Frames of one bar share their first bytes (its description); another prefix is another bar.
-constexpr size_t kBarPrefixBytes = 16;
 constexpr size_t kFrameHistory = 512;
 // How many records after an OOM message a trainer's back-off line still speaks of it.
 constexpr int64_t kBackoffReach = 50;
@@ -129,21 +128,17 @@ uint64_t count_binary_bytes(std::string_view bytes) {
   return count;
 }
 
-// tqdm's frame ends in "[elapsed<remaining, rate...]", perhaps padded with spaces: the last '['
-// opens the time field, a digit follows it. Longer records are text, not frames.
-bool ends_like_frame(std::string_view text) {
-  while (!text.empty() && text.back() == ' ') text.remove_suffix(1);
-  if (text.empty() || text.back() != ']' || text.size() > 1024) return false;
-  const char* bracket = find_last(text.data(), text.data() + text.size(), '[');
-  return bracket != nullptr && bracket[1] >= '0' && bracket[1] <= '9';  // before the ']'
-}
 
 }  // namespace
 
 LogAnalyzer::LogAnalyzer(AnalyzerOptions options)
     : options_(std::move(options)), job_name_(options_.job_name) {}
 
-void LogAnalyzer::feed(std::string_view bytes) {
+void LogAnalyzer::feed(std::string_view bytes) { feed(bytes, {}); }
+
+void LogAnalyzer::feed(std::string_view bytes, const std::vector<FrameRun>& runs) {
+  next_run_ = runs.data();
+  runs_end_ = runs.data() + runs.size();
   if (sampled_bytes_ < kBinarySampleBytes) {
     const size_t n = std::min(bytes.size(), kBinarySampleBytes - sampled_bytes_);
     binary_bytes_ += count_binary_bytes(bytes.substr(0, n));
@@ -162,6 +157,7 @@ void LogAnalyzer::feed(std::string_view bytes) {
     pending_frame_ = pending_copy_;
   }
   chunk_begin_ = chunk_end_ = nullptr;
+  next_run_ = runs_end_ = nullptr;
 }
 
 std::vector<OomEvent> LogAnalyzer::take_events() {
@@ -302,6 +298,23 @@ RecordSplitter::Skipped LogAnalyzer::skip_frame_run(const char* p, const char* e
   std::memcpy(prefix, pending_frame_.data(), kBarPrefixBytes);
   const char* const start = p;
   while (true) {
+    if (const FrameRun* known = known_run(offset + static_cast<uint64_t>(p - start), end - p);
+        known != nullptr && std::memcmp(p, prefix, kBarPrefixBytes) == 0) {
+      // The whole run at once: what the loop below would do for each of its records.
+      const uint64_t at = offset + static_cast<uint64_t>(p - start);
+      const bool from_second = known->begin != at;
+      const int64_t skipped_newlines = from_second ? known->first_newlines : 0;
+      seq_ += known->records - (from_second ? 1 : 0);
+      pending_frame_ = std::string_view(p + (known->last_offset - at), known->last_size);
+      pending_seq_ = seq_;
+      pending_offset_ = known->last_offset;
+      pending_line_ = line + run.newlines + known->newlines_before_last - skipped_newlines;
+      run.newlines += known->newlines - skipped_newlines;
+      p += known->end - at;
+      run.next = p;
+      if (p == end) break;
+      continue;
+    }
     const char* eol = find_record_end(p, end);
     if (end - eol < 2) break;
     const size_t n = static_cast<size_t>(eol - p);
@@ -323,6 +336,16 @@ RecordSplitter::Skipped LogAnalyzer::skip_frame_run(const char* p, const char* e
     run.next = p;
   }
   return run;
+}
+
+const FrameRun* LogAnalyzer::known_run(uint64_t at, ptrdiff_t left_in_chunk) {
+  while (next_run_ != runs_end_ && next_run_->end <= at) ++next_run_;
+  if (next_run_ == runs_end_ || (next_run_->begin != at && next_run_->second != at)) {
+    return nullptr;
+  }
+  // Its last record must not end the chunk: the loop below leaves that one to the splitter.
+  if (next_run_->end - at >= static_cast<uint64_t>(left_in_chunk)) return nullptr;
+  return next_run_;
 }
 
 void LogAnalyzer::flush_pending_frame() {

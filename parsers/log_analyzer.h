@@ -26,6 +26,7 @@ struct OomMatch;
 struct ProgressFrame;
 struct ContextMatch;
 struct StepCounter;
+struct FrameRun;
 
 struct AnalyzerOptions {
   Trainer trainer = Trainer::kUnknown;  // forced when not kUnknown (scan --trainer)
@@ -47,6 +48,10 @@ class LogAnalyzer {
   LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, uint64_t offset, int64_t line);
 
   void feed(std::string_view bytes);
+  // As feed(), with the runs of frames find_frame_runs() found in `bytes` (or in a part of the
+  // stream around it): each is taken in one step where the analyzer would take its records one
+  // by one. The results are those of feed(bytes).
+  void feed(std::string_view bytes, const std::vector<FrameRun>& runs);
 
   // Moves out the events whose incident is complete. An incident stays open until the log
   // moves on (training progress, a new run) or enough records follow it to see its traceback.
@@ -140,6 +145,7 @@ class LogAnalyzer {
   void capture_job_arguments(std::string_view text);
   bool defer_frame(const Record& record);
   RecordSplitter::Skipped skip_frame_run(const char* p, const char* end, uint64_t offset, int64_t line);
+  const FrameRun* known_run(uint64_t at, ptrdiff_t left_in_chunk);
   void flush_pending_frame();
   void process_text(std::string_view text, uint64_t offset, int64_t line, int depth);
   void on_frame(const ProgressFrame& frame, std::string_view text, int64_t line);
@@ -172,6 +178,8 @@ class LogAnalyzer {
   bool has_pending_frame_ = false;
   const char* chunk_begin_ = nullptr;
   const char* chunk_end_ = nullptr;
+  const FrameRun* next_run_ = nullptr;  // during feed(bytes, runs): the first not yet passed
+  const FrameRun* runs_end_ = nullptr;
   int64_t pending_seq_ = 0;
   uint64_t pending_offset_ = 0;
   int64_t pending_line_ = 0;

@@ -1,5 +1,5 @@
-// daemon/cli/log_reader.cc: read ahead on a second thread into page-aligned buffers, then into
-// the analyzer.
+// daemon/cli/log_reader.cc: a regular file is fed in parts read on both cores (part_reader.h);
+// anything else (a pipe, a device) is read ahead on a second thread into page-aligned buffers.
 #include "daemon/cli/log_reader.h"
 
 #include <fcntl.h>
@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "daemon/cli/part_reader.h"
 #include "daemon/cli/read_ahead.h"
 
 namespace oomtriage::daemon {
@@ -43,19 +44,31 @@ Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer
   }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   const bool show_progress = ::isatty(STDERR_FILENO) && st.st_size >= kProgressMinBytes;
+  int last_percent = -1;
+  const auto on_progress = [&](uint64_t done) {
+    if (!show_progress) return;
+    const int percent = static_cast<int>(done * 100 / static_cast<uint64_t>(st.st_size));
+    if (percent != last_percent) {
+      fmt::print(stderr, "\rscanning {} {:3d}%", path, std::min(percent, 100));
+      last_percent = percent;
+    }
+  };
+  if (S_ISREG(st.st_mode)) {
+    const int error = feed_parts(fd, static_cast<uint64_t>(st.st_size), analyzer, on_progress);
+    if (show_progress) fmt::print(stderr, "\r\x1b[2K");
+    ::close(fd);
+    if (error != 0) {
+      return make_error(ErrorCode::kIo,
+                        fmt::format("cannot read {}: {}", path, std::strerror(error)));
+    }
+    return Ok{};
+  }
   ReadAhead reader(fd, kReadChunk, kReadBuffers);
   uint64_t done = 0;
-  int last_percent = -1;
   for (std::string_view chunk; !(chunk = reader.next()).empty();) {
     analyzer.feed(chunk);
     done += chunk.size();
-    if (show_progress) {
-      const int percent = static_cast<int>(done * 100 / static_cast<uint64_t>(st.st_size));
-      if (percent != last_percent) {
-        fmt::print(stderr, "\rscanning {} {:3d}%", path, std::min(percent, 100));
-        last_percent = percent;
-      }
-    }
+    on_progress(done);
   }
   if (reader.error() != 0) {
     if (show_progress) fmt::print(stderr, "\r\x1b[2K");

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "daemon/render/json_output.h"
+#include "parsers/frame_runs.h"
 #include "parsers/log_analyzer.h"
 #include "tests/support/files.h"
 #include "tests/support/skip.h"
@@ -71,8 +72,48 @@ Analysed analyse(std::string_view log, bool fast, std::mt19937* chunking) {
   return out;
 }
 
+// As scan reads a large file: cut into parts at record boundaries, the runs of each part found
+// apart from the analyzer, each part fed whole with its runs, or in smaller chunks with them.
+Analysed analyse_with_runs(std::string_view log, std::mt19937& random) {
+  parsers::LogAnalyzer analyzer;
+  std::uniform_int_distribution<size_t> part_size(1, 40000);
+  std::uniform_int_distribution<int64_t> min_records(1, 4);
+  std::uniform_int_distribution<int> whole(0, 1);
+  std::uniform_int_distribution<size_t> chunk_size(1, 9000);
+  for (size_t at = 0; at < log.size();) {
+    const size_t cut = parsers::record_boundary_after(log, at + part_size(random));
+    const std::string part(log.substr(at, cut - at));
+    std::vector<parsers::FrameRun> runs;
+    parsers::find_frame_runs(part, at, min_records(random), runs);
+    if (whole(random) != 0) {
+      analyzer.feed(part, runs);
+    } else {
+      for (size_t in = 0; in < part.size();) {
+        const std::string chunk(part.substr(in, chunk_size(random)));
+        analyzer.feed(chunk, runs);
+        in += chunk.size();
+      }
+    }
+    at = cut;
+  }
+  Analysed out;
+  out.records = analyzer.records();
+  daemon::ScannedLog scanned;
+  scanned.path = "log";
+  scanned.analysis = analyzer.finish();
+  out.json = daemon::scan_to_json({scanned}).dump(1);
+  return out;
+}
+
 void check_same(const std::string& name, const std::string& log) {
   const Analysed slow = analyse(log, false, nullptr);
+  for (unsigned seed : {4u, 5u}) {
+    std::mt19937 random(seed);
+    const Analysed with_runs = analyse_with_runs(log, random);
+    INFO(name << " (with runs found apart, seed " << seed << ")");
+    CHECK(with_runs.records == slow.records);
+    CHECK(with_runs.json == slow.json);
+  }
   for (unsigned seed : {1u, 2u, 3u}) {
     std::mt19937 chunking(seed);
     const Analysed fast = analyse(log, true, &chunking);
@@ -161,5 +202,61 @@ TEST_SUITE("parsers::frame runs") {
     for (int n = 51; n <= 60; ++n) not_a_frame += frame("my_lora", n, 3000);
     not_a_frame += "\n";
     check_same("a bar-prefixed record without a time field", not_a_frame);
+
+    // A bar logged one frame per line (tqdm's file= a log, or a logger): the run's newlines set
+    // the line of the frame that becomes the OOM's step evidence.
+    std::string one_per_line = head;
+    for (int n = 1; n <= 400; ++n) one_per_line += frame("my_lora", n, 3000).substr(1) + "\n";
+    one_per_line += kOom + "\n";
+    check_same("one frame per line", one_per_line);
+  }
+
+  TEST_CASE("find_frame_runs: exactly the records the analyzer's loop takes, and where it stops") {
+    const auto runs_of = [](const std::string& text, uint64_t offset = 0) {
+      std::vector<parsers::FrameRun> runs;
+      parsers::find_frame_runs(text, offset, 2, runs);
+      return runs;
+    };
+    const std::string a1 = frame("my_lora", 1, 3000).substr(1);
+    const std::string a2 = frame("my_lora", 2, 3000).substr(1);
+    const std::string a3 = frame("my_lora", 3, 3000).substr(1);
+    const std::string s1 = frame("Generating Samples", 1, 4).substr(1);
+
+    auto runs = runs_of(a1 + "\r" + a2 + "\r\n" + a3 + "\rnext");
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].begin == 0);
+    CHECK(runs[0].second == a1.size() + 1);
+    CHECK(runs[0].records == 3);
+    CHECK(runs[0].newlines == 1);  // "\r\n" is one terminator
+    CHECK(runs[0].first_newlines == 0);
+    CHECK(runs[0].newlines_before_last == 1);
+    CHECK(runs[0].last_offset == a1.size() + 1 + a2.size() + 2);
+    CHECK(runs[0].last_size == a3.size());
+    CHECK(runs[0].end == runs[0].last_offset + a3.size() + 1);
+
+    // Text between two '\r' and another bar each end a run; offsets are the stream's.
+    runs = runs_of(a1 + "\r" + a2 + "\rError running job\r" + a3 + "\r" + a1 + "\r" + s1 + "\r" +
+                   s1 + "\rx", 1000);
+    REQUIRE(runs.size() == 3);
+    CHECK(runs[0].begin == 1000);
+    CHECK(runs[0].records == 2);
+    CHECK(runs[1].records == 2);
+    CHECK(runs[1].begin == 1000 + a1.size() + a2.size() + 20);
+    CHECK(runs[2].records == 2);
+    CHECK(runs[2].last_size == s1.size());
+
+    // The last record of a part is left out when the part's last byte is its '\r' (it could be
+    // half of "\r\n"), and a run of one is no run.
+    CHECK(runs_of(a1 + "\r" + a2 + "\r").size() == 0);
+    runs = runs_of(a1 + "\r" + a2 + "\r" + a3 + "\r");
+    REQUIRE(runs.size() == 1);
+    CHECK(runs[0].records == 2);
+
+    // A part cut by record_boundary_after never splits a record or a "\r\n".
+    const std::string text = a1 + "\r\n" + a2;
+    CHECK(parsers::record_boundary_after(text, 0) == a1.size() + 2);
+    CHECK(parsers::record_boundary_after(text, a1.size()) == a1.size() + 2);
+    CHECK(parsers::record_boundary_after(text, a1.size() + 1) == a1.size() + 2);
+    CHECK(parsers::record_boundary_after(text, a1.size() + 2) == text.size());
   }
 }
