@@ -40,8 +40,8 @@ void find_frame_runs(std::string_view part, uint64_t offset, int64_t min_records
       ++next;
       newline = 1;
     }
-    const bool same_bar = open && size >= kBarPrefixBytes &&
-                          std::memcmp(p, prefix, kBarPrefixBytes) == 0;
+    const bool same_bar =
+        open && size >= kBarPrefixBytes && std::memcmp(p, prefix, kBarPrefixBytes) == 0;
     if (same_bar && ends_like_frame(std::string_view(p, size))) {
       if (run.records == 1) run.second = offset_of(p);
       ++run.records;

@@ -30,9 +30,9 @@ struct FrameRun {
   uint64_t second = 0;  // of the second record
   uint64_t end = 0;     // just past the last record's terminator
   int64_t records = 0;
-  int64_t newlines = 0;         // '\n' terminators in the run ("\r\n" is one)
-  int64_t first_newlines = 0;   // of them, the first record's (0 or 1)
-  uint64_t last_offset = 0;     // the last record, without its terminator
+  int64_t newlines = 0;        // '\n' terminators in the run ("\r\n" is one)
+  int64_t first_newlines = 0;  // of them, the first record's (0 or 1)
+  uint64_t last_offset = 0;    // the last record, without its terminator
   uint32_t last_size = 0;
   int64_t newlines_before_last = 0;
 };

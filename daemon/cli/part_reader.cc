@@ -19,7 +19,7 @@ namespace {
 // hand-over costs nothing (bench/scan_vs_rg.sh).
 constexpr size_t kPartBytes = 256 << 10;
 // Parts read ahead of the analyzer, plus the one it is working on.
-constexpr size_t kRingParts = 6;
+constexpr size_t kRingParts = 12;
 // Fewer frames in a row are left to the analyzer's own loop.
 constexpr int64_t kMinRunRecords = 4;
 
