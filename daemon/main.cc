@@ -16,6 +16,7 @@
 #include "daemon/common/daemon_config.h"
 #include "daemon/cli/fix_command.h"
 #include "daemon/cli/report_command.h"
+#include "daemon/cli/run_command.h"
 #include "daemon/cli/scan_command.h"
 #include "daemon/common/version.h"
 #include "db/state_dir.h"
@@ -105,6 +106,27 @@ int main(int argc, char** argv) {
   alert_test_cmd->add_option("--config", alert_config_path, "The daemon config");
   alert_test_cmd->add_option("--receiver", alert_receiver, "Only this receiver (its name)");
 
+  daemon::RunOptions run;
+  std::string run_trainer = "auto";
+  int backoff_seconds = 10;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "Run a trainer, analyse its output live; with --heal restart it with the next fix");
+  run_cmd->add_flag("--heal", run.heal,
+                    "After an OOM crash apply the next resume-safe fix and resume the job");
+  run_cmd->add_option("--max-attempts", run.max_attempts, "Attempts in all (default 3)")
+      ->check(CLI::Range(1, 20));
+  run_cmd->add_option("--job", run.job, "The job's name (default: from the config or the log)");
+  run_cmd->add_option("--trainer", run_trainer, "The trainer (default: from its output)")
+      ->check(CLI::IsMember({"auto", "ai-toolkit", "sd-scripts", "diffusers", "simpletuner",
+                             "onetrainer", "transformers"}));
+  run_cmd->add_option("--config", run.config,
+                      "The job config (default: the config file the command names)");
+  run_cmd->add_option("--log", run.log, "Also write the output here (appended)");
+  run_cmd->add_option("--backoff", backoff_seconds,
+                      "Seconds before the second attempt, doubled after (default 10)")
+      ->check(CLI::Range(0, 3600));
+  run_cmd->add_option("COMMAND", run.command, "The trainer's command, after --")->required();
+
   CLI::App* version_cmd = app.add_subcommand("version", "Print the version");
 
   try {
@@ -124,7 +146,7 @@ int main(int argc, char** argv) {
   // A pattern that does not compile would match nothing and miss every OOM in silence. Only the
   // commands that read logs compile the tables; `jobs` and `report` read the store.
   const bool reads_logs = daemon_cmd->parsed() || watch_cmd->parsed() || fix_cmd->parsed() ||
-                          scan_cmd->parsed();
+                          scan_cmd->parsed() || run_cmd->parsed();
   if (std::string error; reads_logs && !parsers::parser_patterns_ok(&error)) {
     fmt::print(stderr, "oomtriage: internal error: {}\n", error);
     return 2;
@@ -174,6 +196,13 @@ int main(int argc, char** argv) {
   if (fix_cmd->parsed()) {
     fix.store = store_path(state_dir, "");
     return daemon::run_fix(fix);
+  }
+  if (run_cmd->parsed()) {
+    run.trainer = parsers::trainer_from_string(run_trainer).value_or(parsers::Trainer::kUnknown);
+    run.backoff = std::chrono::seconds(backoff_seconds);
+    run.store = store_path(state_dir, "");
+    run.color = color_mode;
+    return daemon::run_supervised(run);
   }
   if (scan_cmd->parsed()) {
     scan.trainer = parsers::trainer_from_string(trainer).value_or(parsers::Trainer::kUnknown);

@@ -657,7 +657,10 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
       first_epoch_ = counter.first_epoch();
       break;
     case CounterKind::kSaveName:
-      if (counter.n) set_step(EvidenceSource::kSaveName, *counter.n, text, line);
+      if (counter.n) {
+        set_step(EvidenceSource::kSaveName, *counter.n, text, line);
+        last_saved_step_ = *counter.n;
+      }
       break;
   }
 }

@@ -79,6 +79,10 @@ class LogAnalyzer {
   uint64_t truncated_records() const { return splitter_.truncated_records(); }
   Trainer trainer() const { return trainer_guess(); }
   const PrintedArguments& arguments() const { return arguments_; }
+  // The training bar's position as last parsed (the frame waiting to be parsed is not), and the
+  // step of the newest save the log named: `run --heal` checks that a restart resumed there.
+  std::optional<int64_t> training_step() const { return train_n_; }
+  std::optional<int64_t> last_saved_step() const { return last_saved_step_; }
   // What the log has shown so far about its job (trainer, name, printed config and arguments,
   // config files it loads): a LogAnalysis without events or counts.
   LogAnalysis job_facts() const;
@@ -197,6 +201,7 @@ class LogAnalyzer {
   std::optional<Clue> attempt_step_;  // the step evidence when the last run start came
   std::optional<Clue> node_;
   std::optional<int64_t> resume_step_;
+  std::optional<int64_t> last_saved_step_;
   std::optional<int64_t> printed_total_steps_;
   int64_t traceback_seq_ = -1;
   std::deque<Clue> frames_;

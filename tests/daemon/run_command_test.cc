@@ -1,0 +1,191 @@
+// tests/daemon/run_command_test.cc
+//
+// `oomtriage run` end to end with a fake AI Toolkit (tests/fake_trainers/ai_toolkit.py: the real
+// tqdm, AI Toolkit's messages, saves and resume, a CUDA OOM when the config needs more than
+// FAKE_VRAM_GIB). Skipped where Debian's python3-tqdm or python3-yaml is absent.
+#include <doctest/doctest.h>
+
+#include "tests/support/e2e.h"
+#include "tests/support/skip.h"
+
+using namespace oomtriage;
+using namespace oomtriage::testing;
+
+namespace {
+
+const fs::path kFakeAiToolkit =
+    fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "fake_trainers" / "ai_toolkit.py";
+
+void require_python() {
+  if (std::system("/usr/bin/python3 -c 'import tqdm, yaml' >/dev/null 2>&1") != 0) {
+    OOMTRIAGE_SKIP("/usr/bin/python3 with tqdm and yaml is absent");
+  }
+}
+
+// A job that fits 15 GiB only with cheaper previews (it dies sampling at step 150) and 4-bit
+// weights (then it dies in a training step at step 200); saves every 100 steps.
+void write_job(const fs::path& dir) {
+  std::ofstream(dir / "job.yaml") << "job: extension\n"
+                                     "config:\n"
+                                     "  name: heal_lora\n"
+                                     "  process:\n"
+                                     "    - type: sd_trainer\n"
+                                     "      training_folder: "
+                                  << (dir / "output").string()
+                                  << "\n"
+                                     "      save:\n"
+                                     "        save_every: 100\n"
+                                     "      datasets:\n"
+                                     "        - folder_path: /data/images\n"
+                                     "          resolution: [512, 768, 1024]\n"
+                                     "      train:\n"
+                                     "        batch_size: 1\n"
+                                     "        steps: 400\n"
+                                     "        gradient_checkpointing: true\n"
+                                     "      model:\n"
+                                     "        name_or_path: black-forest-labs/FLUX.1-dev\n"
+                                     "        is_flux: true\n"
+                                     "        quantize: true\n"
+                                     "      sample:\n"
+                                     "        sample_every: 150\n"
+                                     "        width: 1024\n"
+                                     "        height: 1024\n"
+                                     "        sample_steps: 20\n";
+}
+
+struct Ran {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `oomtriage run ARGS -- python fake job.yaml` in `dir` with `env` added; waits for it,
+// or signals it with `signal` once `signal_when` holds.
+Ran run(const fs::path& dir, const std::vector<std::string>& args, const std::string& env,
+        int signal = 0, const std::function<bool()>& signal_when = {}) {
+  std::string command = "cd '" + dir.string() + "' && exec env " + env + " '" OOMTRIAGE_BINARY +
+                        std::string("' --state-dir '") + (dir / "state").string() +
+                        "' --color never run";
+  for (const auto& a : args) command += " " + a;
+  command += " -- /usr/bin/python3 '" + kFakeAiToolkit.string() + "' job.yaml";
+  command += " >'" + (dir / "out.txt").string() + "' 2>'" + (dir / "err.txt").string() + "'";
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    ::execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  if (signal != 0) {
+    REQUIRE(wait_until(signal_when, 30s));
+    ::kill(pid, signal);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  Ran ran;
+  ran.code = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  ran.out = slurp(dir / "out.txt");
+  ran.err = slurp(dir / "err.txt");
+  return ran;
+}
+
+}  // namespace
+
+TEST_SUITE("daemon::run") {
+  TEST_CASE("run --heal: a job that needs two fixes completes unattended, resumed from its saves") {
+    require_python();
+    TempDir dir;
+    write_job(dir.path);
+    const Ran ran =
+        run(dir.path, {"--heal", "--backoff", "0", "--log", "train.log"}, "FAKE_VRAM_GIB=15");
+    INFO(ran.err);
+    CHECK(ran.code == 0);
+    // The trainer's output passed through unchanged.
+    CHECK(ran.out.find("# Running job: heal_lora") != std::string::npos);
+    CHECK(ran.err.find("attempt 2/3") != std::string::npos);
+    CHECK(ran.err.find("cheapen_previews") != std::string::npos);
+    CHECK(ran.err.find("healed: the job completed at attempt 3/3") != std::string::npos);
+    // Each restart resumed from the newest save (the fake says where it started).
+    const std::string log = slurp(dir.path / "train.log");
+    // (The second crash came at step 200, before its save: both restarts resume at 100.)
+    const size_t first = log.find("Found step 100 in metadata");
+    REQUIRE(first != std::string::npos);
+    CHECK(log.find("Found step 100 in metadata", first + 1) != std::string::npos);
+    CHECK(fs::exists(dir.path / "output" / "heal_lora" / "heal_lora_000000400.safetensors"));
+    // The original config is untouched; each attempt's config is a copy beside it.
+    CHECK(slurp(dir.path / "job.yaml").find("width: 1024") != std::string::npos);
+    CHECK(slurp(dir.path / "job.oomtriage-2.yaml").find("width: 768") != std::string::npos);
+    CHECK(fs::exists(dir.path / "job.oomtriage-3.yaml"));
+    // Three runs of one job in the store, the last completed; the report tells the story.
+    StoreView store{dir.path / "state" / "oomtriage.db"};
+    const auto story = store.story("heal_lora");
+    REQUIRE(story.has_value());
+    REQUIRE(story->runs.size() == 3);
+    CHECK(story->runs.back().outcome == "completed");
+    CHECK(story->events.size() == 2);
+    const std::string report = (dir.path / "report.txt").string();
+    REQUIRE(std::system(("'" OOMTRIAGE_BINARY "' --state-dir '" + (dir.path / "state").string() +
+                         "' --color never report heal_lora >'" + report + "'")
+                            .c_str()) == 0);
+    const std::string text = slurp(report);
+    CHECK(text.find("carried cheapen_previews from the previous crash") != std::string::npos);
+    CHECK(text.find("worked: the run completed") != std::string::npos);
+    CHECK(text.find("+        qtype: uint4") != std::string::npos);
+  }
+
+  TEST_CASE("run --heal stops: budget spent, a crash that is not an OOM, a resume at step 0") {
+    require_python();
+    {
+      TempDir dir;
+      write_job(dir.path);
+      const Ran ran =
+          run(dir.path, {"--heal", "--backoff", "0", "--max-attempts", "2"}, "FAKE_VRAM_GIB=15");
+      CHECK(ran.code == 1);
+      CHECK(ran.err.find("exhausted: 2 attempt(s) spent") != std::string::npos);
+    }
+    {
+      TempDir dir;
+      write_job(dir.path);
+      const Ran ran =
+          run(dir.path, {"--heal", "--backoff", "0"}, "FAKE_VRAM_GIB=40 FAKE_CRASH_OTHER=50");
+      CHECK(ran.code == 1);
+      CHECK(ran.err.find("not healed") != std::string::npos);
+      CHECK(ran.err.find("attempt 2/3") == std::string::npos);
+    }
+    {
+      TempDir dir;
+      write_job(dir.path);
+      const Ran ran =
+          run(dir.path, {"--heal", "--backoff", "0"}, "FAKE_VRAM_GIB=15 FAKE_RESUME_BROKEN=1");
+      INFO(ran.err);
+      CHECK(ran.code != 0);
+      CHECK(ran.err.find("attempt 2 did not resume") != std::string::npos);
+      // Stopped before it trained past its first save again.
+      CHECK(ran.err.find("attempt 3/3") == std::string::npos);
+    }
+  }
+
+  TEST_CASE("run without --heal exits with the child's code and prints the fixes") {
+    require_python();
+    TempDir dir;
+    write_job(dir.path);
+    const Ran ran = run(dir.path, {}, "FAKE_VRAM_GIB=15");
+    CHECK(ran.code == 1);
+    CHECK(ran.err.find("cheapen_previews") != std::string::npos);
+    CHECK(ran.err.find("attempt 2") == std::string::npos);
+  }
+
+  TEST_CASE("SIGTERM to run stops the child and no attempt follows") {
+    require_python();
+    TempDir dir;
+    write_job(dir.path);
+    const auto started = std::chrono::steady_clock::now();
+    const Ran ran = run(
+        dir.path, {"--heal", "--backoff", "0"}, "FAKE_VRAM_GIB=40 FAKE_STEP_SECONDS=0.05", SIGTERM,
+        [&] { return slurp(dir.path / "out.txt").find("# Running job") != std::string::npos; });
+    CHECK(ran.code != 0);
+    CHECK(ran.err.find("stopped by a signal") != std::string::npos);
+    // 400 steps at 50 ms would take 20 s: the child was stopped, not waited for.
+    CHECK(std::chrono::steady_clock::now() - started < 15s);
+    CHECK_FALSE(fs::exists(dir.path / "output" / "heal_lora" / "heal_lora_000000400.safetensors"));
+  }
+}

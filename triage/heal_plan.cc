@@ -1,0 +1,225 @@
+// triage/heal_plan.cc: the stop rules, the resume-safe fixes, and command-line rewriting.
+#include "triage/heal_plan.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+
+namespace oomtriage::triage {
+namespace {
+
+bool is_flag(const std::string& arg) { return arg.size() > 1 && arg[0] == '-'; }
+
+// Where `flag` is in argv: its index, and whether its value is glued on ("--flag=V").
+struct FlagAt {
+  size_t index;
+  bool glued;
+};
+
+std::optional<FlagAt> find_flag(const std::vector<std::string>& argv, std::string_view flag) {
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == flag) return FlagAt{i, false};
+    if (argv[i].size() > flag.size() && argv[i].compare(0, flag.size(), flag) == 0 &&
+        argv[i][flag.size()] == '=') {
+      return FlagAt{i, true};
+    }
+  }
+  return std::nullopt;
+}
+
+// A flag's value as a command line writes it: strings as they are, lists joined with commas
+// (kohya's "--resolution 768,768").
+std::string argument_text(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_array()) {
+    std::string joined;
+    for (const auto& item : value) {
+      if (!joined.empty()) joined += ',';
+      joined += argument_text(item);
+    }
+    return joined;
+  }
+  return value.dump();
+}
+
+void remove_flag(std::vector<std::string>& argv, std::string_view flag) {
+  while (const auto at = find_flag(argv, flag)) {
+    const bool has_value =
+        !at->glued && at->index + 1 < argv.size() && !is_flag(argv[at->index + 1]);
+    argv.erase(argv.begin() + static_cast<std::ptrdiff_t>(at->index),
+               argv.begin() + static_cast<std::ptrdiff_t>(at->index + (has_value ? 2 : 1)));
+  }
+}
+
+void set_flag(std::vector<std::string>& argv, std::string_view flag, const std::string& value) {
+  const auto at = find_flag(argv, flag);
+  if (!at) {
+    argv.emplace_back(flag);
+    argv.push_back(value);
+  } else if (at->glued) {
+    argv[at->index] = std::string(flag) + "=" + value;
+  } else if (at->index + 1 < argv.size() && !is_flag(argv[at->index + 1])) {
+    argv[at->index + 1] = value;
+  } else {
+    argv.insert(argv.begin() + static_cast<std::ptrdiff_t>(at->index + 1), value);
+  }
+}
+
+void add_switch(std::vector<std::string>& argv, std::string_view flag) {
+  if (!find_flag(argv, flag)) argv.emplace_back(flag);
+}
+
+}  // namespace
+
+bool resume_safe(std::string_view fix_id) {
+  static constexpr std::array<std::string_view, 17> kSafe = {
+      "lower_batch_size",      "drop_top_bucket",
+      "lower_resolution",      "reduce_num_frames",
+      "cheapen_previews",      "disable_sampling",
+      "skip_first_sample",     "enable_gradient_checkpointing",
+      "enable_low_vram",       "quantize_model",
+      "quantize_text_encoder", "unload_text_encoder",
+      "layer_offloading",      "cache_text_embeddings",
+      "cache_latents_to_disk", "expandable_segments",
+      "match_target_res",
+  };
+  return std::find(kSafe.begin(), kSafe.end(), fix_id) != kSafe.end();
+}
+
+HealStep next_heal_step(const parsers::LogAnalysis& analysis, const std::vector<Fix>& ranked,
+                        const std::vector<std::string>& tried) {
+  using parsers::OomKind;
+  using parsers::Outcome;
+  HealStep step;
+  if (analysis.outcome == Outcome::kCompleted) {
+    step.stop_reason = "the job completed";
+    return step;
+  }
+  if (analysis.outcome != Outcome::kCrashedOom) {
+    step.stop_reason = "the job did not end with an out-of-memory crash (outcome " +
+                       std::string(parsers::to_string(analysis.outcome)) + "); not retried";
+    return step;
+  }
+  const parsers::OomEvent* incident = nullptr;
+  for (const auto& event : analysis.events) {
+    if (!event.recovered) incident = &event;
+  }
+  if (incident == nullptr) {
+    step.stop_reason = "no fatal out-of-memory event";
+    return step;
+  }
+  if (incident->kind == OomKind::kHostKilled || incident->kind == OomKind::kHostMemoryError ||
+      incident->kind == OomKind::kShm) {
+    step.stop_reason = "host memory ran out (" + std::string(parsers::to_string(incident->kind)) +
+                       "): no GPU setting fixes it";
+    return step;
+  }
+  if (!incident->figures.other_processes.empty() ||
+      (!ranked.empty() && ranked.front().id == "free_gpu")) {
+    step.stop_reason = "another process holds memory on the GPU: free it, then run again";
+    return step;
+  }
+  for (const Fix& fix : ranked) {
+    if (!resume_safe(fix.id)) continue;
+    if (std::find(tried.begin(), tried.end(), fix.id) != tried.end()) continue;
+    if (fix.changes.empty()) continue;
+    step.fix = &fix;
+    return step;
+  }
+  step.stop_reason = "every resume-safe fix for this crash (" +
+                     std::string(parsers::to_string(incident->phase)) + ") has been tried";
+  return step;
+}
+
+std::vector<std::string> apply_argument_changes(std::vector<std::string> argv,
+                                                const std::vector<ConfigChange>& changes) {
+  for (const ConfigChange& change : changes) {
+    if (change.kind != parsers::TargetKind::kArgs) continue;
+    const auto to = nlohmann::json::parse(change.to_json, nullptr, false);
+    if (to.is_discarded()) continue;
+    if (to.is_null() || to == false) {
+      remove_flag(argv, change.path);
+    } else if (to == true) {
+      add_switch(argv, change.path);
+    } else {
+      set_flag(argv, change.path, argument_text(to));
+    }
+  }
+  return argv;
+}
+
+std::vector<std::string> replace_path_argument(std::vector<std::string> argv,
+                                               const std::string& from, const std::string& to) {
+  for (std::string& arg : argv) {
+    if (arg == from) {
+      arg = to;
+    } else if (const size_t eq = arg.find('='); is_flag(arg) && eq != std::string::npos &&
+                                                arg.compare(eq + 1, std::string::npos, from) == 0) {
+      arg = arg.substr(0, eq + 1) + to;
+    }
+  }
+  return argv;
+}
+
+std::optional<std::string> argument_value(const std::vector<std::string>& argv,
+                                          std::string_view flag) {
+  const auto at = find_flag(argv, flag);
+  if (!at) return std::nullopt;
+  if (at->glued) return argv[at->index].substr(flag.size() + 1);
+  if (at->index + 1 < argv.size() && !is_flag(argv[at->index + 1])) return argv[at->index + 1];
+  return std::nullopt;
+}
+
+std::vector<std::string> prepare_first_attempt(parsers::Trainer trainer,
+                                               std::vector<std::string> argv) {
+  // kohya saves a resumable state only when asked (the cost: disk).
+  if (trainer == parsers::Trainer::kSdScripts) add_switch(argv, "--save_state");
+  return argv;
+}
+
+ResumeArguments with_resume(parsers::Trainer trainer, std::vector<std::string> argv,
+                            const std::optional<std::string>& newest_state) {
+  using parsers::Trainer;
+  ResumeArguments out;
+  switch (trainer) {
+    case Trainer::kAiToolkit:
+      break;  // the same job name resumes from the newest save by itself
+    case Trainer::kDiffusers:
+      set_flag(argv, "--resume_from_checkpoint", "latest");
+      break;
+    case Trainer::kSimpleTuner:
+      remove_flag(argv, "--resume_from_checkpoint");
+      argv.emplace_back("--resume_from_checkpoint=latest");
+      break;
+    case Trainer::kOneTrainer:
+      if (std::find(argv.begin(), argv.end(), "continue_last_backup=true") == argv.end()) {
+        argv.emplace_back("--config-value");
+        argv.emplace_back("continue_last_backup=true");
+      }
+      break;
+    case Trainer::kSdScripts:
+      if (!newest_state) {
+        out.missing = "no saved state (*-state folder) to resume from";
+        break;
+      }
+      set_flag(argv, "--resume", *newest_state);
+      add_switch(argv, "--skip_until_initial_step");
+      break;
+    case Trainer::kTransformers:
+      if (!newest_state) {
+        out.missing = "no checkpoint-N folder to resume from";
+        break;
+      }
+      set_flag(argv, "--resume_from_checkpoint", *newest_state);
+      break;
+    case Trainer::kUnknown:
+    case Trainer::kComfyUi:
+      out.missing = "the trainer is not known, so neither is how it resumes";
+      break;
+  }
+  out.argv = std::move(argv);
+  return out;
+}
+
+}  // namespace oomtriage::triage
