@@ -33,8 +33,8 @@ std::optional<std::string> env(const char* name) {
 std::string store_path(const std::string& state_dir_option, const std::string& config_state_dir) {
   std::string dir = state_dir_option.empty() ? config_state_dir : state_dir_option;
   if (dir.empty()) {
-    dir = oomtriage::db::default_state_dir({env("STATE_DIRECTORY"), env("XDG_STATE_HOME"),
-                                            env("HOME"), ::geteuid() == 0});
+    dir = oomtriage::db::default_state_dir(
+        {env("STATE_DIRECTORY"), env("XDG_STATE_HOME"), env("HOME"), ::geteuid() == 0});
   }
   return (std::filesystem::path(dir) / "oomtriage.db").string();
 }
@@ -122,9 +122,17 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--config", run.config,
                       "The job config (default: the config file the command names)");
   run_cmd->add_option("--log", run.log, "Also write the output here (appended)");
-  run_cmd->add_option("--backoff", backoff_seconds,
-                      "Seconds before the second attempt, doubled after (default 10)")
+  run_cmd
+      ->add_option("--backoff", backoff_seconds,
+                   "Seconds before the second attempt, doubled after (default 10)")
       ->check(CLI::Range(0, 3600));
+  std::optional<std::string> run_daemon_config;
+  std::string run_webhook;
+  run_cmd->add_option("--daemon-config", run_daemon_config,
+                      "Send alerts to this daemon config's receivers (default: "
+                      "/etc/oomtriage/oomtriage.yaml when it exists)");
+  run_cmd->add_option("--webhook", run_webhook,
+                      "Send alerts to this webhook (Alertmanager webhook v4 JSON)");
   run_cmd->add_option("COMMAND", run.command, "The trainer's command, after --")->required();
 
   CLI::App* version_cmd = app.add_subcommand("version", "Print the version");
@@ -202,6 +210,26 @@ int main(int argc, char** argv) {
     run.backoff = std::chrono::seconds(backoff_seconds);
     run.store = store_path(state_dir, "");
     run.color = color_mode;
+    std::error_code ec;
+    if (run_daemon_config || std::filesystem::exists(daemon_config_path, ec)) {
+      auto config = daemon::load_daemon_config(run_daemon_config.value_or(daemon_config_path));
+      if (!config) {
+        fmt::print(stderr, "oomtriage: {}\n", config.error().message);
+        return 1;
+      }
+      run.alerts = std::move(*config);
+    }
+    if (!run_webhook.empty()) {
+      if (run_webhook.rfind("http://", 0) != 0 && run_webhook.rfind("https://", 0) != 0) {
+        fmt::print(stderr, "oomtriage: --webhook must be an http:// or https:// URL\n");
+        return 1;
+      }
+      daemon::Receiver receiver;
+      receiver.name = "webhook";
+      receiver.type = "webhook";
+      receiver.url = run_webhook;
+      run.alerts.alerts.push_back(receiver);
+    }
     return daemon::run_supervised(run);
   }
   if (scan_cmd->parsed()) {

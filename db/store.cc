@@ -123,6 +123,25 @@ INSERT INTO meta (key, value) SELECT 'first_scan_done', 'migrated' WHERE EXISTS 
     R"sql(
 ALTER TABLE files ADD COLUMN anchor TEXT NOT NULL DEFAULT '';
 )sql",
+    // 5: the attempts of `oomtriage run`, one per run it started: the fix applied before it, the
+    // command, where it resumed, how it ended, and on the last one the verdict.
+    R"sql(
+CREATE TABLE heal_attempts (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  run_id INTEGER NOT NULL UNIQUE REFERENCES runs(id),
+  attempt INTEGER NOT NULL,
+  max_attempts INTEGER NOT NULL,
+  fix_id TEXT NOT NULL,
+  change TEXT NOT NULL,
+  argv_json TEXT NOT NULL,
+  resumed_step INTEGER,
+  outcome TEXT NOT NULL,
+  verdict TEXT NOT NULL,
+  started_at INTEGER NOT NULL,
+  ended_at INTEGER NOT NULL
+) STRICT;
+)sql",
 };
 
 }  // namespace
@@ -261,19 +280,19 @@ Error busy_or_database(sqlite3* db, std::string_view what) {
 
 Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_timeout_ms) {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db,
-                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                                 nullptr);
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &db,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
-    std::string message = "cannot open store " + path + ": " +
-                          (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    std::string message =
+        "cannot open store " + path + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
     sqlite3_close(db);
     return make_error(ErrorCode::kIo, message);
   }
   std::unique_ptr<Store> store(new Store(db));
   sqlite3_busy_timeout(db, busy_timeout_ms);
-  for (const char* pragma : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
-                             "PRAGMA foreign_keys=ON"}) {
+  for (const char* pragma :
+       {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL", "PRAGMA foreign_keys=ON"}) {
     if (auto r = store->exec(pragma); !r) return r.error();
   }
   if (auto r = store->migrate(); !r) return r.error();
@@ -306,9 +325,9 @@ Result<Ok> Store::migrate() {
   const int current = schema_version();
   const int target = static_cast<int>(std::size(kMigrations));
   if (current > target) {
-    return make_error(ErrorCode::kDatabase,
-                      "store schema version " + std::to_string(current) +
-                          " is newer than this oomtriage (" + std::to_string(target) + ")");
+    return make_error(ErrorCode::kDatabase, "store schema version " + std::to_string(current) +
+                                                " is newer than this oomtriage (" +
+                                                std::to_string(target) + ")");
   }
   for (int version = current; version < target; ++version) {
     Transaction tx(db_);
@@ -323,10 +342,11 @@ Result<Ok> Store::migrate() {
 
 Result<int64_t> Store::upsert_job(const std::string& name, const std::string& trainer,
                                   const std::string& log_dir, int64_t now) {
-  Statement s(*statements_,
-              "INSERT INTO jobs (name, trainer, log_dir, first_seen, last_seen) VALUES (?1, ?2, ?3, "
-              "?4, ?4) ON CONFLICT (name) DO UPDATE SET last_seen = ?4, log_dir = ?3, trainer = "
-              "CASE WHEN ?2 = 'unknown' THEN trainer ELSE ?2 END RETURNING id");
+  Statement s(
+      *statements_,
+      "INSERT INTO jobs (name, trainer, log_dir, first_seen, last_seen) VALUES (?1, ?2, ?3, "
+      "?4, ?4) ON CONFLICT (name) DO UPDATE SET last_seen = ?4, log_dir = ?3, trainer = "
+      "CASE WHEN ?2 = 'unknown' THEN trainer ELSE ?2 END RETURNING id");
   s.bind(1, name).bind(2, trainer).bind(3, log_dir).bind(4, now);
   if (s.step() != SQLITE_ROW) return s.error("upsert job " + name);
   return s.integer(0);
@@ -336,7 +356,8 @@ Result<int64_t> Store::add_config_snapshot(int64_t job_id, const std::string& pa
                                            const std::string& sha256, const std::string& content,
                                            int64_t now) {
   {
-    Statement find(*statements_, "SELECT id FROM config_snapshots WHERE job_id = ?1 AND sha256 = ?2");
+    Statement find(*statements_,
+                   "SELECT id FROM config_snapshots WHERE job_id = ?1 AND sha256 = ?2");
     find.bind(1, job_id).bind(2, sha256);
     if (find.step() == SQLITE_ROW) return find.integer(0);
   }
@@ -350,9 +371,10 @@ Result<int64_t> Store::add_config_snapshot(int64_t job_id, const std::string& pa
 
 Result<int64_t> Store::start_run(int64_t job_id, const std::string& log_path,
                                  std::optional<int64_t> snapshot_id, int64_t now) {
-  Statement s(*statements_,
-              "INSERT INTO runs (job_id, log_path, snapshot_id, started_at, updated_at) VALUES (?1, "
-              "?2, ?3, ?4, ?4) RETURNING id");
+  Statement s(
+      *statements_,
+      "INSERT INTO runs (job_id, log_path, snapshot_id, started_at, updated_at) VALUES (?1, "
+      "?2, ?3, ?4, ?4) RETURNING id");
   s.bind(1, job_id).bind(2, log_path).bind(3, snapshot_id).bind(4, now);
   if (s.step() != SQLITE_ROW) return s.error("start run");
   return s.integer(0);
@@ -508,7 +530,8 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
       .bind(7, p.anchor);
   if (f.step() != SQLITE_DONE) return f.error("update file offset");
   if (p.fingerprint) {
-    Statement fp(*statements_, "UPDATE files SET fingerprint = ?2, fingerprint_len = ?3 WHERE id = ?1");
+    Statement fp(*statements_,
+                 "UPDATE files SET fingerprint = ?2, fingerprint_len = ?3 WHERE id = ?1");
     fp.bind(1, p.file_id).bind(2, p.fingerprint->first).bind(3, p.fingerprint->second);
     if (fp.step() != SQLITE_DONE) return fp.error("update file fingerprint");
   }
@@ -583,7 +606,40 @@ Result<std::optional<JobStory>> Store::job_story(const std::string& name) {
     story.events.push_back({events.integer(0), events.integer(1), events.optional_integer(2),
                             events.text(3), events.text(4), events.integer(5)});
   }
+  Statement attempts(*statements_,
+                     "SELECT run_id, attempt, max_attempts, fix_id, change, argv_json, "
+                     "resumed_step, outcome, verdict, started_at, ended_at FROM heal_attempts "
+                     "WHERE job_id = ?1 ORDER BY id");
+  attempts.bind(1, id);
+  while (attempts.step() == SQLITE_ROW) {
+    HealAttempt a;
+    a.run_id = attempts.integer(0);
+    a.attempt = static_cast<int>(attempts.integer(1));
+    a.max_attempts = static_cast<int>(attempts.integer(2));
+    a.fix_id = attempts.text(3);
+    a.change = attempts.text(4);
+    a.argv_json = attempts.text(5);
+    a.resumed_step = attempts.optional_integer(6);
+    a.outcome = attempts.text(7);
+    a.verdict = attempts.text(8);
+    a.started_at = attempts.integer(9);
+    a.ended_at = attempts.integer(10);
+    story.attempts.push_back(std::move(a));
+  }
   return std::optional<JobStory>(std::move(story));
+}
+
+Result<Ok> Store::record_heal_attempt(int64_t job_id, const HealAttempt& a) {
+  Statement s(*statements_,
+              "INSERT INTO heal_attempts (job_id, run_id, attempt, max_attempts, fix_id, change, "
+              "argv_json, resumed_step, outcome, verdict, started_at, ended_at) VALUES (?1, ?2, "
+              "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT (run_id) DO UPDATE SET "
+              "outcome = ?9, verdict = ?10, ended_at = ?12");
+  s.bind(1, job_id).bind(2, a.run_id).bind(3, int64_t{a.attempt}).bind(4, int64_t{a.max_attempts});
+  s.bind(5, a.fix_id).bind(6, a.change).bind(7, a.argv_json).bind(8, a.resumed_step);
+  s.bind(9, a.outcome).bind(10, a.verdict).bind(11, a.started_at).bind(12, a.ended_at);
+  if (s.step() != SQLITE_DONE) return s.error("record heal attempt");
+  return Ok{};
 }
 
 Result<std::optional<JobStory>> Store::job_story_of_log(const std::string& log_path) {
@@ -607,8 +663,9 @@ Result<std::optional<std::string>> Store::meta(const std::string& key) {
 }
 
 Result<Ok> Store::set_meta(const std::string& key, const std::string& value) {
-  Statement s(*statements_, "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET "
-                   "value = excluded.value");
+  Statement s(*statements_,
+              "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET "
+              "value = excluded.value");
   s.bind(1, key).bind(2, value);
   if (s.step() != SQLITE_DONE) return busy_or_database(db_, "set_meta");
   return Ok{};

@@ -29,10 +29,10 @@ struct FileRow {
   uint64_t ino = 0;
   std::string fingerprint;  // sha256 of the file's first KiB; "" until a KiB exists
   int64_t fingerprint_len = 0;
-  std::string anchor;       // sha256 of the bytes just before `offset` ("" at 0)
-  int64_t generation = 0;   // bumped when the file is truncated in place (copytruncate)
-  uint64_t offset = 0;      // start of the first record not yet fully analysed
-  int64_t line = 1;         // the line number at `offset`
+  std::string anchor;      // sha256 of the bytes just before `offset` ("" at 0)
+  int64_t generation = 0;  // bumped when the file is truncated in place (copytruncate)
+  uint64_t offset = 0;     // start of the first record not yet fully analysed
+  int64_t line = 1;        // the line number at `offset`
   int64_t job_id = 0;
   int64_t run_id = 0;
   std::string analyzer_state = "{}";
@@ -59,7 +59,7 @@ struct Progress {
   uint64_t offset = 0;
   int64_t line = 1;
   std::string analyzer_state;
-  std::string anchor;  // of `offset`
+  std::string anchor;                                          // of `offset`
   std::optional<std::pair<std::string, int64_t>> fingerprint;  // set once the first KiB exists
   std::string outcome;
   std::vector<EventRow> events;
@@ -131,11 +131,27 @@ struct AppliedFix {
   int64_t applied_at = 0;
 };
 
+// One attempt of `oomtriage run`, and so one run of its job.
+struct HealAttempt {
+  int64_t run_id = 0;
+  int attempt = 1;
+  int max_attempts = 1;
+  std::string fix_id;                   // the fix applied before this attempt ("" for the first)
+  std::string change;                   // that fix's changes in words ("sample.width 1024 -> 768")
+  std::string argv_json;                // the command, a JSON array
+  std::optional<int64_t> resumed_step;  // where its training bar started
+  std::string outcome;                  // the run's outcome, or did_not_resume / interrupted
+  std::string verdict;  // on the attempt that ended the run: healed, exhausted, stopped: <why>
+  int64_t started_at = 0;
+  int64_t ended_at = 0;
+};
+
 struct JobStory {
   JobSummary job;
   std::vector<RunRow> runs;
   std::vector<SnapshotRow> snapshots;
   std::vector<StoredEvent> events;
+  std::vector<HealAttempt> attempts;
 };
 
 class StatementCache;
@@ -175,6 +191,8 @@ class Store {
   // The story of the job whose newest run reads `log_path` (absolute), if any.
   Result<std::optional<JobStory>> job_story_of_log(const std::string& log_path);
   Result<Ok> record_applied_fix(const AppliedFix& fix);
+  // Inserts the attempt, or updates its outcome, verdict and end when its run has one.
+  Result<Ok> record_heal_attempt(int64_t job_id, const HealAttempt& attempt);
   // Facts about the store itself ("first_scan_done").
   Result<std::optional<std::string>> meta(const std::string& key);
   Result<Ok> set_meta(const std::string& key, const std::string& value);

@@ -24,8 +24,6 @@ namespace {
 
 namespace asio = boost::asio;
 
-
-
 std::string this_host() {
   char name[256] = {};
   return ::gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
@@ -52,7 +50,8 @@ HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, i
   }
   request.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (receiver.type == "webhook") {
-    const std::string id = fmt::format("evt_{}", alert.event_id);
+    const std::string id = alert.heal.empty() ? fmt::format("evt_{}", alert.event_id)
+                                              : fmt::format("heal_{}", alert.event_id);
     const std::string timestamp = std::to_string(now_unix);
     request.headers.emplace_back("webhook-id", id);
     request.headers.emplace_back("webhook-timestamp", timestamp);
@@ -77,8 +76,11 @@ struct AlertDispatcher::Lane {
 
 AlertDispatcher::AlertDispatcher(asio::io_context& io, db::Store& store, const DaemonConfig& config,
                                  Metrics* metrics)
-    : io_(io), store_(store), host_(config.host.empty() ? this_host() : config.host),
-      group_seconds_(config.alert_group_seconds), metrics_(metrics) {
+    : io_(io),
+      store_(store),
+      host_(config.host.empty() ? this_host() : config.host),
+      group_seconds_(config.alert_group_seconds),
+      metrics_(metrics) {
   for (const Receiver& receiver : config.alerts) {
     auto lane = std::make_unique<Lane>(io);
     lane->receiver = receiver;
@@ -92,7 +94,8 @@ Result<Ok> AlertDispatcher::start() {
   for (auto& lane : lanes_) {
     auto tls = make_tls_context(lane->receiver.ca_file);
     if (!tls) {
-      return make_error(tls.error().code, fmt::format("alert {}: {}", lane->receiver.name, tls.error().message));
+      return make_error(tls.error().code,
+                        fmt::format("alert {}: {}", lane->receiver.name, tls.error().message));
     }
     lane->tls = std::move(*tls);
   }
@@ -127,7 +130,8 @@ void AlertDispatcher::release() {
 }
 
 bool AlertDispatcher::in_flight() const {
-  return std::any_of(lanes_.begin(), lanes_.end(), [](const auto& lane) { return lane->in_flight; });
+  return std::any_of(lanes_.begin(), lanes_.end(),
+                     [](const auto& lane) { return lane->in_flight; });
 }
 
 void AlertDispatcher::retire(std::function<void()> drained) {
@@ -207,7 +211,8 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
     const int64_t now = unix_now();
     const Receiver& r = lane.receiver;
     const auto log_once = [&](int priority, const std::string& what) {
-      if (lane.logged.insert(what).second) log_line(priority, "alert {} ({}): {}", r.name, redact_url(r.url), what);
+      if (lane.logged.insert(what).second)
+        log_line(priority, "alert {} ({}): {}", r.name, redact_url(r.url), what);
     };
     const auto count = [&](const char* result) {
       if (metrics_) ++metrics_->alerts[{r.name, result}];
@@ -263,8 +268,10 @@ int run_alert_test(const DaemonConfig& config, const std::optional<std::string>&
   sample.log_path = "/srv/ai-toolkit/output/oomtriage-test/log.txt";
   sample.line = 1234;
   sample.starts_at = utc_time(unix_now());
-  sample.fixes.push_back({"cheapen_previews", "Make preview samples cheaper",
-                          {"config.process[0].sample.sample_steps: 30 -> 20"}, "Lower-quality previews"});
+  sample.fixes.push_back({"cheapen_previews",
+                          "Make preview samples cheaper",
+                          {"config.process[0].sample.sample_steps: 30 -> 20"},
+                          "Lower-quality previews"});
   int failures = 0;
   int sent = 0;
   std::vector<std::unique_ptr<asio::ssl::context>> contexts;
@@ -285,9 +292,9 @@ int run_alert_test(const DaemonConfig& config, const std::optional<std::string>&
                              response.status);
                 } else {
                   ++failures;
-                  fmt::print("alert {} ({}): failed: {}\n", name, redact_url(url),
-                             response.status ? fmt::format("HTTP {}", response.status)
-                                             : response.error);
+                  fmt::print(
+                      "alert {} ({}): failed: {}\n", name, redact_url(url),
+                      response.status ? fmt::format("HTTP {}", response.status) : response.error);
                 }
               });
   }

@@ -19,6 +19,7 @@ constexpr size_t kDiscordDescription = 4096;
 constexpr size_t kDiscordField = 1024;
 constexpr int kDiscordRed = 0x992D22;
 constexpr int kDiscordAmber = 0xE67E22;
+constexpr int kDiscordGreen = 0x2ECC71;
 
 // JSON can only carry valid UTF-8: replace invalid bytes before anything else.
 std::string valid_utf8(std::string_view text) {
@@ -97,6 +98,9 @@ std::string escape_discord(std::string_view text) {
 }
 
 std::string AlertContent::title() const {
+  if (heal == "healed") return "OOM healed: " + job;
+  if (heal == "exhausted") return "OOM healing exhausted: " + job;
+  if (!heal.empty()) return "OOM healing stopped: " + job;
   std::string t = kind_label(kind);
   if (recovered) t = grouped > 1 ? fmt::format("{} recovered OOMs", grouped) : "Recovered OOM";
   return fmt::format("{} in {}: {}", t, phase, job);
@@ -252,7 +256,9 @@ json discord_payload(const AlertContent& a) {
       {"content", content},
       {"embeds", json::array({{{"title", truncate_utf8(escape_discord(a.title()), kDiscordTitle)},
                                {"description", truncate_utf8(description, kDiscordDescription)},
-                               {"color", a.recovered ? kDiscordAmber : kDiscordRed},
+                               {"color", a.heal == "healed" ? kDiscordGreen
+                                         : a.recovered      ? kDiscordAmber
+                                                            : kDiscordRed},
                                {"fields", fields}}})},
       {"allowed_mentions", {{"parse", json::array()}}}};
 }
@@ -260,6 +266,14 @@ json discord_payload(const AlertContent& a) {
 namespace {
 
 json labels_of(const AlertContent& a) {
+  if (!a.heal.empty()) {
+    return {{"alertname", a.heal == "healed"      ? "TrainingOOMHealed"
+                          : a.heal == "exhausted" ? "TrainingOOMHealExhausted"
+                                                  : "TrainingOOMHealStopped"},
+            {"job", a.job},
+            {"host", a.host},
+            {"severity", a.heal == "healed" ? "info" : "critical"}};
+  }
   return {{"alertname", a.recovered ? "TrainingOOMRecovered" : "TrainingOOM"},
           {"job", a.job},
           {"kind", a.kind},

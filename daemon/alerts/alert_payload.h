@@ -29,15 +29,18 @@ struct AlertContent {
   std::string model_family;
   std::string kind;
   std::string phase;
-  std::string step;      // "500 of 3000", "unknown"
-  std::string figures;   // "tried 1.50 GiB; 812.00 MiB free of 23.55 GiB; GPU 0"
-  std::string message;   // the log's own text (untrusted)
+  std::string step;     // "500 of 3000", "unknown"
+  std::string figures;  // "tried 1.50 GiB; 812.00 MiB free of 23.55 GiB; GPU 0"
+  std::string message;  // the log's own text (untrusted)
   std::string log_path;
   int64_t line = 0;
   bool recovered = false;
-  int grouped = 1;       // recovered OOMs of a burst sent as one message
-  std::string starts_at; // RFC 3339
+  int grouped = 1;        // recovered OOMs of a burst sent as one message
+  std::string starts_at;  // RFC 3339
   std::vector<AlertFix> fixes;
+  // Not an OOM but the verdict of `oomtriage run --heal` on its job: "healed", "exhausted" or
+  // "stopped"; event_id is then the run's id, and `message` says what was done.
+  std::string heal;
 
   std::string title() const;  // "CUDA OOM in sampling: my_lora"
   std::string report_command() const { return "oomtriage report " + job; }

@@ -119,7 +119,7 @@ int run_fix(const FixOptions& options) {
   if (!lookup.warning.empty()) fmt::print(stderr, "oomtriage: {}\n", lookup.warning);
 
   triage::TriageInput input{&analysis, lookup.config ? &*lookup.config : nullptr,
-                            lookup.config_problem};
+                            lookup.config_problem, {}};
   if (const parsers::OomEvent* incident = triage::incident_to_fix(analysis)) {
     input.tried_and_failed =
         tried_and_failed_for_log(options.store, options.log, *incident, lookup.files);

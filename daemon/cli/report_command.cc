@@ -32,7 +32,8 @@ std::string when(int64_t unix_seconds) { return utc_time(unix_seconds, "%Y-%m-%d
 Result<std::unique_ptr<db::Store>> open_store(const std::string& path) {
   if (!std::filesystem::exists(path)) return std::unique_ptr<db::Store>();
   auto store = db::Store::open(path);
-  if (!store) return make_error(store.error().code, fmt::format("store {}: {}", path, store.error().message));
+  if (!store)
+    return make_error(store.error().code, fmt::format("store {}: {}", path, store.error().message));
   return std::move(*store);
 }
 
@@ -96,13 +97,22 @@ Carried carried_by(const db::JobStory& story, size_t run_index) {
   if (run.outcome == "completed") {
     out.verdict = "worked: the run completed";
   } else if (own != nullptr) {
-    const std::string phase = nlohmann::json::parse(own->event_json, nullptr, false).value("phase", "");
+    const std::string phase =
+        nlohmann::json::parse(own->event_json, nullptr, false).value("phase", "");
     out.verdict = phase == before ? "did not work: crashed again in " + phase
                                   : "crashed again, in " + phase + " this time";
   } else {
     out.verdict = "no crash so far (" + run.outcome + ")";
   }
   return out;
+}
+
+// The `oomtriage run` attempt that was run `run_id`, if it was one.
+const db::HealAttempt* attempt_of(const db::JobStory& story, int64_t run_id) {
+  for (const auto& attempt : story.attempts) {
+    if (attempt.run_id == run_id) return &attempt;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -137,8 +147,12 @@ int run_jobs(const std::string& store_path, bool json, ColorMode color) {
   if (json) {
     ordered_json out = ordered_json::array();
     for (const auto& job : jobs) {
-      out.push_back({{"name", job.name}, {"trainer", job.trainer}, {"outcome", job.outcome},
-                     {"runs", job.runs}, {"events", job.events}, {"log_dir", job.log_dir},
+      out.push_back({{"name", job.name},
+                     {"trainer", job.trainer},
+                     {"outcome", job.outcome},
+                     {"runs", job.runs},
+                     {"events", job.events},
+                     {"log_dir", job.log_dir},
                      {"last_seen", when(job.last_seen)}});
     }
     fmt::print("{}\n", ordered_json{{"oomtriage", 1}, {"jobs", out}}.dump(2));
@@ -186,8 +200,9 @@ int run_report(const std::string& store_path, const std::string& name, bool json
     });
     std::vector<std::string> close;
     for (const auto& candidate : names) {
-      if (close.size() < 5 && (edit_distance(candidate, name) <= std::max<size_t>(3, name.size() / 3) ||
-                               candidate.find(name) != std::string::npos)) {
+      if (close.size() < 5 &&
+          (edit_distance(candidate, name) <= std::max<size_t>(3, name.size() / 3) ||
+           candidate.find(name) != std::string::npos)) {
         close.push_back(candidate);
       }
     }
@@ -208,33 +223,57 @@ int run_report(const std::string& store_path, const std::string& name, bool json
   ordered_json fixes = story->events.empty()
                            ? ordered_json::array()
                            : ordered_json::parse(story->events.back().fixes_json, nullptr, false);
-  const std::string family = story->snapshots.empty() ? "unknown" : family_of(story->snapshots.back());
+  const std::string family =
+      story->snapshots.empty() ? "unknown" : family_of(story->snapshots.back());
 
   if (json) {
     ordered_json runs = ordered_json::array();
     for (const auto& r : story->runs) {
       const Carried carried = carried_by(*story, runs.size());
-      runs.push_back({{"id", r.id}, {"log_path", r.log_path}, {"outcome", r.outcome},
-                      {"started_at", when(r.started_at)}, {"updated_at", when(r.updated_at)},
-                      {"snapshot_id", r.snapshot_id ? ordered_json(*r.snapshot_id) : ordered_json(nullptr)},
-                      {"carried_fixes", carried.ids},
-                      {"carried_result", carried.verdict.empty() ? ordered_json(nullptr)
-                                                                 : ordered_json(carried.verdict)}});
+      ordered_json attempt = nullptr;
+      if (const db::HealAttempt* a = attempt_of(*story, r.id)) {
+        attempt = {
+            {"attempt", a->attempt},
+            {"max_attempts", a->max_attempts},
+            {"fix_id", a->fix_id.empty() ? ordered_json(nullptr) : ordered_json(a->fix_id)},
+            {"change", a->change},
+            {"argv", ordered_json::parse(a->argv_json, nullptr, false)},
+            {"resumed_step",
+             a->resumed_step ? ordered_json(*a->resumed_step) : ordered_json(nullptr)},
+            {"outcome", a->outcome},
+            {"verdict", a->verdict.empty() ? ordered_json(nullptr) : ordered_json(a->verdict)}};
+      }
+      runs.push_back(
+          {{"id", r.id},
+           {"log_path", r.log_path},
+           {"outcome", r.outcome},
+           {"started_at", when(r.started_at)},
+           {"updated_at", when(r.updated_at)},
+           {"snapshot_id", r.snapshot_id ? ordered_json(*r.snapshot_id) : ordered_json(nullptr)},
+           {"carried_fixes", carried.ids},
+           {"carried_result",
+            carried.verdict.empty() ? ordered_json(nullptr) : ordered_json(carried.verdict)},
+           {"attempt", attempt}});
     }
     ordered_json snapshots = ordered_json::array();
     for (const auto& s : story->snapshots) {
-      snapshots.push_back({{"id", s.id}, {"path", s.path}, {"sha256", s.sha256},
-                           {"seen_at", when(s.seen_at)}, {"content", s.content}});
+      snapshots.push_back({{"id", s.id},
+                           {"path", s.path},
+                           {"sha256", s.sha256},
+                           {"seen_at", when(s.seen_at)},
+                           {"content", s.content}});
     }
-    const ordered_json out = {
-        {"oomtriage", 1},
-        {"job", {{"name", story->job.name}, {"trainer", story->job.trainer},
-                 {"model_family", family}, {"outcome", story->job.outcome},
-                 {"log_dir", story->job.log_dir}}},
-        {"runs", runs},
-        {"snapshots", snapshots},
-        {"events", events},
-        {"fixes", fixes.is_discarded() ? ordered_json::array() : fixes}};
+    const ordered_json out = {{"oomtriage", 1},
+                              {"job",
+                               {{"name", story->job.name},
+                                {"trainer", story->job.trainer},
+                                {"model_family", family},
+                                {"outcome", story->job.outcome},
+                                {"log_dir", story->job.log_dir}}},
+                              {"runs", runs},
+                              {"snapshots", snapshots},
+                              {"events", events},
+                              {"fixes", fixes.is_discarded() ? ordered_json::array() : fixes}};
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return kExitOk;
   }
@@ -248,6 +287,16 @@ int run_report(const std::string& store_path, const std::string& name, bool json
   for (size_t i = 0; i < story->runs.size(); ++i) {
     const auto& r = story->runs[i];
     fmt::print("  #{}  {}  {}  {}\n", r.id, when(r.started_at), r.outcome, r.log_path);
+    if (const db::HealAttempt* a = attempt_of(*story, r.id)) {
+      std::string line = fmt::format("attempt {}/{}", a->attempt, a->max_attempts);
+      if (!a->change.empty()) line += ": " + a->change;
+      if (a->attempt > 1 && a->resumed_step) {
+        line += fmt::format(", resumed at step {}", *a->resumed_step);
+      }
+      line += ", " + a->outcome;
+      if (!a->verdict.empty()) line += " (" + a->verdict + ")";
+      fmt::print("       {}\n", line);
+    }
     const Carried carried = carried_by(*story, i);
     if (!carried.ids.empty()) {
       fmt::print("       carried {} from the previous crash: {}\n", fmt::join(carried.ids, ", "),
@@ -261,8 +310,8 @@ int run_report(const std::string& store_path, const std::string& name, bool json
     fmt::print("  snapshot {}  sha256 {}  taken {}  {}\n", s.id, s.sha256.substr(0, 12),
                when(s.seen_at), s.path);
     if (i > 0) {
-      const std::string diff = triage::unified_diff(story->snapshots[i - 1].content, s.content,
-                                                    "previous", "this");
+      const std::string diff =
+          triage::unified_diff(story->snapshots[i - 1].content, s.content, "previous", "this");
       for (size_t at = 0, next; at < diff.size(); at = next + 1) {
         next = diff.find('\n', at);
         if (next == std::string::npos) next = diff.size();
@@ -282,24 +331,27 @@ int run_report(const std::string& store_path, const std::string& name, bool json
       return event[key].get<int64_t>();
     };
     const std::string step = step_text(number("step"), number("total_steps"));
-    fmt::print("  {}. {} in {}, {}{}  (run #{}, line {})\n", index, event["kind"].get<std::string>(),
-               event["phase"].get<std::string>(), step,
+    fmt::print("  {}. {} in {}, {}{}  (run #{}, line {})\n", index,
+               event["kind"].get<std::string>(), event["phase"].get<std::string>(), step,
                event["recovered"].get<bool>() ? " (recovered)" : "", event["run_id"].dump(),
                event["line"].dump());
     const uint64_t capacity = get("total_capacity_bytes");
     if (capacity > 0) {
       uint64_t used = get("this_process_in_use_bytes");
-      if (used == 0 || used > capacity) used = get("allocated_by_pytorch_bytes") + get("reserved_unallocated_bytes");
+      if (used == 0 || used > capacity)
+        used = get("allocated_by_pytorch_bytes") + get("reserved_unallocated_bytes");
       const uint64_t tried = get("tried_to_allocate_bytes");
-      fmt::print("     {} used {} + tried {} of {} ({} free)\n", memory_bar(capacity, used, tried, 30),
-                 format_bytes(used), format_bytes(tried), format_bytes(capacity),
+      fmt::print("     {} used {} + tried {} of {} ({} free)\n",
+                 memory_bar(capacity, used, tried, 30), format_bytes(used), format_bytes(tried),
+                 format_bytes(capacity),
                  event["free_bytes"].is_null() ? "?" : format_bytes(get("free_bytes")));
     }
     std::string message = event["message"].get<std::string>();
     if (message.size() > 150) message = message.substr(0, 150) + "…";
     fmt::print("     {}\n", message);
     // Why this phase and this step: the line that showed each.
-    for (const auto& [key, what] : {std::pair{"phase_evidence", "phase"}, std::pair{"step_evidence", "step"}}) {
+    for (const auto& [key, what] :
+         {std::pair{"phase_evidence", "phase"}, std::pair{"step_evidence", "step"}}) {
       if (!event.contains(key) || !event[key].is_object()) continue;
       const auto& evidence = event[key];
       fmt::print("     {} from {} at line {}: {}\n", what, evidence.value("source", "?"),
@@ -317,8 +369,8 @@ int run_report(const std::string& store_path, const std::string& name, bool json
                    target["path"].is_string() ? " " + target["path"].get<std::string>() : "");
       }
       for (const auto& change : fix["changes"]) {
-        fmt::print("       {}: {} -> {}\n", change["path"].get<std::string>(), change["from"].dump(),
-                   change["to"].dump());
+        fmt::print("       {}: {} -> {}\n", change["path"].get<std::string>(),
+                   change["from"].dump(), change["to"].dump());
       }
       if (fix.contains("check") && fix["check"].is_string()) {
         fmt::print("       check: {}\n", fix["check"].get<std::string>());

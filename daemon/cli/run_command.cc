@@ -16,6 +16,7 @@
 #include <map>
 
 #include "daemon/cli/child_process.h"
+#include "daemon/cli/run_alerts.h"
 #include "daemon/common/digest.h"
 #include "daemon/render/json_output.h"
 #include "daemon/service/event_sink.h"
@@ -103,10 +104,16 @@ std::optional<std::string> newest_state(parsers::Trainer trainer,
   return best->string();
 }
 
+struct RunIds {
+  int64_t job_id = 0;
+  int64_t run_id = 0;
+};
+
 // What one attempt wrote into the store; failures are said once, the run goes on.
 class RunStore {
  public:
-  explicit RunStore(const std::string& path) {
+  RunStore(const std::string& path, std::vector<std::string> receivers)
+      : receivers_(std::move(receivers)) {
     std::error_code ec;
     fs::create_directories(fs::path(path).parent_path(), ec);
     if (auto opened = db::Store::open(path)) {
@@ -117,10 +124,11 @@ class RunStore {
     }
   }
 
-  void record_attempt(const std::string& job, const parsers::LogAnalysis& analysis,
-                      const std::string& log_path, uint64_t end_offset, const JobLookup& lookup,
-                      const std::vector<triage::Fix>& fixes) {
-    if (!store_) return;
+  std::optional<RunIds> record_attempt(const std::string& job, const parsers::LogAnalysis& analysis,
+                                       const std::string& log_path, uint64_t end_offset,
+                                       const JobLookup& lookup,
+                                       const std::vector<triage::Fix>& fixes) {
+    if (!store_) return std::nullopt;
     const int64_t now = unix_now();
     const std::string trainer(parsers::to_string(analysis.trainer));
     auto job_id = store_->upsert_job(job, trainer, fs::path(log_path).parent_path().string(), now);
@@ -158,6 +166,7 @@ class RunStore {
     progress.offset = end_offset;
     progress.analyzer_state = "{}";
     progress.outcome = std::string(parsers::to_string(analysis.outcome));
+    progress.receivers = receivers_;
     const std::string family =
         lookup.config ? std::string(parsers::to_string(lookup.config->family)) : "unknown";
     for (const parsers::OomEvent& event : analysis.events) {
@@ -165,7 +174,16 @@ class RunStore {
           event_row(event, event.recovered ? std::vector<triage::Fix>{} : fixes, family));
     }
     if (auto committed = store_->commit_progress(progress, now); !committed) {
-      fail(committed.error().message);
+      return fail(committed.error().message);
+    }
+    return RunIds{*job_id, *run_id};
+  }
+
+  void record_heal(const RunIds& ids, db::HealAttempt attempt) {
+    if (!store_) return;
+    attempt.run_id = ids.run_id;
+    if (auto recorded = store_->record_heal_attempt(ids.job_id, attempt); !recorded) {
+      fail(recorded.error().message);
     }
   }
 
@@ -188,12 +206,14 @@ class RunStore {
   }
 
  private:
-  void fail(const std::string& message) {
+  std::nullopt_t fail(const std::string& message) {
     if (!failed_) say("could not record the run in the store: " + message);
     failed_ = true;
+    return std::nullopt;
   }
 
   std::unique_ptr<db::Store> store_;
+  std::vector<std::string> receivers_;  // an outbox row per event and receiver
   bool failed_ = false;
 };
 
@@ -214,10 +234,16 @@ bool wait_or_interrupted(std::chrono::seconds delay) {
   return ::sigtimedwait(&set, nullptr, &timeout) < 0;
 }
 
+// "sample.width 1024 -> 768, ...": AI Toolkit's paths without the "config.process[0]." all
+// of them share.
 std::string change_summary(const triage::Fix& fix) {
   std::vector<std::string> parts;
   for (const auto& change : fix.changes) {
-    parts.push_back(fmt::format("{} {} -> {}", change.path, change.from_json, change.to_json));
+    std::string_view path = change.path;
+    if (path.rfind("config.process[", 0) == 0 && path.find("].") != std::string_view::npos) {
+      path.remove_prefix(path.find("].") + 2);
+    }
+    parts.push_back(fmt::format("{} {} -> {}", path, change.from_json, change.to_json));
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }
@@ -245,11 +271,14 @@ int run_supervised(const RunOptions& options) {
     say("cannot write " + log_path);
     return 1;
   }
-  RunStore store(options.store);
+  RunAlerts alerts(options.alerts, options.store);
+  RunStore store(options.store, alerts.receivers());
   const std::map<std::string, std::string> base_env = {{"PYTHONUNBUFFERED", "1"},
                                                        {"COLUMNS", "4096"}};
   std::map<std::string, std::string> env = base_env;
   std::vector<std::string> tried;
+  std::string applied_fix;     // the fix applied before the coming attempt
+  std::string applied_change;  // and its changes in words
   int64_t lines_written = 0;
   std::optional<int64_t> expected_step;  // where the next attempt must resume
   std::chrono::seconds backoff = options.backoff;
@@ -262,6 +291,7 @@ int run_supervised(const RunOptions& options) {
     parsers::AnalyzerOptions analyzer_options;
     analyzer_options.trainer = trainer;
     parsers::LogAnalyzer analyzer(analyzer_options);
+    const int64_t started_at = unix_now();
     auto child = ChildProcess::start(argv, env);
     if (!child) {
       say(child.error().message);
@@ -274,14 +304,26 @@ int run_supervised(const RunOptions& options) {
           log.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
           lines_written += std::count(bytes.begin(), bytes.end(), '\n');
           log.flush();
-          analyzer.feed(bytes);
-          (void)analyzer.take_events();  // parses the waiting frame: the bar's position is known
-          if (expected_step && !resumed_at) {
+          if (resumed_at) {
+            analyzer.feed(bytes);
+            return;
+          }
+          // Until the bar shows up, fed one record at a time: the analyzer parses only the last
+          // frame of a burst, and the first frame drawn is the step the run resumed at.
+          while (!bytes.empty() && !resumed_at) {
+            const size_t end = bytes.find_first_of("\r\n");
+            const size_t take = end == std::string_view::npos ? bytes.size() : end + 1;
+            analyzer.feed(bytes.substr(0, take));
+            bytes.remove_prefix(take);
+            (void)analyzer.take_events();  // parses the waiting frame: the bar's position is known
             resumed_at = analyzer.training_step();
-            if (resumed_at && *resumed_at + 1 < *expected_step) {
-              did_not_resume = true;
-              child->stop();
-            }
+          }
+          analyzer.feed(bytes);
+          // AI Toolkit's bar starts at the resumed step; one step of slack for a bar drawn
+          // before its first update.
+          if (resumed_at && expected_step && *resumed_at + 1 < *expected_step) {
+            did_not_resume = true;
+            child->stop();
           }
         },
         options.grace);
@@ -305,7 +347,49 @@ int run_supervised(const RunOptions& options) {
     triage::TriageInput input{&analysis, lookup.config ? &*lookup.config : nullptr,
                               lookup.config_problem, tried};
     const std::vector<triage::Fix> fixes = triage::rank_fixes(input);
-    store.record_attempt(job, analysis, log_path, end_offset, lookup, fixes);
+    const std::optional<RunIds> ids =
+        store.record_attempt(job, analysis, log_path, end_offset, lookup, fixes);
+    alerts.poke();
+    db::HealAttempt record;
+    record.attempt = attempt;
+    record.max_attempts = options.heal ? options.max_attempts : 1;
+    record.fix_id = applied_fix;
+    record.change = applied_change;
+    record.argv_json =
+        nlohmann::json(argv).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    record.resumed_step = resumed_at;
+    record.started_at = started_at;
+    // Every way out of this attempt says how it ended, and the last one the verdict.
+    const auto finish = [&](const std::string& outcome, const std::string& verdict) {
+      record.outcome = outcome;
+      record.verdict = verdict;
+      record.ended_at = unix_now();
+      if (ids) store.record_heal(*ids, record);
+      if (!options.heal || verdict.empty() || (verdict == "healed" && attempt == 1)) return;
+      AlertContent content;
+      content.event_id = ids ? ids->run_id : 0;
+      content.heal = verdict == "healed"      ? "healed"
+                     : verdict == "exhausted" ? "exhausted"
+                                              : "stopped";
+      content.job = job;
+      content.trainer = std::string(parsers::to_string(trainer));
+      content.model_family =
+          lookup.config ? std::string(parsers::to_string(lookup.config->family)) : "unknown";
+      content.step = resumed_at ? std::to_string(*resumed_at) : "unknown";
+      content.message =
+          fmt::format("attempt {}/{}: {}; fixes applied: {}", attempt, options.max_attempts,
+                      verdict, tried.empty() ? "none" : fmt::format("{}", fmt::join(tried, ", ")));
+      content.log_path = log_path;
+      alerts.send_verdict(std::move(content));
+    };
+    const std::string outcome(parsers::to_string(analysis.outcome));
+    const int failed_code = exit.exit_code == 0 ? 1 : exit.exit_code;
+    // Ends the run: says why, records the verdict, returns the exit code.
+    const auto give_up = [&](const std::string& verdict, const std::string& message) {
+      say(message);
+      finish(outcome, verdict);
+      return failed_code;
+    };
 
     ScannedLog scanned;
     scanned.path = log_path;
@@ -317,6 +401,7 @@ int run_supervised(const RunOptions& options) {
     if (exit.interrupted) {
       say(fmt::format("stopped by a signal{}; the child exited with {}", attempt_text,
                       exit.exit_code));
+      finish("interrupted", "stopped: by a signal");
       return exit.exit_code == 0 ? 130 : exit.exit_code;
     }
     if (did_not_resume) {
@@ -324,6 +409,8 @@ int run_supervised(const RunOptions& options) {
           fmt::format("attempt {} did not resume: its training bar started at step {}, the last "
                       "save was at step {}; stopped so that it does not overwrite its saves",
                       attempt, resumed_at.value_or(0), expected_step.value_or(0)));
+      finish("did_not_resume", fmt::format("stopped: restarted at step {}, not at its save at {}",
+                                           resumed_at.value_or(0), expected_step.value_or(0)));
       return exit.exit_code == 0 ? 1 : exit.exit_code;
     }
     const bool completed = exit.exit_code == 0 && analysis.outcome != parsers::Outcome::kCrashedOom;
@@ -332,21 +419,26 @@ int run_supervised(const RunOptions& options) {
         say(fmt::format("healed: the job completed at attempt {}/{} after {}", attempt,
                         options.max_attempts, fmt::join(tried, ", ")));
       }
+      finish(outcome, attempt > 1 ? "healed" : "");
       return 0;
     }
     fmt::print(stderr, "{}", render_scan_text(scanned, color));
-    if (!options.heal) return exit.exit_code;
+    if (!options.heal) {
+      finish(outcome, "");
+      return exit.exit_code;
+    }
 
     const triage::HealStep step = triage::next_heal_step(analysis, fixes, tried);
     if (step.fix == nullptr) {
-      say(fmt::format("not healed{}: {}", attempt_text, step.stop_reason));
-      return exit.exit_code == 0 ? 1 : exit.exit_code;
+      return give_up("stopped: " + step.stop_reason,
+                     fmt::format("not healed{}: {}", attempt_text, step.stop_reason));
     }
     if (attempt >= options.max_attempts) {
-      say(fmt::format("exhausted: {} attempt(s) spent ({}); the next fix would be {}", attempt,
+      return give_up(
+          "exhausted",
+          fmt::format("exhausted: {} attempt(s) spent ({}); the next fix would be {}", attempt,
                       tried.empty() ? "no fix applied" : fmt::format("{}", fmt::join(tried, ", ")),
                       step.fix->id));
-      return exit.exit_code == 0 ? 1 : exit.exit_code;
     }
     const triage::Fix& fix = *step.fix;
     const parsers::OomEvent* incident = triage::incident_to_fix(analysis);
@@ -365,9 +457,9 @@ int run_supervised(const RunOptions& options) {
       if (mine.empty()) continue;
       const triage::PatchResult patched = triage::patch_file(file.kind, file.text, mine);
       if (!patched.text) {
-        say(fmt::format("not healed: {} cannot be patched for {}: {}", file.path, fix.id,
-                        patched.error));
-        return exit.exit_code == 0 ? 1 : exit.exit_code;
+        return give_up("stopped: the config cannot be patched",
+                       fmt::format("not healed: {} cannot be patched for {}: {}", file.path, fix.id,
+                                   patched.error));
       }
       const fs::path original(file.path);
       std::string stem = original.stem().string();
@@ -380,8 +472,8 @@ int run_supervised(const RunOptions& options) {
       out << *patched.text;
       out.close();
       if (!out) {
-        say("not healed: cannot write " + copy.string());
-        return exit.exit_code == 0 ? 1 : exit.exit_code;
+        return give_up("stopped: cannot write " + copy.string(),
+                       "not healed: cannot write " + copy.string());
       }
       fmt::print(
           stderr, "{}",
@@ -406,11 +498,14 @@ int run_supervised(const RunOptions& options) {
     const triage::ResumeArguments resume =
         triage::with_resume(trainer, argv, newest_state(trainer, argv));
     if (!resume.missing.empty()) {
-      say(fmt::format("not healed: cannot resume the job: {}", resume.missing));
-      return exit.exit_code == 0 ? 1 : exit.exit_code;
+      return give_up("stopped: " + resume.missing,
+                     fmt::format("not healed: cannot resume the job: {}", resume.missing));
     }
     argv = resume.argv;
     tried.push_back(fix.id);
+    finish(outcome, "");
+    applied_fix = fix.id;
+    applied_change = fmt::format("{}: {}", fix.title, change_summary(fix));
     if (saved_step) expected_step = saved_step;  // else the save before still is the newest
     say(fmt::format(
         "attempt {}/{} in {} s: {} ({}){}; command: {}", attempt + 1, options.max_attempts,

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/common/daemon_config.h"
 #include "daemon/render/text_output.h"
 #include "parsers/event.h"
 
@@ -32,6 +33,8 @@ struct RunOptions {
   std::chrono::seconds backoff{10};  // before the second attempt, doubled each time, at most 5 min
   std::chrono::seconds grace{30};    // SIGTERM -> SIGKILL
   ColorMode color = ColorMode::kAuto;
+  // Where alerts go: the daemon config's receivers (and host), or --webhook's.
+  DaemonConfig alerts;
 };
 
 // Returns 0 when the job completed (healed or not), else the child's exit code (1 for a

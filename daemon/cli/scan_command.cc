@@ -66,7 +66,7 @@ int run_scan(const ScanOptions& options) {
     JobLookup& lookup = *located;
     if (!lookup.warning.empty()) report(lookup.warning);
     triage::TriageInput input{&log.analysis, lookup.config ? &*lookup.config : nullptr,
-                              lookup.config_problem};
+                              lookup.config_problem, {}};
     if (const parsers::OomEvent* incident = triage::incident_to_fix(log.analysis)) {
       input.tried_and_failed = tried_and_failed_for_log(options.store, path, *incident, lookup.files);
     }

@@ -898,7 +898,7 @@ class Daemon {
       single.arguments = analyzer.arguments();
       single.events = {event};
       triage::TriageInput input{&single, file.job.config ? &*file.job.config : nullptr,
-                                file.job.config_problem};
+                                file.job.config_problem, {}};
       input.tried_and_failed = tried_and_failed(file, event);
       const std::vector<triage::Fix> fixes = triage::rank_fixes(input);
       progress.events.push_back(event_row(event, fixes, family));

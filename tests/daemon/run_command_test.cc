@@ -5,7 +5,13 @@
 // FAKE_VRAM_GIB). Skipped where Debian's python3-tqdm or python3-yaml is absent.
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <set>
+
 #include "tests/support/e2e.h"
+#include "tests/support/http_test_server.h"
 #include "tests/support/skip.h"
 
 using namespace oomtriage;
@@ -130,6 +136,11 @@ TEST_SUITE("daemon::run") {
     CHECK(text.find("carried cheapen_previews from the previous crash") != std::string::npos);
     CHECK(text.find("worked: the run completed") != std::string::npos);
     CHECK(text.find("+        qtype: uint4") != std::string::npos);
+    CHECK(text.find("attempt 1/3, crashed_oom") != std::string::npos);
+    CHECK(text.find("attempt 2/3: Make preview samples cheaper: sample.width 1024 -> 768") !=
+          std::string::npos);
+    CHECK(text.find("resumed at step 100, crashed_oom") != std::string::npos);
+    CHECK(text.find("resumed at step 100, completed (healed)") != std::string::npos);
   }
 
   TEST_CASE("run --heal stops: budget spent, a crash that is not an OOM, a resume at step 0") {
@@ -187,5 +198,29 @@ TEST_SUITE("daemon::run") {
     // 400 steps at 50 ms would take 20 s: the child was stopped, not waited for.
     CHECK(std::chrono::steady_clock::now() - started < 15s);
     CHECK_FALSE(fs::exists(dir.path / "output" / "heal_lora" / "heal_lora_000000400.safetensors"));
+  }
+  TEST_CASE("run --heal --webhook sends each OOM and the healed verdict, once each") {
+    require_python();
+    TempDir dir;
+    write_job(dir.path);
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return ScriptedResponse{}; });
+    const Ran ran =
+        run(dir.path, {"--heal", "--backoff", "0", "--webhook", server.url()}, "FAKE_VRAM_GIB=15");
+    INFO(ran.err);
+    REQUIRE(ran.code == 0);
+    // run waits for the outbox before it exits: everything has arrived.
+    std::vector<std::string> names;
+    std::set<std::string> ids;
+    for (const ReceivedRequest& request : server.requests()) {
+      const auto body = nlohmann::json::parse(request.body);
+      for (const auto& alert : body.at("alerts")) {
+        names.push_back(alert.at("labels").at("alertname").get<std::string>());
+      }
+      ids.insert(request.headers.at("webhook-id"));
+    }
+    CHECK(std::count(names.begin(), names.end(), "TrainingOOM") == 2);
+    CHECK(std::count(names.begin(), names.end(), "TrainingOOMHealed") == 1);
+    CHECK(names.size() == 3);
+    CHECK(ids.size() == 3);  // distinct idempotency keys: nothing sent twice
   }
 }

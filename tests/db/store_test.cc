@@ -46,11 +46,11 @@ db::EventRow event_at(uint64_t offset) {
 TEST_SUITE("db::store") {
   TEST_CASE("a new store is migrated to the current schema, and reopening keeps it") {
     TempStore t;
-    CHECK(t.store->schema_version() == 4);
+    CHECK(t.store->schema_version() == 5);
     t.store.reset();
     auto again = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(again);
-    CHECK((*again)->schema_version() == 4);
+    CHECK((*again)->schema_version() == 5);
   }
   TEST_CASE("a store from a newer oomtriage is refused, not damaged") {
     TempStore t;
@@ -67,7 +67,8 @@ TEST_SUITE("db::store") {
     TempStore t;
     const int64_t job = *t.store->upsert_job("j", "ai-toolkit", "/out/j", 100);
     const int64_t a = *t.store->add_config_snapshot(job, "/out/j/config.yaml", "aaa", "x: 1", 100);
-    const int64_t same = *t.store->add_config_snapshot(job, "/out/j/config.yaml", "aaa", "x: 1", 200);
+    const int64_t same =
+        *t.store->add_config_snapshot(job, "/out/j/config.yaml", "aaa", "x: 1", 200);
     const int64_t b = *t.store->add_config_snapshot(job, "/out/j/config.yaml", "bbb", "x: 2", 300);
     CHECK(a == same);
     CHECK(b != a);
@@ -114,21 +115,57 @@ TEST_SUITE("db::store") {
     const auto story = *t.store->job_story("j");
     CHECK(story->runs.at(0).outcome == "crashed_oom");
     sqlite3* raw = nullptr;
-    REQUIRE(sqlite3_open_v2((t.dir / "oomtriage.db").c_str(), &raw, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_open_v2((t.dir / "oomtriage.db").c_str(), &raw, SQLITE_OPEN_READONLY,
+                            nullptr) == SQLITE_OK);
     sqlite3_stmt* stmt = nullptr;
-    sqlite3_prepare_v2(raw, "SELECT COUNT(*) FROM outbox WHERE state = 'pending'", -1, &stmt, nullptr);
+    sqlite3_prepare_v2(raw, "SELECT COUNT(*) FROM outbox WHERE state = 'pending'", -1, &stmt,
+                       nullptr);
     REQUIRE(sqlite3_step(stmt) == SQLITE_ROW);
     CHECK(sqlite3_column_int(stmt, 0) == 6);  // 3 events x 2 receivers
     sqlite3_finalize(stmt);
     sqlite3_close(raw);
   }
+  TEST_CASE("a run's heal attempt is kept with its job, and its end updates it") {
+    TempStore t;
+    const int64_t job = *t.store->upsert_job("j", "ai-toolkit", "/out/j", 100);
+    const int64_t run = *t.store->start_run(job, "/out/j/log.txt", std::nullopt, 100);
+    db::HealAttempt attempt;
+    attempt.run_id = run;
+    attempt.attempt = 2;
+    attempt.max_attempts = 3;
+    attempt.fix_id = "lower_batch_size";
+    attempt.change = "train.batch_size 4 -> 2";
+    attempt.argv_json = R"(["python","run.py","job.oomtriage-2.yaml"])";
+    attempt.resumed_step = 750;
+    attempt.outcome = "running";
+    attempt.started_at = 100;
+    attempt.ended_at = 100;
+    REQUIRE(t.store->record_heal_attempt(job, attempt));
+    attempt.outcome = "completed";
+    attempt.verdict = "healed";
+    attempt.ended_at = 200;
+    REQUIRE(t.store->record_heal_attempt(job, attempt));
+    const auto story = t.store->job_story("j");
+    REQUIRE(story);
+    REQUIRE(*story);
+    REQUIRE((*story)->attempts.size() == 1);
+    const db::HealAttempt& kept = (*story)->attempts[0];
+    CHECK(kept.run_id == run);
+    CHECK(kept.fix_id == "lower_batch_size");
+    CHECK(kept.resumed_step == 750);
+    CHECK(kept.outcome == "completed");
+    CHECK(kept.verdict == "healed");
+    CHECK(kept.ended_at == 200);
+  }
+
   TEST_CASE("a reader sees the committed state while a writer holds a transaction") {
     TempStore t;
     (void)*t.store->upsert_job("visible", "unknown", "/x", 1);
     sqlite3* writer = nullptr;
     REQUIRE(sqlite3_open((t.dir / "oomtriage.db").c_str(), &writer) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(writer, "BEGIN IMMEDIATE; INSERT INTO jobs (name, first_seen, last_seen) "
-                                 "VALUES ('pending', 1, 1);",
+    REQUIRE(sqlite3_exec(writer,
+                         "BEGIN IMMEDIATE; INSERT INTO jobs (name, first_seen, last_seen) "
+                         "VALUES ('pending', 1, 1);",
                          nullptr, nullptr, nullptr) == SQLITE_OK);
     auto reader = db::Store::open((t.dir / "oomtriage.db").string(), 200);
     REQUIRE(reader);
@@ -147,8 +184,14 @@ TEST_SUITE("db::store") {
   }
   TEST_CASE("applied fixes are kept per log and crash, and a job's story is found by its log") {
     TempStore t;
-    const db::AppliedFix fix{"/out/job/log.txt", 4096, "cheapen_previews", "/out/job/config.yaml",
-                             "aaa", "bbb", R"({"id":"cheapen_previews"})", 1700000000};
+    const db::AppliedFix fix{"/out/job/log.txt",
+                             4096,
+                             "cheapen_previews",
+                             "/out/job/config.yaml",
+                             "aaa",
+                             "bbb",
+                             R"({"id":"cheapen_previews"})",
+                             1700000000};
     REQUIRE(t.store->record_applied_fix(fix));
     auto found = t.store->applied_fixes("/out/job/log.txt", 4096);
     REQUIRE(found);
