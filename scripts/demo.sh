@@ -2,6 +2,8 @@
 # scripts/demo.sh: the README's first command. Sets up and builds, then runs the main job: the
 # daemon with its SQLite store watches a fresh training folder while a bundled example log is
 # written into it line by line like a live trainer; then `oomtriage report` tells that job's story.
+# Then `oomtriage run --heal` supervises a (simulated) AI Toolkit job that needs two fixes to fit
+# a 15 GiB GPU, and heals it unattended; `report` shows its attempts, alerts and config diff.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -38,3 +40,18 @@ echo
 "$bin" --state-dir "$work/state" report my_lora
 kill -TERM "$daemon_pid"
 wait "$daemon_pid" || true
+
+echo
+echo "demo: oomtriage run --heal on a job that fits a 15 GiB GPU only after two fixes"
+echo "      (the fake AI Toolkit of tests/fake_trainers/ai_toolkit.py; its own output goes to train.log)"
+mkdir -p "$work/heal"
+cp examples/heal_job/job.yaml "$work/heal/job.yaml"
+heal_state="$work/heal-state"
+(
+  cd "$work/heal"
+  FAKE_VRAM_GIB=15 "$OLDPWD/$bin" --state-dir "$heal_state" run --heal --backoff 1 \
+    --log train.log -- /usr/bin/python3 "$OLDPWD/tests/fake_trainers/ai_toolkit.py" job.yaml \
+    2>&1 >/dev/null | grep '^oomtriage run'
+)
+echo
+"$bin" --state-dir "$heal_state" --color never report heal_lora

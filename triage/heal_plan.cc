@@ -1,6 +1,7 @@
 // triage/heal_plan.cc: the stop rules, the resume-safe fixes, and command-line rewriting.
 #include "triage/heal_plan.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -85,6 +86,19 @@ bool resume_safe(std::string_view fix_id) {
       "match_target_res",
   };
   return std::find(kSafe.begin(), kSafe.end(), fix_id) != kSafe.end();
+}
+
+std::string describe_changes(const Fix& fix) {
+  std::string text;
+  for (const auto& change : fix.changes) {
+    std::string_view path = change.path;
+    if (path.rfind("config.process[", 0) == 0 && path.find("].") != std::string_view::npos) {
+      path.remove_prefix(path.find("].") + 2);
+    }
+    if (!text.empty()) text += ", ";
+    text += fmt::format("{} {} -> {}", path, change.from_json, change.to_json);
+  }
+  return text;
 }
 
 HealStep next_heal_step(const parsers::LogAnalysis& analysis, const std::vector<Fix>& ranked,

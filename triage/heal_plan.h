@@ -33,6 +33,10 @@ struct HealStep {
 HealStep next_heal_step(const parsers::LogAnalysis& analysis, const std::vector<Fix>& ranked,
                         const std::vector<std::string>& tried);
 
+// The fix's changes in words, "sample.width 1024 -> 768, sample.height 1024 -> 768": AI
+// Toolkit's paths without the "config.process[0]." they all share.
+std::string describe_changes(const Fix& fix);
+
 // `argv` with the fix's command-line changes: a flag's value replaced ("--flag V" or
 // "--flag=V"), a switch added or removed, a missing flag appended.
 std::vector<std::string> apply_argument_changes(std::vector<std::string> argv,

@@ -130,8 +130,27 @@ void AlertDispatcher::release() {
 }
 
 bool AlertDispatcher::in_flight() const {
-  return std::any_of(lanes_.begin(), lanes_.end(),
-                     [](const auto& lane) { return lane->in_flight; });
+  return once_in_flight_ > 0 || std::any_of(lanes_.begin(), lanes_.end(),
+                                            [](const auto& lane) { return lane->in_flight; });
+}
+
+void AlertDispatcher::send_once(AlertContent alert) {
+  if (retired_) return;
+  if (alert.host.empty()) alert.host = host_;
+  for (auto& lane : lanes_) {
+    if (!lane->tls) continue;
+    ++once_in_flight_;
+    http_send(io_, *lane->tls, alert_request(lane->receiver, alert, unix_now()),
+              [this, name = lane->receiver.name](HttpResponse response) {
+                --once_in_flight_;
+                if (response.status < 200 || response.status >= 300) {
+                  log_line(kWarning, "alert to {} failed: {}", name,
+                           response.status ? fmt::format("HTTP {}", response.status)
+                                           : response.error);
+                }
+                check_drained();
+              });
+  }
 }
 
 void AlertDispatcher::retire(std::function<void()> drained) {
@@ -198,7 +217,7 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
   const int64_t now = unix_now();
   HttpRequest request = alert_request(lane.receiver, alert, now);
   lane.in_flight = true;
-  http_post(io_, *lane.tls, std::move(request), [this, &lane, group](HttpResponse response) {
+  http_send(io_, *lane.tls, std::move(request), [this, &lane, group](HttpResponse response) {
     lane.in_flight = false;
     // Whatever path this takes, a retired dispatcher says when its last request is done.
     struct AfterResponse {
@@ -285,7 +304,7 @@ int run_alert_test(const DaemonConfig& config, const std::optional<std::string>&
     }
     contexts.push_back(std::move(*tls));
     ++sent;
-    http_post(io, *contexts.back(), alert_request(receiver, sample, unix_now()),
+    http_send(io, *contexts.back(), alert_request(receiver, sample, unix_now()),
               [&failures, name = receiver.name, url = receiver.url](HttpResponse response) {
                 if (response.status >= 200 && response.status < 300) {
                   fmt::print("alert {} ({}): delivered (HTTP {})\n", name, redact_url(url),

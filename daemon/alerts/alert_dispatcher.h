@@ -48,6 +48,9 @@ class AlertDispatcher {
   // refers to it.
   void retire(std::function<void()> drained);
   bool in_flight() const;
+  // One alert that is not an outbox row (the verdict of a healing), once to every receiver, not
+  // retried: a failure is logged. retire() waits for it like for the outbox's requests.
+  void send_once(AlertContent alert);
 
  private:
   struct Lane;
@@ -64,6 +67,7 @@ class AlertDispatcher {
   std::vector<std::unique_ptr<Lane>> lanes_;
   bool held_ = false;
   bool retired_ = false;
+  int once_in_flight_ = 0;
   std::function<void()> drained_;
   void check_drained();
 };

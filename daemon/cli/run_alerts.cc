@@ -7,11 +7,9 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <ctime>
 #include <future>
 
 #include "daemon/alerts/alert_dispatcher.h"
-#include "daemon/net/http_client.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -40,10 +38,6 @@ RunAlerts::RunAlerts(DaemonConfig config, const std::string& store_path)
     dispatcher_.reset();
     return;
   }
-  for (const Receiver& receiver : config_.alerts) {
-    auto tls = make_tls_context(receiver.ca_file);
-    tls_.push_back(tls ? std::move(*tls) : nullptr);
-  }
   work_ = std::make_unique<asio::executor_work_guard<asio::io_context::executor_type>>(
       io_.get_executor());
   thread_ = std::thread([this] { io_.run(); });
@@ -70,23 +64,7 @@ void RunAlerts::poke() {
 
 void RunAlerts::send_verdict(AlertContent verdict) {
   if (!thread_.joinable()) return;
-  verdict.host = config_.host.empty() ? verdict.host : config_.host;
-  asio::post(io_, [this, verdict = std::move(verdict)] {
-    for (size_t i = 0; i < config_.alerts.size(); ++i) {
-      if (!tls_[i]) continue;
-      ++verdicts_in_flight_;
-      const Receiver& receiver = config_.alerts[i];
-      http_post(io_, *tls_[i], alert_request(receiver, verdict, std::time(nullptr)),
-                [this, name = receiver.name](HttpResponse response) {
-                  --verdicts_in_flight_;
-                  if (response.status < 200 || response.status >= 300) {
-                    say(fmt::format("the verdict alert to {} failed: {}", name,
-                                    response.status ? fmt::format("HTTP {}", response.status)
-                                                    : response.error));
-                  }
-                });
-    }
-  });
+  asio::post(io_, [this, verdict = std::move(verdict)] { dispatcher_->send_once(verdict); });
 }
 
 // Checks on the alert thread every 50 ms until nothing is pending or in flight, or the limit.
@@ -98,7 +76,7 @@ void RunAlerts::wait_for_outbox() {
   check = [&, timer] {
     const auto pending = store_->count_alerts("pending");
     const bool idle =
-        pending && *pending == 0 && !dispatcher_->in_flight() && verdicts_in_flight_ == 0;
+        pending && *pending == 0 && !dispatcher_->in_flight();
     if (idle || std::chrono::steady_clock::now() >= deadline) {
       drained.set_value();
       return;

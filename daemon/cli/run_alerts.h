@@ -10,7 +10,6 @@
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ssl/context.hpp>
 
 #include <memory>
 #include <string>
@@ -47,8 +46,6 @@ class RunAlerts {
   boost::asio::io_context io_;
   std::unique_ptr<db::Store> store_;  // used on the alert thread only
   std::unique_ptr<AlertDispatcher> dispatcher_;
-  std::vector<std::unique_ptr<boost::asio::ssl::context>> tls_;
-  int verdicts_in_flight_ = 0;  // on the alert thread
   std::unique_ptr<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   std::thread thread_;
 };

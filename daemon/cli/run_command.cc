@@ -22,6 +22,7 @@
 #include "daemon/service/event_sink.h"
 #include "daemon/service/job_locator.h"
 #include "db/store.h"
+#include "parsers/bar_start.h"
 #include "parsers/log_analyzer.h"
 #include "triage/config_patch.h"
 #include "triage/heal_plan.h"
@@ -234,20 +235,6 @@ bool wait_or_interrupted(std::chrono::seconds delay) {
   return ::sigtimedwait(&set, nullptr, &timeout) < 0;
 }
 
-// "sample.width 1024 -> 768, ...": AI Toolkit's paths without the "config.process[0]." all
-// of them share.
-std::string change_summary(const triage::Fix& fix) {
-  std::vector<std::string> parts;
-  for (const auto& change : fix.changes) {
-    std::string_view path = change.path;
-    if (path.rfind("config.process[", 0) == 0 && path.find("].") != std::string_view::npos) {
-      path.remove_prefix(path.find("].") + 2);
-    }
-    parts.push_back(fmt::format("{} {} -> {}", path, change.from_json, change.to_json));
-  }
-  return fmt::format("{}", fmt::join(parts, ", "));
-}
-
 }  // namespace
 
 int run_supervised(const RunOptions& options) {
@@ -304,21 +291,9 @@ int run_supervised(const RunOptions& options) {
           log.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
           lines_written += std::count(bytes.begin(), bytes.end(), '\n');
           log.flush();
-          if (resumed_at) {
-            analyzer.feed(bytes);
-            return;
-          }
-          // Until the bar shows up, fed one record at a time: the analyzer parses only the last
-          // frame of a burst, and the first frame drawn is the step the run resumed at.
-          while (!bytes.empty() && !resumed_at) {
-            const size_t end = bytes.find_first_of("\r\n");
-            const size_t take = end == std::string_view::npos ? bytes.size() : end + 1;
-            analyzer.feed(bytes.substr(0, take));
-            bytes.remove_prefix(take);
-            (void)analyzer.take_events();  // parses the waiting frame: the bar's position is known
-            resumed_at = analyzer.training_step();
-          }
-          analyzer.feed(bytes);
+          const bool known = resumed_at.has_value();
+          parsers::feed_until_bar_start(analyzer, bytes, resumed_at);
+          if (known) return;
           // AI Toolkit's bar starts at the resumed step; one step of slack for a bar drawn
           // before its first update.
           if (resumed_at && expected_step && *resumed_at + 1 < *expected_step) {
@@ -505,11 +480,11 @@ int run_supervised(const RunOptions& options) {
     tried.push_back(fix.id);
     finish(outcome, "");
     applied_fix = fix.id;
-    applied_change = fmt::format("{}: {}", fix.title, change_summary(fix));
+    applied_change = fmt::format("{}: {}", fix.title, triage::describe_changes(fix));
     if (saved_step) expected_step = saved_step;  // else the save before still is the newest
     say(fmt::format(
         "attempt {}/{} in {} s: {} ({}){}; command: {}", attempt + 1, options.max_attempts,
-        backoff.count(), fix.title, change_summary(fix),
+        backoff.count(), fix.title, triage::describe_changes(fix),
         expected_step ? fmt::format(", resuming from the save at step {}", *expected_step) : "",
         fmt::join(argv, " ")));
     if (!wait_or_interrupted(backoff)) {

@@ -2,6 +2,7 @@
 #include "daemon/common/daemon_config.h"
 
 #include "parsers/job_config.h"
+#include "triage/heal_plan.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -27,7 +28,8 @@ std::optional<std::string> read_secret(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   std::string secret = text.str();
-  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) {
+  while (!secret.empty() &&
+         (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) {
     secret.pop_back();
   }
   return secret;
@@ -88,6 +90,67 @@ Result<Receiver> parse_receiver(const YAML::Node& a, const std::string& source, 
   return r;
 }
 
+std::vector<std::string> string_list(const YAML::Node& node) {
+  std::vector<std::string> items;
+  if (node.IsScalar()) {
+    items.push_back(node.as<std::string>());
+  } else {
+    for (const auto& item : node) items.push_back(item.as<std::string>());
+  }
+  return items;
+}
+
+Result<HealConfig> parse_heal(const YAML::Node& h, const std::string& source) {
+  if (!h.IsMap()) return bad(source, h, "heal must be a mapping");
+  HealConfig heal;
+  for (const auto& item : h) {
+    const std::string key = item.first.as<std::string>();
+    const YAML::Node& value = item.second;
+    if (key == "ai_toolkit_db") {
+      heal.ai_toolkit_db = value.as<std::string>();
+      if (!fs::path(heal.ai_toolkit_db).is_absolute())
+        return bad(source, value, "ai_toolkit_db must be an absolute path");
+    } else if (key == "ui_url") {
+      heal.ui_url = value.as<std::string>();
+      if (heal.ui_url.rfind("http://", 0) != 0 && heal.ui_url.rfind("https://", 0) != 0)
+        return bad(source, value, "ui_url must be an http:// or https:// URL");
+      while (!heal.ui_url.empty() && heal.ui_url.back() == '/') heal.ui_url.pop_back();
+    } else if (key == "token_file") {
+      const std::string path = value.as<std::string>();
+      auto token = read_secret(path);
+      if (!token) return bad(source, value, "cannot read the UI's token file " + path);
+      if (token->empty()) return bad(source, value, "the UI's token file " + path + " is empty");
+      heal.ui_token = std::move(*token);
+    } else if (key == "jobs") {
+      heal.jobs = string_list(value);
+    } else if (key == "fixes") {
+      heal.fixes = string_list(value);
+      for (const std::string& id : heal.fixes) {
+        if (!triage::resume_safe(id)) {
+          return bad(source, value,
+                     fmt::format("fix `{}` is not one that keeps the checkpoint and optimizer "
+                                 "state valid: it cannot be applied unattended",
+                                 id));
+        }
+      }
+    } else if (key == "max_attempts") {
+      heal.max_attempts = value.as<int>();
+      if (heal.max_attempts < 2) return bad(source, value, "max_attempts must be >= 2");
+    } else if (key == "wait_seconds") {
+      heal.wait_seconds = value.as<int>();
+      if (heal.wait_seconds < 1) return bad(source, value, "wait_seconds must be >= 1");
+    } else {
+      return bad(source, item.first, "unknown heal key `" + key + "`");
+    }
+  }
+  if (!heal.enabled())
+    return bad(source, h,
+               "heal needs `ui_url:` (AI Toolkit's UI) or `ai_toolkit_db:` (its aitk_db.db)");
+  if (!heal.ui_token.empty() && heal.ui_url.empty())
+    return bad(source, h, "heal: `token_file:` is for `ui_url:`, which is not set");
+  return heal;
+}
+
 }  // namespace
 
 Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::string& source) {
@@ -101,7 +164,8 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
-    return make_error(ErrorCode::kBadInput, fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
+    return make_error(ErrorCode::kBadInput,
+                      fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
   }
   if (!root.IsMap()) return bad(source, root, "expected a mapping with a `watch:` list");
   try {
@@ -156,6 +220,10 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
         }
       } else if (key == "alert_group_seconds") {
         config.alert_group_seconds = value.as<int>();
+      } else if (key == "heal") {
+        auto heal = parse_heal(value, source);
+        if (!heal) return heal.error();
+        config.heal = std::move(*heal);
       } else if (key == "host") {
         config.host = value.as<std::string>();
       } else if (key == "metrics") {
@@ -175,7 +243,8 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
       }
     }
   } catch (const YAML::Exception& e) {
-    return make_error(ErrorCode::kBadInput, fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
+    return make_error(ErrorCode::kBadInput,
+                      fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
   }
   if (config.watch.empty()) return bad(source, root, "no `watch:` entries: nothing to do");
   return config;
@@ -183,7 +252,9 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
 
 Result<DaemonConfig> load_daemon_config(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return make_error(ErrorCode::kIo, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  if (!in)
+    return make_error(ErrorCode::kIo,
+                      fmt::format("cannot read {}: {}", path, std::strerror(errno)));
   std::ostringstream text;
   text << in.rdbuf();
   return parse_daemon_config(text.str(), path);
@@ -209,7 +280,8 @@ std::string expand_template(const std::string& pattern, const std::string& log_p
       {"{stem}", path.stem().string()},
   };
   for (const auto& [name, value] : vars) {
-    for (size_t at = out.find(name); at != std::string::npos; at = out.find(name, at + value.size())) {
+    for (size_t at = out.find(name); at != std::string::npos;
+         at = out.find(name, at + value.size())) {
       out.replace(at, name.size(), value);
     }
   }

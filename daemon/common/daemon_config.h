@@ -38,6 +38,23 @@ struct Receiver {
   int retry_horizon_seconds = 86400;  // then the alert is kept as failed
 };
 
+// Self-healing of AI Toolkit UI jobs (opt-in): after a fatal OOM of a matching job, the next
+// resume-safe fix is written into the job's config in the UI's database and the job re-queued.
+struct HealConfig {
+  // Where the UI is: its HTTP routes (preferred: they keep Prisma's bookkeeping right), its
+  // database (read directly, and written when the UI does not answer), or both. Neither: off.
+  std::string ui_url;              // http://127.0.0.1:8675
+  std::string ui_token;            // AI_TOOLKIT_AUTH, read from `token_file:`
+  std::string ai_toolkit_db;       // <TOOLKIT_ROOT>/aitk_db.db
+  std::vector<std::string> jobs;   // job-name globs; empty: every job
+  std::vector<std::string> fixes;  // allowed fix ids; empty: every resume-safe fix
+  int max_attempts = 3;
+  // How long to wait for the UI to mark the crashed job failed before giving up on it.
+  int wait_seconds = 300;
+
+  bool enabled() const { return !ui_url.empty() || !ai_toolkit_db.empty(); }
+};
+
 struct DaemonConfig {
   std::string source;  // the file it came from, or "inline"
   std::string state_dir;
@@ -56,6 +73,7 @@ struct DaemonConfig {
   // A busy log is read at most this often; a log that was quiet is read at once. Each read costs
   // a few system calls, so this is what keeps 1,000 busy logs cheap.
   int read_interval_ms = 1000;
+  HealConfig heal;
 };
 
 Result<DaemonConfig> load_daemon_config(const std::string& path);

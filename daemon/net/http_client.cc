@@ -1,5 +1,5 @@
-// daemon/net/http_client.cc: resolve -> connect -> (TLS handshake) -> write -> read, each step under
-// one deadline on the Beast stream, callbacks only (Boost 1.74 has no as_tuple).
+// daemon/net/http_client.cc: resolve -> connect -> (TLS handshake) -> write -> read, each step
+// under one deadline on the Beast stream, callbacks only (Boost 1.74 has no as_tuple).
 #include "daemon/net/http_client.h"
 
 #include <boost/asio/connect.hpp>
@@ -29,30 +29,38 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
   Session(asio::io_context& io, Stream stream, Url url, HttpRequest request,
           std::function<void(HttpResponse)> done)
-      : resolver_(io), stream_(std::move(stream)), url_(std::move(url)),
-        request_(std::move(request)), done_(std::move(done)) {}
+      : resolver_(io),
+        stream_(std::move(stream)),
+        url_(std::move(url)),
+        request_(std::move(request)),
+        done_(std::move(done)) {}
 
   void start() {
-    req_.method(http::verb::post);
+    req_.method(request_.method == HttpRequest::Method::kGet ? http::verb::get : http::verb::post);
     req_.target(url_.target);
     req_.version(11);
     req_.set(http::field::host, url_.host);
     req_.set(http::field::user_agent, "oomtriage/0.1");
-    req_.set(http::field::content_type, "application/json");
+    if (request_.method == HttpRequest::Method::kPost) {
+      req_.set(http::field::content_type, "application/json");
+    }
     for (const auto& [name, value] : request_.headers) req_.set(name, value);
     req_.body() = request_.body;
     req_.prepare_payload();
     // No limit while the header is read (Beast checks Content-Length against it there): a 2xx
     // never waits for its body; other answers read at most kMaxResponseBody of it.
-    parser_.body_limit(std::numeric_limits<std::uint64_t>::max());  // not boost::none: Beast 1.74 compares it
+    parser_.body_limit(
+        std::numeric_limits<std::uint64_t>::max());  // not boost::none: Beast 1.74 compares it
     lowest().expires_after(request_.timeout);
     resolver_.async_resolve(url_.host, url_.port,
-                            [self = this->shared_from_this()](beast::error_code ec, tcp::resolver::results_type results) {
+                            [self = this->shared_from_this()](beast::error_code ec,
+                                                              tcp::resolver::results_type results) {
                               if (ec) return self->fail("resolve", ec);
-                              self->lowest().async_connect(results, [self](beast::error_code ec2, const tcp::endpoint&) {
-                                if (ec2) return self->fail("connect", ec2);
-                                self->handshake();
-                              });
+                              self->lowest().async_connect(
+                                  results, [self](beast::error_code ec2, const tcp::endpoint&) {
+                                    if (ec2) return self->fail("connect", ec2);
+                                    self->handshake();
+                                  });
                             });
   }
 
@@ -80,30 +88,40 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // receiver may answer with megabytes); anything else reads at most 64 KiB of body for the
   // message, and a longer body is cut, not a failure.
   void write() {
-    http::async_write(stream_, req_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
-      if (ec) return self->fail("write", ec);
-      http::async_read_header(
-          self->stream_, self->buffer_, self->parser_, [self](beast::error_code ec2, size_t) {
-            if (ec2) return self->fail("read", ec2);
-            const unsigned status = self->parser_.get().result_int();
-            if ((status >= 200 && status < 300) || self->parser_.is_done()) return self->finish();
-            self->parser_.body_limit(kMaxResponseBody);
-            http::async_read(self->stream_, self->buffer_, self->parser_,
-                             [self](beast::error_code ec3, size_t) {
-                               if (ec3 && ec3 != http::error::body_limit) {
-                                 return self->fail("read", ec3);
-                               }
-                               self->finish();
-                             });
-          });
-    });
+    http::async_write(
+        stream_, req_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+          if (ec) return self->fail("write", ec);
+          http::async_read_header(
+              self->stream_, self->buffer_, self->parser_, [self](beast::error_code ec2, size_t) {
+                if (ec2) return self->fail("read", ec2);
+                const unsigned status = self->parser_.get().result_int();
+                const bool success = status >= 200 && status < 300;
+                if ((success && self->request_.want_body == 0) || self->parser_.is_done()) {
+                  return self->finish();
+                }
+                const size_t limit = success ? self->request_.want_body : kMaxResponseBody;
+                self->parser_.body_limit(limit);
+                http::async_read(
+                    self->stream_, self->buffer_, self->parser_,
+                    [self, success, limit](beast::error_code ec3, size_t) {
+                      if (ec3 == http::error::body_limit && success) {
+                        return self->fail(
+                            fmt::format("read (an answer over {} bytes)", limit).c_str(), ec3);
+                      }
+                      if (ec3 && ec3 != http::error::body_limit) {
+                        return self->fail("read", ec3);
+                      }
+                      self->finish();
+                    });
+              });
+        });
   }
 
   void finish() {
     const auto& res = parser_.get();
     HttpResponse response;
     response.status = static_cast<int>(res.result_int());
-    response.body = res.body().substr(0, kMaxResponseBody);
+    response.body = request_.want_body > 0 ? res.body() : res.body().substr(0, kMaxResponseBody);
     if (auto it = res.find(http::field::location); it != res.end()) {
       response.location = std::string(it->value());
     }
@@ -198,8 +216,8 @@ std::string resolve_location(const std::string& base, const std::string& locatio
   if (location.rfind("http://", 0) == 0 || location.rfind("https://", 0) == 0) return location;
   const auto url = parse_url(base);
   if (!url) return location;
-  const std::string origin = std::string(url->https ? "https://" : "http://") + url->host + ":" +
-                             url->port;
+  const std::string origin =
+      std::string(url->https ? "https://" : "http://") + url->host + ":" + url->port;
   if (!location.empty() && location.front() == '/') return origin + location;
   const size_t slash = url->target.rfind('/');
   return origin + url->target.substr(0, slash + 1) + location;
@@ -207,22 +225,23 @@ std::string resolve_location(const std::string& base, const std::string& locatio
 
 }  // namespace
 
-void http_post(asio::io_context& io, asio::ssl::context& tls, HttpRequest request,
+void http_send(asio::io_context& io, asio::ssl::context& tls, HttpRequest request,
                std::function<void(HttpResponse)> done) {
   // 307 and 308 keep the method and body: followed up to 3 hops. Other redirects would turn
-  // the POST into a GET: they fail, with where they pointed.
+  // a POST into a GET: they fail, with where they pointed.
   auto follow = [&io, &tls, request, done](HttpResponse response) mutable {
     const bool keeps_post = response.status == 307 || response.status == 308;
     if (keeps_post && response.location && request.redirects_left > 0) {
       HttpRequest next = request;
       next.url = resolve_location(request.url, *response.location);
       --next.redirects_left;
-      return http_post(io, tls, std::move(next), std::move(done));
+      return http_send(io, tls, std::move(next), std::move(done));
     }
     if (response.status >= 300 && response.status < 400) {
-      response.error = fmt::format("HTTP {} redirect to {} not followed{}", response.status,
-                                   response.location ? redact_url(*response.location) : "nowhere",
-                                   keeps_post ? " (more than 3 hops)" : " (it would drop the POST)");
+      response.error =
+          fmt::format("HTTP {} redirect to {} not followed{}", response.status,
+                      response.location ? redact_url(*response.location) : "nowhere",
+                      keeps_post ? " (more than 3 hops)" : " (it would drop the POST)");
     }
     done(std::move(response));
   };

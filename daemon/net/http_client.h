@@ -1,8 +1,9 @@
 // daemon/net/http_client.h
 //
-// One HTTP(S) POST on the daemon's Asio loop (Boost.Beast), with a total timeout per hop; a 2xx
-// is delivered on its status line (its body is not waited for), 307/308 are followed up to 3
-// hops with the POST kept, other redirects fail with their Location. HTTPS verifies
+// One HTTP(S) request on the daemon's Asio loop (Boost.Beast), with a total timeout per hop: a
+// webhook's POST, whose 2xx is delivered on its status line (its body is not waited for), or a
+// request whose answer is wanted (`want_body`: AI Toolkit UI's routes). 307/308 are followed up
+// to 3 hops with the method and body kept, other redirects fail with their Location. HTTPS verifies
 // the peer against the system CA store (or a receiver's own CA file) and the host name, and sends
 // SNI. Never throws; the outcome is an HttpResponse whose status is 0 on a network error.
 #pragma once
@@ -33,11 +34,15 @@ std::optional<Url> parse_url(std::string_view url);
 std::string redact_url(std::string_view url);
 
 struct HttpRequest {
+  enum class Method { kPost, kGet };
+  Method method = Method::kPost;
   std::string url;
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
   std::chrono::milliseconds timeout{10000};
   int redirects_left = 3;  // 307/308 hops still allowed
+  // A 2xx's body is read too, up to this many bytes (a longer one fails); 0: not waited for.
+  size_t want_body = 0;
 };
 
 struct HttpResponse {
@@ -48,7 +53,7 @@ struct HttpResponse {
   std::string error;
 };
 
-void http_post(boost::asio::io_context& io, boost::asio::ssl::context& tls, HttpRequest request,
+void http_send(boost::asio::io_context& io, boost::asio::ssl::context& tls, HttpRequest request,
                std::function<void(HttpResponse)> done);
 
 // A TLS client context that verifies peers: the system store, or `ca_file` when given.

@@ -39,6 +39,7 @@
 #include "daemon/service/job_locator.h"
 #include "daemon/service/read_pacer.h"
 #include "daemon/service/service_manager.h"
+#include "daemon/service/ui_healer.h"
 #include "db/store.h"
 #include "parsers/log_analyzer.h"
 #include "triage/ranker.h"
@@ -94,6 +95,10 @@ struct Tracked {
   bool polled = false;  // in the busy list
   std::optional<parsers::Outcome> committed_outcome;
   bool read_error_logged = false;
+  // The run's fatal OOM as this daemon saw it, and its ranked fixes: what healing starts from.
+  std::optional<parsers::OomEvent> fatal_event;
+  std::vector<triage::Fix> fatal_fixes;
+  bool fatal_untold = false;  // the healer has not heard of it yet
   // Leaving (its name went away): when it last grew, and whether it was deleted.
   Clock::time_point last_growth{};
   bool deleted = false;
@@ -137,6 +142,7 @@ class Daemon {
       return false;
     }
     dispatcher_->poke();
+    if (config_.heal.enabled()) healer_ = make_healer();
     if (auto watcher = DirectoryWatcher::open(); !watcher) {
       log_line(kWarning, "{}: polling every {} s", watcher.error().message, config_.rescan_seconds);
     } else {
@@ -166,6 +172,13 @@ class Daemon {
   }
 
  private:
+  // Its verdicts go out through whichever dispatcher is current.
+  std::unique_ptr<UiHealer> make_healer() {
+    return std::make_unique<UiHealer>(io_, store_, config_.heal, [this](AlertContent alert) {
+      if (dispatcher_) dispatcher_->send_once(std::move(alert));
+    });
+  }
+
   // New events were stored: their alerts are due.
   void poke_dispatcher() {
     if (dispatcher_) dispatcher_->poke();
@@ -608,6 +621,10 @@ class Daemon {
                parsers::kMaxRecordBytes);
     }
     std::vector<parsers::OomEvent> events = follower.analyzer().take_events();
+    if (healer_ && healer_->awaits_step(file.job.name)) {
+      if (const auto step = follower.analyzer().training_step())
+        healer_->training_step(file.job.name, file.job.run_id, *step, file.path());
+    }
     const parsers::Outcome outcome = follower.analyzer().outcome_so_far();
     if (!events.empty() || outcome != file.committed_outcome) {
       if (!commit(file, std::move(events))) return read.bytes;  // rewound: read again later
@@ -811,9 +828,31 @@ class Daemon {
     return true;
   }
 
+  // The healer hears of a run's end once the store holds it.
+  void run_changed(Tracked& file, parsers::Outcome outcome) {
+    RunEnded run;
+    run.job = file.job.name;
+    run.job_id = file.job.job_id;
+    run.run_id = file.job.run_id;
+    run.outcome = outcome;
+    run.fatal = file.fatal_event;
+    run.fixes = file.fatal_fixes;
+    run.last_saved_step = file.analyzer().last_saved_step();
+    run.trainer = std::string(parsers::to_string(file.analyzer().trainer()));
+    run.family =
+        file.job.config ? std::string(parsers::to_string(file.job.config->family)) : "unknown";
+    run.log_path = file.path();
+    healer_->run_ended(run);
+  }
+
   void committed(Tracked& file, const db::Progress& progress) {
     file.dirty = false;
-    file.committed_outcome = file.analyzer().outcome_so_far();
+    const parsers::Outcome outcome = file.analyzer().outcome_so_far();
+    if (healer_ && (outcome != file.committed_outcome || file.fatal_untold)) {
+      file.fatal_untold = false;
+      run_changed(file, outcome);
+    }
+    file.committed_outcome = outcome;
     file.follower->committed(
         {progress.offset, progress.line, progress.analyzer_state, progress.generation});
     if (progress.fingerprint && progress.fingerprint->second > 0)
@@ -900,8 +939,13 @@ class Daemon {
       triage::TriageInput input{&single, file.job.config ? &*file.job.config : nullptr,
                                 file.job.config_problem, {}};
       input.tried_and_failed = tried_and_failed(file, event);
-      const std::vector<triage::Fix> fixes = triage::rank_fixes(input);
+      std::vector<triage::Fix> fixes = triage::rank_fixes(input);
       progress.events.push_back(event_row(event, fixes, family));
+      if (!event.recovered) {
+        file.fatal_event = event;
+        file.fatal_fixes = fixes;
+        file.fatal_untold = true;
+      }
       log_line(event.recovered ? kWarning : kError, "{}",
                event_journal_text(file.job.name, file.path(), event, fixes));
     }
@@ -1038,6 +1082,12 @@ class Daemon {
       dispatcher_ = std::move(dispatcher);
     }
     config_ = std::move(*fresh);
+    // Kept once made: its questions to the UI under way answer into it.
+    if (healer_) {
+      healer_->set_config(config_.heal);
+    } else if (config_.heal.enabled()) {
+      healer_ = make_healer();
+    }
     scan_all();
     log_line(kNotice, "SIGHUP: config reloaded from {} ({} rule(s))", config_.source,
              config_.watch.size());
@@ -1071,6 +1121,7 @@ class Daemon {
   std::unique_ptr<AlertDispatcher> dispatcher_;
   std::vector<std::unique_ptr<AlertDispatcher>> retired_dispatchers_;  // draining after SIGHUP
   std::unique_ptr<MetricsServer> metrics_server_;
+  std::unique_ptr<UiHealer> healer_;  // the `heal:` section, when present
   asio::steady_timer watchdog_timer_{io_};
   std::chrono::microseconds watchdog_interval_{0};
   int textfile_error_logged_ = 0;

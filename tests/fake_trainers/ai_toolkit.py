@@ -9,11 +9,15 @@ metadata"), and dies with a real-format CUDA OOM when the config needs more than
 in a training step (weights' quantization, batch x top bucket, gradient checkpointing) or in
 preview sampling (sample size and steps). FAKE_RESUME_BROKEN=1 makes it start from step 0 whatever it finds (the restart
 that would overwrite saves); FAKE_CRASH_OTHER=N dies of a RuntimeError at step N;
-FAKE_STEP_SECONDS sleeps in every step. Usage: ai_toolkit.py CONFIG
+FAKE_STEP_SECONDS sleeps in every step. Started by the UI's worker (AITK_JOB_ID set, the
+config's sqlite_db_path naming the UI's database) it writes its status there as AI Toolkit's
+DiffusionTrainer does (error with the exception's text, stopped, completed) and stops when the
+job's `stop` is set. Usage: ai_toolkit.py CONFIG
 """
 import glob
 import json
 import os
+import sqlite3
 import sys
 import time
 
@@ -21,6 +25,27 @@ import tqdm
 import yaml
 
 GIB = 1 << 30
+
+
+class UiJob:
+    """The job's row in the UI's database, when the UI started this process."""
+
+    def __init__(self, process):
+        self.id = os.environ.get("AITK_JOB_ID")
+        self.db = sqlite3.connect(process["sqlite_db_path"], timeout=30) \
+            if self.id and process.get("sqlite_db_path") else None
+
+    def set_status(self, status, info):
+        if self.db:
+            self.db.execute("UPDATE Job SET status = ?, info = ? WHERE id = ?", (status, info, self.id))
+            self.db.commit()
+
+    def should_stop(self):
+        return bool(self.db) and self.db.execute(
+            "SELECT stop FROM Job WHERE id = ?", (self.id,)).fetchone()[0] == 1
+
+
+ui = None
 
 
 def oom(tried_gib, vram_gib):
@@ -31,6 +56,8 @@ def oom(tried_gib, vram_gib):
 
 
 def die(message, where):
+    if ui:
+        ui.set_status("error", message)
     print(f"Error running job: {message}")
     print("\n========================================\nResult:\n - 0 completed jobs\n - 1 failure\n"
           "========================================")
@@ -48,6 +75,9 @@ def main():
     config = doc["config"]
     name = config["name"]
     process = config["process"][0]
+    global ui
+    ui = UiJob(process)
+    ui.set_status("running", "Starting")
     train, sample, dataset = process["train"], process.get("sample", {}), process["datasets"][0]
     save_every = process.get("save", {}).get("save_every", 250)
     steps = train.get("steps", 1000)
@@ -90,6 +120,11 @@ def main():
             raise RuntimeError("Expected all tensors to be on the same device")
         if step_seconds:
             time.sleep(step_seconds)
+        if ui.should_stop():
+            bar.close()
+            print("Job stopped")
+            ui.set_status("stopped", "Job stopped")
+            return
         if train_need > vram and step >= fail_step:
             bar.close()
             die(oom(train_need - vram + 0.5, vram), "train_single_accumulation")
@@ -106,6 +141,7 @@ def main():
             time.sleep(0.01)  # distinct ctimes
             print(f"\nSaving at step {step}\nSaved checkpoint to {out}")
     bar.close()
+    ui.set_status("completed", "Training completed")
     print("\n========================================\nResult:\n - 1 completed jobs\n - 0 failure\n"
           "========================================")
 
