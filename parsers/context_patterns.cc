@@ -2,6 +2,7 @@
 // Toolkit's exact strings, docs/formats.md §3 for the other trainers.
 #include "parsers/context_patterns.h"
 
+#include "parsers/ascii.h"
 #include "parsers/stage_lexicon.h"
 
 #include <re2/re2.h>
@@ -329,6 +330,12 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
       quiet_options());
   static const RE2 kDeviceMove(R"(^(?:_apply|to|cuda|_to|to_empty)$)", quiet_options());
 
+  // Every frame starts with "File " or "frame #", or names a ".py:" line: the regexes run on
+  // frames only (most text lines are not, and four regex calls cost more than the rest).
+  if (!line.starts_with("File ") && !line.starts_with("frame #") &&
+      line.find(".py:") == std::string_view::npos) {
+    return std::nullopt;
+  }
   re2::StringPiece quoted, bare, function;
   std::string_view path;
   bool python = false;
@@ -402,6 +409,8 @@ std::string_view node_type(std::string_view line) {
   static const RE2 kNode(
       R"((?i)\bnode[ _]type\W{0,6}(\w+)|\b(?:in|executing|error in|exception in|failed in) node #?\d+ \((\w+)\))",
       quiet_options());
+  // Both forms name a "node", in any case: the regex runs only where one does.
+  if (!contains_ascii_nocase(line, "node")) return {};
   re2::StringPiece a, b;
   if (!RE2::PartialMatch(line, kNode, &a, &b)) return {};
   return a.empty() ? std::string_view(b) : std::string_view(a);

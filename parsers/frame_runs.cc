@@ -9,11 +9,20 @@
 
 namespace oomtriage::parsers {
 
-bool ends_like_frame(std::string_view record) {
+namespace {
+
+// ends_like_frame() with the record's last '[' already known (null: none). Trailing spaces hold
+// no '[', so it is the last one of the trimmed record too.
+bool ends_like_frame(std::string_view record, const char* bracket) {
   while (!record.empty() && record.back() == ' ') record.remove_suffix(1);
   if (record.empty() || record.back() != ']' || record.size() > 1024) return false;
-  const char* bracket = find_last(record.data(), record.data() + record.size(), '[');
   return bracket != nullptr && bracket[1] >= '0' && bracket[1] <= '9';  // before the ']'
+}
+
+}  // namespace
+
+bool ends_like_frame(std::string_view record) {
+  return ends_like_frame(record, find_last(record.data(), record.data() + record.size(), '['));
 }
 
 void find_frame_runs(std::string_view part, uint64_t offset, int64_t min_records,
@@ -29,7 +38,8 @@ void find_frame_runs(std::string_view part, uint64_t offset, int64_t min_records
     open = false;
   };
   for (const char* p = base; p != end;) {
-    const char* eol = find_record_end(p, end);
+    const char* bracket = nullptr;
+    const char* eol = find_record_end(p, end, &bracket);
     if (end - eol < 2) break;  // the byte after a '\r' must be known
     const size_t size = static_cast<size_t>(eol - p);
     const char* next = eol + 1;
@@ -42,7 +52,7 @@ void find_frame_runs(std::string_view part, uint64_t offset, int64_t min_records
     }
     const bool same_bar =
         open && size >= kBarPrefixBytes && std::memcmp(p, prefix, kBarPrefixBytes) == 0;
-    if (same_bar && ends_like_frame(std::string_view(p, size))) {
+    if (same_bar && ends_like_frame(std::string_view(p, size), bracket)) {
       if (run.records == 1) run.second = offset_of(p);
       ++run.records;
       run.newlines_before_last = run.newlines;
@@ -52,7 +62,7 @@ void find_frame_runs(std::string_view part, uint64_t offset, int64_t min_records
       run.end = offset_of(next);
     } else {
       close();
-      if (size >= kBarPrefixBytes && ends_like_frame(std::string_view(p, size))) {
+      if (size >= kBarPrefixBytes && ends_like_frame(std::string_view(p, size), bracket)) {
         open = true;
         std::memcpy(prefix, p, kBarPrefixBytes);
         run = FrameRun{};

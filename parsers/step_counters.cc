@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "parsers/ascii.h"
+
 namespace oomtriage::parsers {
 namespace {
 
@@ -60,11 +62,6 @@ const CompiledCounters& compiled_counters() {
   return kCompiled;
 }
 
-bool contains_nocase(std::string_view haystack, std::string_view needle) {
-  return std::search(haystack.begin(), haystack.end(), needle.begin(), needle.end(),
-                     [](char a, char b) { return std::tolower(static_cast<unsigned char>(a)) == b; }) !=
-         haystack.end();
-}
 
 }  // namespace
 
@@ -185,7 +182,7 @@ std::optional<StepCounter> match_counter(std::string_view line) {
     if (!regex.Match(line, 0, line.size(), RE2::UNANCHORED, groups.data(), ngroups)) continue;
     // An old save being removed names a step long past.
     if (entry.pattern->kind == K::kSaveName &&
-        (contains_nocase(line, "remov") || contains_nocase(line, "delet"))) {
+        (contains_ascii_nocase(line, "remov") || contains_ascii_nocase(line, "delet"))) {
       continue;
     }
     auto group = [&](const char* name) -> std::optional<re2::StringPiece> {

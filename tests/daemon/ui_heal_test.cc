@@ -337,7 +337,7 @@ TEST_SUITE("daemon::heal") {
     CHECK(daemon.stderr_text().find("queued through " + rig.db_path.string()) != std::string::npos);
   }
 
-  TEST_CASE("the UI's job list is read by name; an answer of another shape is an error") {
+  TEST_CASE("the UI's job list is read by name, and an answer of another shape is an error") {
     const std::string list =
         R"({"jobs": [{"id": "a", "name": "other", "status": "running"},
                      {"id": "b", "name": "ui_lora", "gpu_ids": "0,1", "job_config": "{}",

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <random>
+
 #include <string>
 #include <vector>
 
@@ -36,8 +38,8 @@ std::vector<Seen> split(std::string_view input, size_t chunk, size_t limit = kMa
 TEST_SUITE("parsers::record_splitter") {
   TEST_CASE("\\r frames, \\n lines and \\r\\n are records with the right line numbers") {
     const std::string input = "a\rbb\rccc\nline2\r\nline3\nend";
-    const std::vector<Seen> expected = {{"a", 0, 1, false},     {"bb", 2, 1, false},
-                                        {"ccc", 5, 1, false},   {"line2", 9, 2, false},
+    const std::vector<Seen> expected = {{"a", 0, 1, false},      {"bb", 2, 1, false},
+                                        {"ccc", 5, 1, false},    {"line2", 9, 2, false},
                                         {"line3", 16, 3, false}, {"end", 22, 4, false}};
     for (size_t chunk : {1u, 2u, 3u, 5u, 7u, 64u}) {
       CAPTURE(chunk);
@@ -62,5 +64,29 @@ TEST_SUITE("parsers::record_splitter") {
       CHECK(find_record_end(s.data(), s.data() + s.size()) == s.data() + i);
     }
     CHECK(find_record_end(block.data(), block.data() + block.size()) == block.data() + 100);
+  }
+  TEST_CASE("the end-of-record search that also finds the last bracket agrees with a byte-by-byte search") {
+    // Every placement of up to three '[' and a terminator in records of 0..100 bytes: the
+    // vector loops' block edges (16 and 32 bytes) and their tails are all crossed.
+    std::mt19937 random(7);
+    for (int round = 0; round < 20000; ++round) {
+      std::string s(random() % 101, 'a');
+      for (int k = random() % 4; k > 0 && !s.empty(); --k) s[random() % s.size()] = '[';
+      if (!s.empty() && random() % 4 != 0) s[random() % s.size()] = random() % 2 ? '\r' : '\n';
+      const char* want_end = s.data() + s.size();
+      const char* want_bracket = nullptr;
+      for (const char* p = s.data(); p != s.data() + s.size(); ++p) {
+        if (*p == '\r' || *p == '\n') {
+          want_end = p;
+          break;
+        }
+        if (*p == '[') want_bracket = p;
+      }
+      const char* bracket = s.data();  // must be overwritten
+      const char* end = find_record_end(s.data(), s.data() + s.size(), &bracket);
+      INFO(round << ": " << s);
+      REQUIRE(end == want_end);
+      REQUIRE(bracket == want_bracket);
+    }
   }
 }
