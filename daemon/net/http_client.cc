@@ -10,7 +10,9 @@
 #include <boost/beast/ssl.hpp>
 
 #include <fmt/format.h>
+#include <strings.h>
 
+#include <algorithm>
 #include <limits>
 #include <memory>
 
@@ -100,6 +102,15 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
                   return self->finish();
                 }
                 const size_t limit = success ? self->request_.want_body : kMaxResponseBody;
+                // Beast checks a Content-Length against the limit only while the header is read
+                // (with no limit, above): a longer body announced is refused here, before its
+                // string is allocated; an error's status is enough without it.
+                if (const auto length = self->parser_.content_length(); length && *length > limit) {
+                  if (!success) return self->finish();
+                  return self->fail(
+                      fmt::format("read (an answer of {} bytes, over {})", *length, limit).c_str(),
+                      http::error::body_limit);
+                }
                 self->parser_.body_limit(limit);
                 http::async_read(
                     self->stream_, self->buffer_, self->parser_,
@@ -235,6 +246,15 @@ void http_send(asio::io_context& io, asio::ssl::context& tls, HttpRequest reques
       HttpRequest next = request;
       next.url = resolve_location(request.url, *response.location);
       --next.redirects_left;
+      // Credentials are for the origin they were given for, as curl and browsers do.
+      const auto from = parse_url(request.url);
+      const auto to = parse_url(next.url);
+      if (!from || !to || from->https != to->https || from->host != to->host ||
+          from->port != to->port) {
+        std::erase_if(next.headers, [](const auto& header) {
+          return strcasecmp(header.first.c_str(), "authorization") == 0;
+        });
+      }
       return http_send(io, tls, std::move(next), std::move(done));
     }
     if (response.status >= 300 && response.status < 400) {

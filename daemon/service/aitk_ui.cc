@@ -2,6 +2,7 @@
 #include "daemon/service/aitk_ui.h"
 
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -14,6 +15,8 @@ namespace asio = boost::asio;
 using json = nlohmann::json;
 
 constexpr auto kRequestTimeout = std::chrono::seconds(5);
+constexpr int kStartTries = 5;
+constexpr auto kStartRetryDelay = std::chrono::seconds(1);
 // The job list holds every job's config: a UI with hundreds of jobs answers with megabytes.
 constexpr size_t kMaxAnswer = 64 << 20;
 
@@ -59,10 +62,13 @@ Result<std::optional<db::AitkJob>> job_from_ui_list(const std::string& body,
 }
 
 AitkUi::AitkUi(asio::io_context& io, HealConfig config) : io_(io), config_(std::move(config)) {
-  if (config_.ui_url.rfind("https://", 0) == 0) {
-    if (auto tls = make_tls_context(""); tls) tls_ = std::move(*tls);
+  auto tls = make_tls_context("");
+  if (tls) {
+    tls_ = std::move(*tls);
+  } else {
+    tls_error_ = tls.error().message;  // https is refused rather than sent unverified
+    tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
   }
-  if (!tls_) tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
 }
 
 void AitkUi::call(bool get, const std::string& target, std::string body,
@@ -77,6 +83,13 @@ void AitkUi::call(bool get, const std::string& target, std::string body,
     request.headers.emplace_back("Authorization", "Bearer " + config_.ui_token);
   }
   const std::string what = fmt::format("{} {}", get ? "GET" : "POST", target);
+  if (!tls_error_.empty() && config_.ui_url.rfind("https://", 0) == 0) {
+    Answer refused;
+    refused.reached = true;  // the database is no way around a broken trust store
+    refused.error = make_error(ErrorCode::kIo, "the UI's https: " + tls_error_);
+    asio::post(io_, [answered = std::move(answered), refused] { answered(refused); });
+    return;
+  }
   http_send(io_, *tls_, std::move(request),
             [what, answered = std::move(answered)](const HttpResponse& response) {
               Answer answer;
@@ -98,7 +111,23 @@ void AitkUi::call(bool get, const std::string& target, std::string body,
             });
 }
 
+void AitkUi::call_until_done(bool get, const std::string& target, int tries,
+                             std::function<void(Answer)> answered) {
+  auto self = shared_from_this();
+  call(get, target, "", [=](Answer answer) {
+    if (!answer.error || tries <= 1) return answered(std::move(answer));
+    auto timer = std::make_shared<asio::steady_timer>(self->io_, kStartRetryDelay);
+    timer->async_wait([=](const boost::system::error_code&) {
+      (void)timer;
+      self->call_until_done(get, target, tries - 1, answered);
+    });
+  });
+}
+
 Result<db::AitkDatabase*> AitkUi::database() {
+  if (config_.ai_toolkit_db.empty()) {
+    return make_error(ErrorCode::kIo, "the UI did not answer and no ai_toolkit_db is set");
+  }
   if (!database_) {
     auto opened = db::AitkDatabase::open(config_.ai_toolkit_db);
     if (!opened) return opened.error();
@@ -158,14 +187,16 @@ void AitkUi::requeue(const db::AitkJob& job, std::string job_config, std::string
         {"id", job.id}, {"name", job.name}, {"gpu_ids", job.gpu_ids}, {"job_config", config}};
     self->call(false, "/api/jobs", edit.dump(), [=](Answer edited) {
       if (edited.error) return done(*edited.error);
-      self->call(true, "/api/jobs/" + id + "/start", "", [=](Answer started) {
+      // The config is in: from here on the job must end up queued with its queue running, so
+      // the two starts (each safe to repeat) are retried rather than the whole re-queue.
+      const std::string queue = "/api/queue/" + path_segment(job.gpu_ids) + "/start";
+      self->call_until_done(true, "/api/jobs/" + id + "/start", kStartTries, [=](Answer started) {
         if (started.error) return done(*started.error);
-        self->call(true, "/api/queue/" + path_segment(job.gpu_ids) + "/start", "",
-                   [=](Answer running) {
-                     if (running.error) return done(*running.error);
-                     self->last_channel_ = "the UI at " + self->config_.ui_url;
-                     done(true);
-                   });
+        self->call_until_done(true, queue, kStartTries, [=](Answer running) {
+          if (running.error) return done(*running.error);
+          self->last_channel_ = "the UI at " + self->config_.ui_url;
+          done(true);
+        });
       });
     });
   });

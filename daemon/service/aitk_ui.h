@@ -52,6 +52,9 @@ class AitkUi : public std::enable_shared_from_this<AitkUi> {
   };
   void call(bool get, const std::string& target, std::string body,
             std::function<void(Answer)> answered);
+  // A request safe to repeat, tried up to `tries` times a second apart until it succeeds.
+  void call_until_done(bool get, const std::string& target, int tries,
+                       std::function<void(Answer)> answered);
   // The UI did not answer: the database when there is one, else `error`.
   bool use_database(const Answer& answer) const {
     return !answer.reached && !config_.ai_toolkit_db.empty();
@@ -66,6 +69,7 @@ class AitkUi : public std::enable_shared_from_this<AitkUi> {
   boost::asio::io_context& io_;
   HealConfig config_;
   std::unique_ptr<boost::asio::ssl::context> tls_;
+  std::string tls_error_;  // the system trust store could not be loaded
   std::unique_ptr<db::AitkDatabase> database_;
   std::string last_channel_;
 };

@@ -76,6 +76,13 @@ void UiHealer::run_ended(const RunEnded& run) {
   const auto it = episodes_.find(run.job);
   if (it != episodes_.end()) {
     Episode& episode = it->second;
+    // The re-queued attempt ended before its training bar showed (an OOM while loading or
+    // quantizing, a stop): this run is the attempt's.
+    if (episode.state == State::kQueued && run.run_id != episode.crashed_run_id) {
+      episode.state = State::kRunning;
+      episode.run_id = run.run_id;
+      record(episode, run.run_id, "running", "");
+    }
     // Another run of the job ended meanwhile (a stale log finishing): not the attempt's.
     if (episode.state != State::kRunning || episode.run_id != run.run_id) return;
     episode.last = run;
@@ -107,8 +114,44 @@ void UiHealer::run_ended(const RunEnded& run) {
   episode.job_id = run.job_id;
   episode.attempt = 1;
   episode.last = run;
-  record(episode, run.run_id, "crashed_oom", "");
+  if (!resume_from_store(episode, run)) return;
+  if (episode.attempt == 1) record(episode, run.run_id, "crashed_oom", "");
   crashed(std::move(episode), run);
+}
+
+// The store remembers what a daemon before this one did: a run that already has its verdict is
+// not healed again, and an episode under way when the daemon restarted goes on with its budget
+// and the fixes it tried. False: nothing to do for this run.
+bool UiHealer::resume_from_store(Episode& episode, const RunEnded& run) {
+  auto story = store_.job_story(run.job);
+  if (!story || !*story) return true;
+  const std::vector<db::HealAttempt>& rows = (*story)->attempts;
+  size_t chain = rows.size();  // the latest episode's first row
+  for (size_t i = rows.size(); i-- > 0;) {
+    if (rows[i].run_id == run.run_id && !rows[i].verdict.empty()) return false;
+    if (rows[i].attempt == 1) {
+      chain = i;
+      break;
+    }
+  }
+  if (chain == rows.size() || !rows.back().verdict.empty()) return true;  // none open
+  for (size_t i = chain; i < rows.size(); ++i) {
+    if (!rows[i].fix_id.empty()) episode.tried.push_back(rows[i].fix_id);
+    episode.attempt = std::max(episode.attempt, rows[i].attempt);
+    if (rows[i].resumed_step) episode.expected_step = rows[i].resumed_step;
+  }
+  if (!rows.empty() && rows.back().run_id != run.run_id) {
+    episode.attempt = std::min(episode.attempt + 1, config_.max_attempts);
+  }
+  if (episode.attempt > 1 && !episode.tried.empty()) {
+    // The fix the crashed attempt carried, for its row.
+    for (const triage::Fix& fix : run.fixes) {
+      if (fix.id == episode.tried.back()) episode.fix = fix;
+    }
+  }
+  log_line(kNotice, "heal {}: goes on with attempt {}/{} from the store (tried: {})", run.job,
+           episode.attempt, config_.max_attempts, fmt::join(episode.tried, ", "));
+  return true;
 }
 
 void UiHealer::crashed(Episode episode, const RunEnded& run) {
@@ -164,7 +207,9 @@ void UiHealer::arm() {
 
 void UiHealer::set_config(HealConfig config) {
   config_ = std::move(config);
-  ui_ = std::make_shared<AitkUi>(io_, config_);  // one under way keeps the old until it answers
+  // Disabled, the episodes under way keep the UI they were using (a restart that did not resume
+  // must still be stopped); a request under way keeps the old one until it answers.
+  if (config_.enabled() || !ui_) ui_ = std::make_shared<AitkUi>(io_, config_);
 }
 
 void UiHealer::ui_trouble(const std::string& job, const Error& error) {
@@ -199,9 +244,8 @@ void UiHealer::ui_answered(const std::string& job, Result<std::optional<db::Aitk
   if (!row) {
     ui_trouble(job, row.error());
   } else if (!*row) {
-    log_line(kNotice, "heal {}: no job of that name in {}: not a UI job, not healed", job,
-             ui_->last_channel());
-    episodes_.erase(it);
+    let_go(job, episode,
+           fmt::format("no job of that name in {}: not a UI job", ui_->last_channel()));
     return;
   } else if ((*row)->status == "error") {
     ui_error_.clear();
@@ -213,8 +257,7 @@ void UiHealer::ui_answered(const std::string& job, Result<std::optional<db::Aitk
   }
   if (status == "queued" || status == "completed" || status == "stopped") {
     // Someone acted on the job meanwhile: theirs is the last word.
-    log_line(kNotice, "heal {}: the job is {} in the UI: left alone", job, status);
-    episodes_.erase(it);
+    let_go(job, episode, fmt::format("the job is {} in the UI: someone acted on it", status));
     return;
   }
   if (Clock::now() < episode.deadline) return;
@@ -249,14 +292,19 @@ void UiHealer::requeued(const std::string& job, Result<bool> queued) {
   Episode& episode = it->second;
   episode.asking = false;
   if (!queued) {
+    if (Clock::now() >= episode.deadline) {
+      conclude(job, episode, episode.crashed_run_id, "crashed_oom",
+               "stopped: the UI did not take the re-queue",
+               fmt::format("not healed: the re-queue failed for {} s: {}", config_.wait_seconds,
+                           queued.error().message));
+      return;
+    }
     ui_trouble(job, queued.error());
     arm();
     return;
   }
   if (!*queued) {
-    log_line(kNotice, "heal {}: the job left the error state before it was re-queued: left alone",
-             job);
-    episodes_.erase(it);
+    let_go(job, episode, "the job left the error state before it was re-queued");
     return;
   }
   episode.attempt += 1;
@@ -330,6 +378,14 @@ void UiHealer::record(const Episode& episode, int64_t run_id, const std::string&
   if (auto written = store_.record_heal_attempt(episode.job_id, row); !written) {
     log_line(kWarning, "heal {}: store: {}", episode.last.job, written.error().message);
   }
+}
+
+// Not this healer's to heal (any more): the episode is closed in the store, without an alert, so
+// that a later crash starts a new one.
+void UiHealer::let_go(const std::string& job, Episode& episode, const std::string& why) {
+  log_line(kNotice, "heal {}: {}: left alone", job, why);
+  record(episode, episode.crashed_run_id, "crashed_oom", "left alone: " + why);
+  episodes_.erase(job);
 }
 
 void UiHealer::conclude(std::string job, Episode& episode, int64_t run_id,

@@ -85,6 +85,7 @@ class UiHealer {
   };
 
   bool matches(const std::string& job) const;
+  bool resume_from_store(Episode& episode, const RunEnded& run);
   void crashed(Episode episode, const RunEnded& run);
   void poll();
   void poll_one(const std::string& job);
@@ -96,6 +97,7 @@ class UiHealer {
   void ui_trouble(const std::string& job, const Error& error);
   void record(const Episode& episode, int64_t run_id, const std::string& outcome,
               const std::string& verdict, std::optional<int64_t> resumed_step = std::nullopt);
+  void let_go(const std::string& job, Episode& episode, const std::string& why);
   // Records the verdict, sends its alert and ends the episode.
   void conclude(std::string job, Episode& episode, int64_t run_id, const std::string& outcome,
                 const std::string& verdict, const std::string& message);

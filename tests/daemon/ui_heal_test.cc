@@ -231,9 +231,11 @@ void expect_healed_twice(UiRig& rig, DaemonProcess& daemon) {
 }
 
 std::unique_ptr<Background> start_worker(const UiRig& rig, const std::string& step_seconds,
-                                         bool resume_broken = false) {
+                                         bool resume_broken = false,
+                                         std::vector<std::string> env_more = {}) {
   std::vector<std::string> env = {"FAKE_VRAM_GIB=15", "FAKE_STEP_SECONDS=" + step_seconds};
   if (resume_broken) env.emplace_back("FAKE_RESUME_BROKEN=1");
+  env.insert(env.end(), env_more.begin(), env_more.end());
   return std::make_unique<Background>(
       std::vector<std::string>{"/usr/bin/python3", (kFakeTrainers / "aitk_worker.py").string(),
                                rig.db_path.string(), (kFakeTrainers / "ai_toolkit.py").string(),
@@ -385,6 +387,37 @@ TEST_SUITE("daemon::heal") {
     CHECK(parse("  ui_url: http://127.0.0.1:8675/\n") == "ok");
   }
 
+  TEST_CASE("a UI restart that dies while loading, before its training bar, is the next attempt") {
+    require_python();
+    UiRig rig;
+    rig.write_config();
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "daemon.err");
+    const auto worker = start_worker(rig, "0.01", false,
+                                     {"FAKE_LOAD_OOM_ONCE=" + (rig.dir.path / "loaded").string()});
+    // Attempt 1 dies sampling; attempt 2 (cheaper previews) while loading the model, before any
+    // training step; attempt 3 (4-bit weights, the loading lever) completes.
+    INFO(daemon.stderr_text());
+    REQUIRE(wait_until(
+        [&] {
+          const auto names = rig.alert_names();
+          return std::count(names.begin(), names.end(), "TrainingOOMHealed") == 1;
+        },
+        90s));
+    StoreView store{rig.dir.path / "state" / "oomtriage.db"};
+    const auto story = store.story("ui_lora");
+    REQUIRE(story.has_value());
+    REQUIRE(story->attempts.size() == 3);
+    CHECK(story->attempts[1].fix_id == "cheapen_previews");
+    CHECK(story->attempts[1].outcome == "crashed_oom");
+    CHECK_FALSE(story->attempts[1].resumed_step.has_value());  // it never drew its bar
+    CHECK(story->attempts[2].fix_id == "quantize_model");
+    CHECK(story->attempts[2].resumed_step == 100);
+    CHECK(story->attempts[2].verdict == "healed");
+    CHECK(slurp(rig.output / "ui_lora" / "logs" / "1_log.txt").find("Loading transformer") !=
+          std::string::npos);
+  }
+
   TEST_CASE("a UI restart that starts over at step 0 is stopped before it overwrites its saves") {
     require_python();
     UiRig rig;
@@ -413,7 +446,8 @@ TEST_SUITE("daemon::heal") {
     REQUIRE(wait_until([&] { return rig.alert_names().size() >= 2; }, 10s));
     const std::vector<std::string> names = rig.alert_names();
     CHECK(std::count(names.begin(), names.end(), "TrainingOOMHealStopped") == 1);
-    // The restart never saved over step 100 again.
+    // The restart was stopped before it saved anything: not over step 100, not past it.
+    CHECK(slurp(rig.output / "ui_lora" / "log.txt").find("Saved checkpoint") == std::string::npos);
     CHECK_FALSE(fs::exists(rig.output / "ui_lora" / "ui_lora_000000200.safetensors"));
     if (ui) CHECK(ui->requests().find("/stop 200\n") != std::string::npos);
   }

@@ -9,7 +9,8 @@ metadata"), and dies with a real-format CUDA OOM when the config needs more than
 in a training step (weights' quantization, batch x top bucket, gradient checkpointing) or in
 preview sampling (sample size and steps). FAKE_RESUME_BROKEN=1 makes it start from step 0 whatever it finds (the restart
 that would overwrite saves); FAKE_CRASH_OTHER=N dies of a RuntimeError at step N;
-FAKE_STEP_SECONDS sleeps in every step. Started by the UI's worker (AITK_JOB_ID set, the
+FAKE_STEP_SECONDS sleeps in every step; FAKE_LOAD_OOM_ONCE=FILE makes the first resumed start
+that finds no FILE create it and die of an OOM while loading, before its training bar. Started by the UI's worker (AITK_JOB_ID set, the
 config's sqlite_db_path naming the UI's database) it writes its status there as AI Toolkit's
 DiffusionTrainer does (error with the exception's text, stopped, completed) and stops when the
 job's `stop` is set. Usage: ai_toolkit.py CONFIG
@@ -104,6 +105,11 @@ def main():
         start = int(saves[-1].rsplit("_", 1)[1].split(".")[0])
         print(f"#### IMPORTANT RESUMING FROM {saves[-1]} ####\nLoading from {saves[-1]}")
         print(f"Found step {start} in metadata, starting from there")
+        marker = os.environ.get("FAKE_LOAD_OOM_ONCE")
+        if marker and not os.path.exists(marker):
+            open(marker, "w").close()
+            print("Loading transformer")
+            die(oom(2.0, vram), "load_model")
 
     # The transformer's weights: 8-bit by default, 4-bit with a uint4 qtype.
     base = 5 if "4" in str(process.get("model", {}).get("qtype", "qfloat8")) else 8
