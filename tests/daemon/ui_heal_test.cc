@@ -418,6 +418,39 @@ TEST_SUITE("daemon::heal") {
           std::string::npos);
   }
 
+  TEST_CASE("a daemon restarted in the middle of an episode goes on with its budget") {
+    require_python();
+    UiRig rig;
+    rig.write_config();
+    const auto worker = start_worker(rig, "0.02");
+    {
+      DaemonProcess first(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                          rig.dir.path / "daemon1.err");
+      INFO(first.stderr_text());
+      REQUIRE(wait_until(
+          [&] { return first.stderr_text().find("attempt 2/3 queued") != std::string::npos; },
+          60s));
+    }  // killed: the second attempt runs and crashes while no daemon watches
+    DaemonProcess second(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "daemon2.err");
+    INFO(second.stderr_text());
+    REQUIRE(wait_until(
+        [&] {
+          const auto names = rig.alert_names();
+          return std::count(names.begin(), names.end(), "TrainingOOMHealed") == 1;
+        },
+        90s));
+    CHECK(second.stderr_text().find("goes on with attempt 2/3 from the store") !=
+          std::string::npos);
+    StoreView store{rig.dir.path / "state" / "oomtriage.db"};
+    const auto story = store.story("ui_lora");
+    REQUIRE(story.has_value());
+    REQUIRE_FALSE(story->attempts.empty());
+    CHECK(story->attempts.back().attempt == 3);
+    CHECK(story->attempts.back().fix_id == "quantize_model");
+    CHECK(story->attempts.back().verdict == "healed");
+  }
+
   TEST_CASE("a UI restart that starts over at step 0 is stopped before it overwrites its saves") {
     require_python();
     UiRig rig;
