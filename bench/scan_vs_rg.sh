@@ -46,7 +46,7 @@ for kind in aitk tqdm; do
   rg_read_time=$(printf '%s\n' "${rg_read_times[@]}" | median)
   scan_time=$(printf '%s\n' "${scan_times[@]}" | median)
   same=$(./build/read_chunks --compare "$log" | tail -1)
-  bytes=$(stat -c %s "$log")
+  bytes=$(stat -L -c %s "$log")
   printf '%s: rg %.3f s, rg --no-mmap %.3f s, scan %.3f s (%.0f MiB/s): ratio %.2f (%.2f to --no-mmap); %s\n' \
     "$kind" "$rg_time" "$rg_read_time" "$scan_time" "$(echo "$bytes / 1048576 / $scan_time" | bc -l)" \
     "$(echo "$scan_time / $rg_time" | bc -l)" "$(echo "$scan_time / $rg_read_time" | bc -l)" "$same"
