@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "parsers/ascii.h"
+#include "parsers/digit_shape.h"
 
 namespace oomtriage::parsers {
 namespace {
@@ -38,13 +39,30 @@ std::optional<int64_t> parse_number(std::string_view digits) {
 struct CompiledCounter {
   const CounterPattern* pattern;
   std::unique_ptr<RE2> regex;
+  // The named groups' indices, -1 where the row has none.
+  int n = -1, total = -1, epoch = -1, epochs = -1;
 };
+
+CompiledCounter compile_counter(const CounterPattern& pattern) {
+  CompiledCounter entry{&pattern, std::make_unique<RE2>(pattern.regex, counter_options())};
+  const auto& names = entry.regex->NamedCapturingGroups();
+  const auto index = [&](const char* name) {
+    const auto it = names.find(name);
+    return it == names.end() ? -1 : it->second;
+  };
+  entry.n = index("n");
+  entry.total = index("total");
+  entry.epoch = index("epoch");
+  entry.epochs = index("epochs");
+  return entry;
+}
 
 // Every row, and one set of them all: a line is scanned once, and only the rows that hit run
 // again to capture their numbers.
 struct CompiledCounters {
   std::vector<CompiledCounter> rows;
   std::unique_ptr<RE2::Set> set;
+  bool digit_neutral = false;  // every row: matches may be looked up by a line's digit shape
 };
 
 const CompiledCounters& compiled_counters() {
@@ -53,15 +71,17 @@ const CompiledCounters& compiled_counters() {
     auto set = std::make_unique<RE2::Set>(counter_options(), RE2::UNANCHORED);
     bool set_ok = true;
     for (const CounterPattern& pattern : counter_patterns()) {
-      compiled.rows.push_back({&pattern, std::make_unique<RE2>(pattern.regex, counter_options())});
+      compiled.rows.push_back(compile_counter(pattern));
       set_ok = set_ok && set->Add(pattern.regex, nullptr) >= 0;
     }
     if (set_ok && set->Compile()) compiled.set = std::move(set);
+    compiled.digit_neutral = std::all_of(
+        counter_patterns().begin(), counter_patterns().end(),
+        [](const CounterPattern& pattern) { return tests_digits_alike(pattern.regex); });
     return compiled;
   }();
   return kCompiled;
 }
-
 
 }  // namespace
 
@@ -78,11 +98,17 @@ const std::vector<CounterPattern>& counter_patterns() {
        K::kPerEpoch,
        {"[Epoch 1/10][Iter 200/1000] loss: 0.1234", "Epoch [1/10], Step [200/600], Loss: 0.1234",
         "epoch 2 | iter 300/1000 | loss 0.52", "[Epoch 0/200] [Batch 120/938] [D loss: 0.41]"}},
-      {"epoch-bracket-pair", R"(\bepoch:\s*\[(?P<epoch>\d+)\]\s*\[\s*(?P<n>\d+)\s*/\s*(?P<total>\d+)\])",
-       K::kPerEpoch, {"Epoch: [0][ 200/5005]\tTime  0.512 ( 0.600)\tLoss 6.8e+00 (6.9e+00)"}},
-      {"epoch-batch-loss", R"(^\[(?P<epochs>)(?P<epoch>\d+),\s+(?P<n>\d+)\]\s+loss\b)", K::kPerEpoch,
+      {"epoch-bracket-pair",
+       R"(\bepoch:\s*\[(?P<epoch>\d+)\]\s*\[\s*(?P<n>\d+)\s*/\s*(?P<total>\d+)\])",
+       K::kPerEpoch,
+       {"Epoch: [0][ 200/5005]\tTime  0.512 ( 0.600)\tLoss 6.8e+00 (6.9e+00)"}},
+      {"epoch-batch-loss",
+       R"(^\[(?P<epochs>)(?P<epoch>\d+),\s+(?P<n>\d+)\]\s+loss\b)",
+       K::kPerEpoch,
        {"[1,  2000] loss: 2.187"}},
-      {"keras-steps", R"(^(?P<n>\d+)/(?P<total>\d+)\s+\[[=>.]+\]\s+-\s)", K::kPerEpoch,
+      {"keras-steps",
+       R"(^(?P<n>\d+)/(?P<total>\d+)\s+\[[=>.]+\]\s+-\s)",
+       K::kPerEpoch,
        {"120/1000 [==>...........................] - ETA: 1:23 - loss: 0.2345"}},
       {"iter-loss",
        R"(^\[?iter(?:ation)?\s*[:#]?\s*(?P<n>\d+)\s*(?:/\s*(?P<total>\d+))?\s*\]?\s*[:,|]?\s*(?:train[_ ])?(?:loss|lr|time))",
@@ -95,37 +121,55 @@ const std::vector<CounterPattern>& counter_patterns() {
        {"step 120/1000 | loss 0.1234 | lr 1.0e-04", "Step 500: loss=0.0123",
         "steps: 120 loss: 0.0812 iter time (s): 1.234 samples/sec: 3.2",
         "[Step 120/1000] loss=0.51 lr=1e-4"}},
-      {"mmengine-iter", R"(\bIter\(train\)\s*\[\s*(?P<n>\d+)\s*/\s*(?P<total>\d+)\s*\])",
+      {"mmengine-iter",
+       R"(\bIter\(train\)\s*\[\s*(?P<n>\d+)\s*/\s*(?P<total>\d+)\s*\])",
        K::kGlobal,
        {"03/05 11:20:40 - mmengine - INFO - Iter(train) [ 4000/160000]  base_lr: 6.0e-05 lr: "
         "5.9e-05  eta: 1 day, 2:03:11  time: 0.4123  loss: 0.6123"}},
       {"mmengine-epoch",
        R"(\bEpoch\(train\)\s*\[(?P<epochs>)\s*(?P<epoch>\d+)\s*\]\s*\[\s*(?P<n>\d+)\s*/\s*(?P<total>\d+)\s*\])",
        K::kPerEpoch,
-       {"03/05 10:00:00 - mmengine - INFO - Epoch(train)  [2][ 150/1833]  lr: 2.0e-02  loss: 0.91"}},
-      {"iter-colon-metrics", R"(\biter:\s*(?P<n>\d+)\s+\S*(?:loss|lr|time))", K::kGlobal,
+       {"03/05 10:00:00 - mmengine - INFO - Epoch(train)  [2][ 150/1833]  lr: 2.0e-02  loss: "
+        "0.91"}},
+      {"iter-colon-metrics",
+       R"(\biter:\s*(?P<n>\d+)\s+\S*(?:loss|lr|time))",
+       K::kGlobal,
        {"[03/05 10:12:19 d2.utils.events]:  eta: 5:12:03  iter: 1239  total_loss: 2.134  "
         "loss_cls: 0.7123"}},
-      {"num-updates", R"(\bnum_updates[=:]\s*(?P<n>\d+))", K::kGlobal,
+      {"num-updates",
+       R"(\bnum_updates[=:]\s*(?P<n>\d+))",
+       K::kGlobal,
        {"epoch 001:    400 / 1563 loss=12.512, nll_loss=12.312, ups=0.76, num_updates=400, "
         "lr=1.25e-05"}},
-      {"json-step", R"("(?:global_)?step"\s*:\s*(?P<n>\d+))", K::kGlobal,
+      {"json-step",
+       R"("(?:global_)?step"\s*:\s*(?P<n>\d+))",
+       K::kGlobal,
        {R"({"ts": "2026-01-01T10:00:00Z", "level": "info", "step": 850, "loss": 0.21})"}},
-      {"global-step-field", R"(\bglobal[_ ]?step['"]?\s*[=:]\s*(?P<n>\d+))", K::kGlobal,
+      {"global-step-field",
+       R"(\bglobal[_ ]?step['"]?\s*[=:]\s*(?P<n>\d+))",
+       K::kGlobal,
        {"Epoch 0:  45%|████▌     | 45/100 [00:10<00:12, global_step=45, loss=0.1]",
         "{'global_step': 120, 'loss': 0.2}"}},
-      {"step-postfix", R"([,\s(]step\s*=\s*(?P<n>\d+)\b)", K::kGlobal,
+      {"step-postfix",
+       R"([,\s(]step\s*=\s*(?P<n>\d+)\b)",
+       K::kGlobal,
        {"train:  12%|█▏        | 120/1000 [01:23<10:12,  1.44it/s, loss=0.1, step=120]"}},
-      {"gs-postfix", R"([,\s(]gs\s*=\s*(?P<n>\d+)\b)", K::kGlobal,
+      {"gs-postfix",
+       R"([,\s(]gs\s*=\s*(?P<n>\d+)\b)",
+       K::kGlobal,
        {"Steps: 100%|██████████| 30/30 [00:41<00:00,  1.37s/it, gs=1500, loss/avg=0.108]"}},
-      {"epoch-banner", R"(^epoch\s+(?P<epoch>\d+)\s*/\s*(?P<epochs>\d+)\s*$)", K::kEpoch,
+      {"epoch-banner",
+       R"(^epoch\s+(?P<epoch>\d+)\s*/\s*(?P<epochs>\d+)\s*$)",
+       K::kEpoch,
        {"epoch 3/10", "Epoch 1/10"}},
-      {"save-hf-checkpoint", R"(\b(?:sav\w*|wrote|writ\w*|resum\w*)\b.*\bcheckpoint-(?P<n>\d+)\b)",
+      {"save-hf-checkpoint",
+       R"(\b(?:sav\w*|wrote|writ\w*|resum\w*)\b.*\bcheckpoint-(?P<n>\d+)\b)",
        K::kSaveName,
        {"Saving model checkpoint to output/checkpoint-500",
         "08/23/2026 00:40:02 - INFO - accelerate.checkpointing - Saved state to out/checkpoint-500",
         "Resuming from checkpoint out/checkpoint-1500"}},
-      {"save-step-name", R"(\b(?:sav\w*|wrote|writ\w*)\b.*[-_/\\ ]step[-_]?(?P<n>\d+)\b)",
+      {"save-step-name",
+       R"(\b(?:sav\w*|wrote|writ\w*)\b.*[-_/\\ ]step[-_]?(?P<n>\d+)\b)",
        K::kSaveName,
        {"saving checkpoint: /out/my_lora-step00000500.safetensors",
         "Saving model to /runs/flux/20260101_10-00-00/step500",
@@ -133,10 +177,15 @@ const std::vector<CounterPattern>& counter_patterns() {
         "out/global_step500/mp_rank_00_model_states.pt"}},
       {"save-iter-name",
        R"(\b(?:sav\w*|wrote|writ\w*)\b.*[-_/\\ ]iter(?:ation)?[-_]?(?P<n>\d+)\.(?:pt|pth|ckpt|safetensors|bin)\b)",
-       K::kSaveName, {"Saving checkpoint to work_dirs/exp/model_iter_4500.pth"}},
-      {"save-at-iterations", R"(\bsav\w*\b.*\bat (?P<n>\d+) (?:iterations?|steps?)\b)",
-       K::kSaveName, {"03/05 11:20:40 - mmengine - INFO - Saving checkpoint at 4000 iterations"}},
-      {"save-aitk-name", R"(\bsav\w*\b.*_(?P<n>\d{9})\.safetensors\b)", K::kSaveName,
+       K::kSaveName,
+       {"Saving checkpoint to work_dirs/exp/model_iter_4500.pth"}},
+      {"save-at-iterations",
+       R"(\bsav\w*\b.*\bat (?P<n>\d+) (?:iterations?|steps?)\b)",
+       K::kSaveName,
+       {"03/05 11:20:40 - mmengine - INFO - Saving checkpoint at 4000 iterations"}},
+      {"save-aitk-name",
+       R"(\bsav\w*\b.*_(?P<n>\d{9})\.safetensors\b)",
+       K::kSaveName,
        {"Saved checkpoint to output/my_lora/my_lora_000000500.safetensors"}},
   };
   return kPatterns;
@@ -160,46 +209,68 @@ const std::vector<std::string_view>& counter_near_misses() {
 }
 
 bool may_be_counter(std::string_view line) {
-  static const RE2 kLiterals(R"((?i)iter|step|epoch|loss|checkpoint-|safetensors|\] - |num_updates)",
-                             counter_options());
+  static const RE2 kLiterals(
+      R"((?i)iter|step|epoch|loss|checkpoint-|safetensors|\] - |num_updates)", counter_options());
   return RE2::PartialMatch(line, kLiterals);
 }
 
-std::optional<StepCounter> match_counter(std::string_view line) {
-  const CompiledCounters& compiled = compiled_counters();
+namespace {
+
+// The rows that match `line`, in the table's order, with where each group matched.
+std::vector<RowMatch> rows_matching(const CompiledCounters& compiled, std::string_view line) {
   std::vector<int> hits;
   if (compiled.set) {
-    if (!compiled.set->Match(line, &hits)) return std::nullopt;
+    if (!compiled.set->Match(line, &hits)) return {};
     std::sort(hits.begin(), hits.end());  // the table's order decides
   } else {
     for (size_t i = 0; i < compiled.rows.size(); ++i) hits.push_back(static_cast<int>(i));
   }
+  std::vector<RowMatch> matches;
+  std::vector<re2::StringPiece> groups;
   for (int hit : hits) {
-    const CompiledCounter& entry = compiled.rows[static_cast<size_t>(hit)];
-    const RE2& regex = *entry.regex;
+    const RE2& regex = *compiled.rows[static_cast<size_t>(hit)].regex;
     const int ngroups = regex.NumberOfCapturingGroups() + 1;
-    std::vector<re2::StringPiece> groups(static_cast<size_t>(ngroups));
+    groups.assign(static_cast<size_t>(ngroups), re2::StringPiece());
     if (!regex.Match(line, 0, line.size(), RE2::UNANCHORED, groups.data(), ngroups)) continue;
+    matches.push_back(RowMatch::of(hit, line, groups));
+  }
+  return matches;
+}
+
+}  // namespace
+
+std::optional<StepCounter> match_counter(std::string_view line) {
+  const CompiledCounters& compiled = compiled_counters();
+  // Save and progress lines repeat with other numbers ("Saving at step 250", "... 500"): their
+  // matches are looked up by the line's shape, and the numbers read from the line itself.
+  thread_local DigitShapeMemo<std::vector<RowMatch>> memo;
+  const std::vector<RowMatch>* matches = nullptr;
+  std::vector<RowMatch> computed;
+  if (compiled.digit_neutral) {
+    matches = &memo.get(line, [&] { return rows_matching(compiled, line); });
+  } else {
+    computed = rows_matching(compiled, line);
+    matches = &computed;
+  }
+  for (const RowMatch& match : *matches) {
+    const CompiledCounter& entry = compiled.rows[static_cast<size_t>(match.row)];
+    const std::vector<re2::StringPiece> groups = match.groups_in(line);
     // An old save being removed names a step long past.
     if (entry.pattern->kind == K::kSaveName &&
         (contains_ascii_nocase(line, "remov") || contains_ascii_nocase(line, "delet"))) {
       continue;
     }
-    auto group = [&](const char* name) -> std::optional<re2::StringPiece> {
-      const auto& names = regex.NamedCapturingGroups();
-      const auto it = names.find(name);
-      if (it == names.end() || groups[static_cast<size_t>(it->second)].data() == nullptr) {
-        return std::nullopt;
-      }
-      return groups[static_cast<size_t>(it->second)];
+    auto group = [&](int index) -> std::optional<re2::StringPiece> {
+      if (index < 0 || groups[static_cast<size_t>(index)].data() == nullptr) return std::nullopt;
+      return groups[static_cast<size_t>(index)];
     };
     StepCounter counter;
     counter.kind = entry.pattern->kind;
-    if (auto n = group("n")) counter.n = parse_number(*n);
-    if (auto total = group("total")) counter.total = parse_number(*total);
-    if (auto epoch = group("epoch")) counter.epoch = parse_number(*epoch);
+    if (auto n = group(entry.n)) counter.n = parse_number(*n);
+    if (auto total = group(entry.total)) counter.total = parse_number(*total);
+    if (auto epoch = group(entry.epoch)) counter.epoch = parse_number(*epoch);
     // An "epochs" group, even empty, says the epoch is counted from 1 ("Epoch 1/10", "[1, 2000]").
-    counter.epoch_has_total = group("epochs").has_value();
+    counter.epoch_has_total = group(entry.epochs).has_value();
     if (counter.kind != K::kEpoch && !counter.n) continue;
     return counter;
   }

@@ -359,7 +359,12 @@ int run_report(const std::string& store_path, const std::string& name, bool json
     }
   }
   if (!fixes.is_discarded() && !fixes.empty()) {
-    fmt::print("\n{}\n", bold("fixes for the last incident, best first"));
+    // A job that went on to complete (healed, or fixed by hand) no longer needs them: said, so
+    // that the fix which worked is not read as still to do.
+    const bool completed_since = !story->runs.empty() && story->runs.back().outcome == "completed";
+    fmt::print("\n{}\n", bold(completed_since ? "fixes for the last incident, best first (the job "
+                                                "completed in a later run)"
+                                              : "fixes for the last incident, best first"));
     for (const auto& fix : fixes) {
       fmt::print("  {}. {} [{}]\n", fix["rank"].dump(), fix["title"].get<std::string>(),
                  fix["id"].get<std::string>());

@@ -141,6 +141,9 @@ TEST_SUITE("daemon::run") {
           std::string::npos);
     CHECK(text.find("resumed at step 100, crashed_oom") != std::string::npos);
     CHECK(text.find("resumed at step 100, completed (healed)") != std::string::npos);
+    // The fixes of the last crash are shown as what they are: for an incident healed since.
+    CHECK(text.find("fixes for the last incident, best first (the job completed in a later run)") !=
+          std::string::npos);
   }
 
   TEST_CASE("run --heal stops: budget spent, a crash that is not an OOM, a resume at step 0") {
