@@ -180,7 +180,12 @@ struct UiRig {
     }
     return names;
   }
+  size_t alerts_named(const std::string& name) const {
+    const std::vector<std::string> names = alert_names();
+    return static_cast<size_t>(std::count(names.begin(), names.end(), name));
+  }
 };
+
 // The worker started by the caller runs the job, which needs cheaper previews and then 4-bit
 // weights: the daemon heals it twice and it completes. What a person checks afterwards: the UI's
 // config, the logs, the store's history, the alerts and the report.
@@ -207,9 +212,8 @@ void expect_healed_twice(UiRig& rig, DaemonProcess& daemon) {
   for (const auto& r : rig.hook.requests()) bodies += r.body.substr(0, 400) + "\n";
   INFO(bodies);
   REQUIRE(wait_until([&] { return rig.alert_names().size() >= 3; }, 10s));
-  const std::vector<std::string> names = rig.alert_names();
-  CHECK(std::count(names.begin(), names.end(), "TrainingOOM") == 2);
-  CHECK(std::count(names.begin(), names.end(), "TrainingOOMHealed") == 1);
+  CHECK(rig.alerts_named("TrainingOOM") == 2);
+  CHECK(rig.alerts_named("TrainingOOMHealed") == 1);
   StoreView store{rig.dir.path / "state" / "oomtriage.db"};
   const auto story = store.story("ui_lora");
   REQUIRE(story.has_value());
@@ -320,8 +324,7 @@ TEST_SUITE("daemon::heal") {
     AitkDb db(rig.db_path);
     REQUIRE(wait_until([&] { return rig.alert_names().size() >= 2; }, 60s));
     INFO(daemon.stderr_text());
-    const std::vector<std::string> names = rig.alert_names();
-    CHECK(std::count(names.begin(), names.end(), "TrainingOOMHealStopped") == 1);
+    CHECK(rig.alerts_named("TrainingOOMHealStopped") == 1);
     CHECK(db.text("SELECT status FROM Job") == "error");
     CHECK(daemon.stderr_text().find("HTTP 401 (wrong or missing token_file)") != std::string::npos);
     CHECK(ui.requests().find("POST") == std::string::npos);
@@ -398,12 +401,7 @@ TEST_SUITE("daemon::heal") {
     // Attempt 1 dies sampling; attempt 2 (cheaper previews) while loading the model, before any
     // training step; attempt 3 (4-bit weights, the loading lever) completes.
     INFO(daemon.stderr_text());
-    REQUIRE(wait_until(
-        [&] {
-          const auto names = rig.alert_names();
-          return std::count(names.begin(), names.end(), "TrainingOOMHealed") == 1;
-        },
-        90s));
+    REQUIRE(wait_until([&] { return rig.alerts_named("TrainingOOMHealed") == 1; }, 90s));
     StoreView store{rig.dir.path / "state" / "oomtriage.db"};
     const auto story = store.story("ui_lora");
     REQUIRE(story.has_value());
@@ -434,12 +432,7 @@ TEST_SUITE("daemon::heal") {
     DaemonProcess second(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
                          rig.dir.path / "daemon2.err");
     INFO(second.stderr_text());
-    REQUIRE(wait_until(
-        [&] {
-          const auto names = rig.alert_names();
-          return std::count(names.begin(), names.end(), "TrainingOOMHealed") == 1;
-        },
-        90s));
+    REQUIRE(wait_until([&] { return rig.alerts_named("TrainingOOMHealed") == 1; }, 90s));
     CHECK(second.stderr_text().find("goes on with attempt 2/3 from the store") !=
           std::string::npos);
     StoreView store{rig.dir.path / "state" / "oomtriage.db"};
@@ -477,8 +470,7 @@ TEST_SUITE("daemon::heal") {
     CHECK(story->attempts[1].resumed_step == 0);
     CHECK(story->attempts[1].verdict == "stopped: did not resume");
     REQUIRE(wait_until([&] { return rig.alert_names().size() >= 2; }, 10s));
-    const std::vector<std::string> names = rig.alert_names();
-    CHECK(std::count(names.begin(), names.end(), "TrainingOOMHealStopped") == 1);
+    CHECK(rig.alerts_named("TrainingOOMHealStopped") == 1);
     // The restart was stopped before it saved anything: not over step 100, not past it.
     CHECK(slurp(rig.output / "ui_lora" / "log.txt").find("Saved checkpoint") == std::string::npos);
     CHECK_FALSE(fs::exists(rig.output / "ui_lora" / "ui_lora_000000200.safetensors"));
