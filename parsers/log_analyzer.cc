@@ -1162,8 +1162,9 @@ LogAnalyzer::LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, u
 }
 
 bool parser_patterns_ok(std::string* error) {
-  return oom_patterns_ok(error) && oom_figures_ok(error) && line_cleaner_ok(error) &&
-         context_patterns_ok(error) && counter_patterns_ok(error) && progress_patterns_ok(error);
+  // The OOM table last: a caller may be compiling it on another thread meanwhile (main.cc).
+  return oom_figures_ok(error) && line_cleaner_ok(error) && context_patterns_ok(error) &&
+         counter_patterns_ok(error) && progress_patterns_ok(error) && oom_patterns_ok(error);
 }
 
 LogAnalysis analyze_log(std::string_view bytes, AnalyzerOptions options) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <mutex>
 
 namespace oomtriage::parsers {
 namespace {
@@ -504,31 +505,46 @@ CompiledPattern compile_row(const OomPattern& pattern) {
   return entry;
 }
 
+// A row compiled the first time the set names it, on whichever thread gets there first: most
+// rows never match a given log, and compiling all 44 at start cost ~10 ms of every scan's start
+// (as long as the set itself). The test suite compiles every row (oom_table_ok).
+class LazyRow {
+ public:
+  const CompiledPattern& get(const OomPattern& pattern) {
+    std::call_once(once_, [&] { compiled_ = compile_row(pattern); });
+    return compiled_;
+  }
+
+ private:
+  std::once_flag once_;
+  CompiledPattern compiled_;
+};
+
 // The rows, and all their regexes in one RE2::Set: one DFA pass over a record says which rows
 // can match, so a record that passed the prefilter but matches nothing (most of them: "memory"
 // is a common word) costs one pass, not one per row.
 struct CompiledTable {
-  std::vector<CompiledPattern> rows;
-  std::unique_ptr<RE2::Set> set;  // null when a row failed to compile: every row is tried then
+  explicit CompiledTable(size_t n) : rows(n) {}
+  const CompiledPattern& row(size_t index) { return rows[index].get(oom_patterns()[index]); }
+
+  std::vector<LazyRow> rows;
+  std::unique_ptr<RE2::Set> set;  // null when a row failed to parse: every row is tried then
 };
 
-const CompiledTable& compiled_table() {
-  static const CompiledTable kTable = [] {
-    CompiledTable table;
+CompiledTable& compiled_table() {
+  static CompiledTable kTable = [] {
+    CompiledTable table(oom_patterns().size());
     auto set = std::make_unique<RE2::Set>(quiet_options(), RE2::UNANCHORED);
     bool set_ok = true;
+    int index = 0;
     for (const OomPattern& pattern : oom_patterns()) {
-      const int index = static_cast<int>(table.rows.size());
-      table.rows.push_back(compile_row(pattern));
-      set_ok = set_ok && set->Add(pattern.regex, nullptr) == index;
+      set_ok = set_ok && set->Add(pattern.regex, nullptr) == index++;
     }
     if (set_ok && set->Compile()) table.set = std::move(set);
     return table;
   }();
   return kTable;
 }
-
-const std::vector<CompiledPattern>& compiled_patterns() { return compiled_table().rows; }
 
 // The row's full check: its regex (for where the match starts and the device), `also`, `veto`.
 std::optional<OomMatch> try_row(const CompiledPattern& entry, std::string_view line) {
@@ -597,8 +613,8 @@ bool check_rows(const std::vector<CompiledPattern>& rows, std::string* error) {
 }  // namespace
 
 bool oom_patterns_ok(std::string* error) {
-  bool ok = check_rows(compiled_patterns(), error);
-  if (ok && !compiled_table().set) {
+  bool ok = true;
+  if (!compiled_table().set) {  // every row's regex is parsed by the set
     ok = false;
     report(error, "oom pattern set", "RE2::Set did not compile");
   }
@@ -624,7 +640,7 @@ bool may_mention_oom(std::string_view text) {
 }
 
 std::optional<OomMatch> match_oom(std::string_view line) {
-  const CompiledTable& table = compiled_table();
+  CompiledTable& table = compiled_table();
   if (table.set) {
     thread_local std::vector<int> hits;
     hits.clear();
@@ -632,15 +648,15 @@ std::optional<OomMatch> match_oom(std::string_view line) {
     if (table.set->Match(line, &hits, &info)) {
       std::sort(hits.begin(), hits.end());  // the first row in table order wins
       for (int index : hits) {
-        if (auto match = try_row(table.rows[static_cast<size_t>(index)], line)) return match;
+        if (auto match = try_row(table.row(static_cast<size_t>(index)), line)) return match;
       }
       return std::nullopt;
     }
     if (info.kind == RE2::Set::kNoError) return std::nullopt;
     // The set's DFA ran out of memory on this record: fall back to trying every row.
   }
-  for (const CompiledPattern& entry : table.rows) {
-    if (auto match = try_row(entry, line)) return match;
+  for (size_t index = 0; index < table.rows.size(); ++index) {
+    if (auto match = try_row(table.row(index), line)) return match;
   }
   return std::nullopt;
 }

@@ -52,9 +52,10 @@ std::optional<OomMatch> match_oom(std::string_view line);
 // The exception class printed before the message ("torch.OutOfMemoryError"), if any.
 std::optional<std::string_view> exception_class(std::string_view line);
 
-// True when every RE2 of this file compiled (each row's regex, `also` and `veto`, the set of all
-// rows, the prefilter, the exception-class pattern). Otherwise false, and `error` (if not null) names each bad pattern
-// with RE2's reason. Meant for a start-up check: a pattern that fails to compile matches nothing.
+// True when the set of all rows' regexes, the prefilter and the exception-class pattern compiled.
+// Otherwise false, and `error` (if not null) names each bad pattern with RE2's reason. Meant for a
+// start-up check: a pattern that fails to compile matches nothing. Each row's own regex, `also`
+// and `veto` compile when the set first names the row; oom_table_ok(oom_patterns()) checks them.
 bool oom_patterns_ok(std::string* error);
 
 // Compiles every regex, `also` and `veto` of `table` afresh and reports the same way as oom_patterns_ok;

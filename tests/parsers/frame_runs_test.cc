@@ -8,7 +8,9 @@
 // changes mid-line, text between two '\r', "\r\n", padded frames, an OOM inside a frame run.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <random>
+#include <tuple>
 
 #include "daemon/render/json_output.h"
 #include "parsers/frame_runs.h"
@@ -136,6 +138,64 @@ std::vector<fs::path> logs_in(const fs::path& dir) {
   return logs;
 }
 
+// find_frame_runs() as the plain byte loop it must equal: each record found byte by byte, its
+// last '[' by the analyzer's own ends_like_frame().
+std::vector<parsers::FrameRun> runs_by_byte_loop(std::string_view part, uint64_t offset,
+                                                 int64_t min_records) {
+  std::vector<parsers::FrameRun> runs;
+  parsers::FrameRun run;
+  bool open = false;
+  std::string_view prefix;
+  const auto close = [&] {
+    if (open && run.records >= std::max<int64_t>(min_records, 2)) runs.push_back(run);
+    open = false;
+  };
+  for (size_t at = 0;;) {
+    size_t eol = at;
+    while (eol < part.size() && part[eol] != '\r' && part[eol] != '\n') ++eol;
+    if (part.size() - eol < 2) break;
+    const std::string_view record = part.substr(at, eol - at);
+    size_t next = eol + 1;
+    const int64_t newline = part[eol] == '\n' || part[next] == '\n' ? 1 : 0;
+    if (part[eol] == '\r' && part[next] == '\n') ++next;
+    const bool frame =
+        record.size() >= parsers::kBarPrefixBytes && parsers::ends_like_frame(record);
+    if (frame && open && record.substr(0, parsers::kBarPrefixBytes) == prefix) {
+      if (run.records == 1) run.second = offset + at;
+      ++run.records;
+      run.newlines_before_last = run.newlines;
+      run.newlines += newline;
+      run.last_offset = offset + at;
+      run.last_size = static_cast<uint32_t>(record.size());
+      run.end = offset + next;
+    } else {
+      close();
+      if (frame) {
+        open = true;
+        prefix = record.substr(0, parsers::kBarPrefixBytes);
+        run = parsers::FrameRun{};
+        run.begin = run.last_offset = offset + at;
+        run.records = 1;
+        run.newlines = run.first_newlines = newline;
+        run.last_size = static_cast<uint32_t>(record.size());
+        run.end = offset + next;
+      }
+    }
+    at = next;
+  }
+  close();
+  return runs;
+}
+
+bool same_runs(const std::vector<parsers::FrameRun>& a, const std::vector<parsers::FrameRun>& b) {
+  const auto fields = [](const parsers::FrameRun& r) {
+    return std::tuple(r.begin, r.second, r.end, r.records, r.newlines, r.first_newlines,
+                      r.last_offset, r.last_size, r.newlines_before_last);
+  };
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [&](const auto& x, const auto& y) { return fields(x) == fields(y); });
+}
+
 const std::string kOom =
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 has a total "
     "capacity of 23.55 GiB of which 812.00 MiB is free.";
@@ -258,5 +318,51 @@ TEST_SUITE("parsers::frame runs") {
     CHECK(parsers::record_boundary_after(text, a1.size()) == a1.size() + 2);
     CHECK(parsers::record_boundary_after(text, a1.size() + 1) == a1.size() + 2);
     CHECK(parsers::record_boundary_after(text, a1.size() + 2) == text.size());
+  }
+
+  TEST_CASE("find_frame_runs: the same runs as a byte-by-byte loop on random mixes") {
+    // Frames of two bars (short, and longer than a 64-byte block), padded, "\r\n", one per
+    // line, text between two '\r', bar-prefixed records without a time field, '[' in the text,
+    // records over 1024 bytes, parts ending anywhere, at any offset.
+    std::mt19937 random(11);
+    const auto piece = [](std::mt19937& random) -> std::string {
+      const std::string long_desc = "a bar with a description longer than a 64-byte block of text";
+      switch (random() % 11) {
+        case 0:
+          return "Error running job [CUDA] out of memory";
+        case 1:
+          return "";
+        case 2:
+          return "my_lora: 50%|##  | Saving [checkpoint]";
+        case 3:
+          return "my_lora: 50%|##  | no time field, 1.0s/it]";
+        case 4:
+          return frame(long_desc, static_cast<int>(random() % 100), 100).substr(1);
+        case 5:
+          return std::string(1030, 'x') + " [00:01<00:02, 1.0it/s]";
+        case 6:
+          return frame("Generating Samples", static_cast<int>(random() % 4), 4).substr(1);
+        default:
+          return frame("my_lora", static_cast<int>(random() % 3000), 3000).substr(1);
+      }
+    };
+    for (int round = 0; round < 3000; ++round) {
+      // Records, each with its terminator: mostly '\r', sometimes '\n' or "\r\n".
+      std::string part;
+      const int pieces = static_cast<int>(random() % 60);
+      for (int i = 0; i < pieces; ++i) {
+        part += piece(random);
+        if (random() % 5 == 0) part += std::string(random() % 4, ' ');
+        const unsigned terminator = random() % 8;
+        part += terminator == 0 ? "\n" : terminator == 1 ? "\r\n" : "\r";
+      }
+      if (!part.empty() && random() % 2 == 0) part.resize(random() % part.size());
+      const uint64_t offset = random() % 100000;
+      const int64_t min_records = 1 + static_cast<int64_t>(random() % 4);
+      std::vector<parsers::FrameRun> found;
+      parsers::find_frame_runs(part, offset, min_records, found);
+      INFO(round << ": " << part);
+      REQUIRE(same_runs(found, runs_by_byte_loop(part, offset, min_records)));
+    }
   }
 }
