@@ -1,5 +1,6 @@
 // daemon/cli/log_reader.cc: a regular file is fed in parts read on both cores (part_reader.h);
-// anything else (a pipe, a device) is read ahead on a second thread into page-aligned buffers.
+// anything else (a pipe, a device) and a container log in the CRI format (decoded first) is read
+// ahead on a second thread into page-aligned buffers.
 #include "daemon/cli/log_reader.h"
 
 #include <fcntl.h>
@@ -14,6 +15,7 @@
 
 #include "daemon/cli/part_reader.h"
 #include "daemon/cli/read_ahead.h"
+#include "parsers/cri_log.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -53,7 +55,11 @@ Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer
       last_percent = percent;
     }
   };
-  if (S_ISREG(st.st_mode)) {
+  char head[4096];
+  const ssize_t head_size = S_ISREG(st.st_mode) ? ::pread(fd, head, sizeof head, 0) : -1;
+  const bool cri = head_size > 0 &&
+                   parsers::looks_like_cri(std::string_view(head, static_cast<size_t>(head_size)));
+  if (S_ISREG(st.st_mode) && !cri) {
     const int error = feed_parts(fd, static_cast<uint64_t>(st.st_size), analyzer, on_progress);
     if (show_progress) fmt::print(stderr, "\r\x1b[2K");
     ::close(fd);
@@ -63,12 +69,26 @@ Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer
     }
     return Ok{};
   }
+  // A container log (kubelet's CRI format): the analyzer reads what the trainer wrote.
+  parsers::CriDecoder decoder;
+  std::string content;
   ReadAhead reader(fd, kReadChunk, kReadBuffers);
   uint64_t done = 0;
   for (std::string_view chunk; !(chunk = reader.next()).empty();) {
-    analyzer.feed(chunk);
+    if (cri) {
+      content.clear();
+      decoder.feed(chunk, content);
+      analyzer.feed(content);
+    } else {
+      analyzer.feed(chunk);
+    }
     done += chunk.size();
     on_progress(done);
+  }
+  if (cri) {
+    content.clear();
+    decoder.finish(content);
+    analyzer.feed(content);
   }
   if (reader.error() != 0) {
     if (show_progress) fmt::print(stderr, "\r\x1b[2K");

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "daemon/common/digest.h"
+#include "parsers/cri_log.h"
 #include "parsers/log_analyzer.h"
 
 namespace oomtriage::daemon {
@@ -123,7 +124,14 @@ parsers::LogAnalysis head_facts(const fs::path& log, Trainer trainer,
   parsers::AnalyzerOptions options;
   options.trainer = trainer;
   parsers::LogAnalyzer analyzer(options);
-  analyzer.feed(head);
+  if (parsers::looks_like_cri(head)) {
+    parsers::CriDecoder decoder;
+    std::string content;
+    decoder.feed(head, content);
+    analyzer.feed(content);
+  } else {
+    analyzer.feed(head);
+  }
   return analyzer.job_facts();
 }
 
