@@ -186,9 +186,23 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
       } else if (key == "watch") {
         if (!value.IsSequence()) return bad(source, value, "watch must be a list");
         for (const auto& w : value) {
-          if (!w.IsMap() || !w["logs"]) return bad(source, w, "each watch entry needs `logs:`");
+          if (!w.IsMap()) return bad(source, w, "each watch entry needs `logs:`");
           WatchRule rule;
-          rule.logs = w["logs"].as<std::string>();
+          if (const YAML::Node kind = w["source"]) {
+            rule.source = kind.as<std::string>();
+            if (rule.source != "files" && rule.source != "kubernetes") {
+              return bad(source, kind,
+                         "source must be `files` or `kubernetes`, not `" + rule.source + "`");
+            }
+          }
+          if (rule.source == "kubernetes") {
+            // kubelet's tree: /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restart>.log
+            rule.logs = "/var/log/pods/*/*/*.log";
+            rule.job = "{namespace}/{pod_owner}";
+          } else if (!w["logs"]) {
+            return bad(source, w, "each watch entry needs `logs:`");
+          }
+          if (w["logs"]) rule.logs = w["logs"].as<std::string>();
           if (w["trainer"]) {
             const auto trainer = parsers::trainer_from_string(w["trainer"].as<std::string>());
             if (!trainer) {
@@ -271,13 +285,44 @@ DaemonConfig inline_watch_config(const std::vector<std::string>& dirs) {
   return config;
 }
 
+PodLog pod_of(const std::string& log_path) {
+  const fs::path path(log_path);
+  PodLog pod;
+  pod.container = path.parent_path().filename().string();
+  // Namespaces and pod names cannot hold '_': the folder splits in three.
+  const std::string folder = path.parent_path().parent_path().filename().string();
+  const size_t first = folder.find('_');
+  const size_t second = first == std::string::npos ? first : folder.find('_', first + 1);
+  if (second != std::string::npos) {
+    pod.namespace_name = folder.substr(0, first);
+    pod.pod = folder.substr(first + 1, second - first - 1);
+  } else {
+    pod.pod = folder;
+  }
+  // A Job's or a ReplicaSet's pod is its owner's name, '-' and five random characters of
+  // [bcdfghjklmnpqrstvwxz2456789] (Kubernetes' SimpleNameGenerator); a pod named by hand keeps
+  // its name.
+  pod.owner = pod.pod;
+  const size_t dash = pod.pod.rfind('-');
+  if (dash != std::string::npos && dash > 0 && pod.pod.size() - dash - 1 == 5 &&
+      pod.pod.find_first_not_of("bcdfghjklmnpqrstvwxz2456789", dash + 1) == std::string::npos) {
+    pod.owner = pod.pod.substr(0, dash);
+  }
+  return pod;
+}
+
 std::string expand_template(const std::string& pattern, const std::string& log_path) {
   const fs::path path(log_path);
   std::string out = pattern;
+  const PodLog pod = pod_of(log_path);
   const std::pair<std::string, std::string> vars[] = {
       {"{parent}", path.parent_path().filename().string()},
       {"{dir}", path.parent_path().string()},
       {"{stem}", path.stem().string()},
+      {"{namespace}", pod.namespace_name},
+      {"{pod}", pod.pod},
+      {"{pod_owner}", pod.owner},
+      {"{container}", pod.container},
   };
   for (const auto& [name, value] : vars) {
     for (size_t at = out.find(name); at != std::string::npos;

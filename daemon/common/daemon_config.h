@@ -15,6 +15,9 @@
 namespace oomtriage::daemon {
 
 struct WatchRule {
+  // files: plain logs; kubernetes: container logs in kubelet's CRI format, by default every
+  // container's under /var/log/pods, each job named "{namespace}/{pod_owner}".
+  std::string source = "files";
   std::string logs;  // a glob: /srv/ai-toolkit/output/*/log.txt
   parsers::Trainer trainer = parsers::Trainer::kUnknown;  // kUnknown = auto
   std::string job = "{parent}";  // {parent}: the log's folder name, {stem}: its name
@@ -82,7 +85,19 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
 // `oomtriage watch DIR...`: AI Toolkit's layout under each training folder.
 DaemonConfig inline_watch_config(const std::vector<std::string>& dirs);
 
-// Expands {parent}, {dir} and {stem} for one log path.
+// A container log's place in kubelet's tree, /var/log/pods/<namespace>_<pod>_<uid>/<container>/
+// <restart>.log, read from its path (no API needed): the owner is the pod's name without the
+// five random characters a Job or ReplicaSet adds.
+struct PodLog {
+  std::string namespace_name;
+  std::string pod;
+  std::string owner;
+  std::string container;
+};
+PodLog pod_of(const std::string& log_path);
+
+// Expands {parent}, {dir}, {stem} and, for container logs, {namespace}, {pod}, {pod_owner} and
+// {container} for one log path.
 std::string expand_template(const std::string& pattern, const std::string& log_path);
 
 }  // namespace oomtriage::daemon

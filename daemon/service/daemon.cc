@@ -428,7 +428,8 @@ class Daemon {
       // Resume where the last run left off.
       file->follower = std::make_unique<FileFollower>(
           path, rule.trainer, fd, st.st_dev, st.st_ino,
-          Checkpoint{row->offset, row->line, row->analyzer_state, row->generation});
+          Checkpoint{row->offset, row->line, row->analyzer_state, row->generation},
+          rule.source == "kubernetes");
       file->file_id = row->id;
       if (row->fingerprint_len >= static_cast<int64_t>(kFingerprintBytes))
         file->follower->set_fingerprinted();
@@ -452,7 +453,8 @@ class Daemon {
       }
       file->follower = std::make_unique<FileFollower>(
           path, rule.trainer, fd, st.st_dev, st.st_ino,
-          Checkpoint{fresh.offset, fresh.line, "{}", fresh.generation});
+          Checkpoint{fresh.offset, fresh.line, "{}", fresh.generation},
+          rule.source == "kubernetes");
       if (head) file->follower->set_fingerprinted();
       if (!register_job(*file, 0)) return;
       fresh.job_id = file->job.job_id;
@@ -500,7 +502,8 @@ class Daemon {
       // The job is named after where the log lived.
       file.follower = std::make_unique<FileFollower>(
           row.path, rule->trainer, fd, row.dev, row.ino,
-          Checkpoint{row.offset, row.line, row.analyzer_state, row.generation});
+          Checkpoint{row.offset, row.line, row.analyzer_state, row.generation},
+          rule->source == "kubernetes");
       if (!register_job(file, row.run_id)) continue;
       if (verbose_)
         log_line(kDebug, "draining {} (rotated to {} while oomtriage was down)", row.path, *found);
@@ -527,6 +530,18 @@ class Daemon {
     if (run_id != 0) {
       job.run_id = run_id;
       return true;
+    }
+    if (file.rule->source == "kubernetes") {
+      // kubelet rotates <restart>.log by renaming it and starting a new one of the same name:
+      // the container's run goes on (a restart is the next number, a new run).
+      if (auto story = store_.job_story(job.name); story && *story) {
+        for (auto run = (*story)->runs.rbegin(); run != (*story)->runs.rend(); ++run) {
+          if (run->log_path == file.path()) {
+            job.run_id = run->id;
+            return true;
+          }
+        }
+      }
     }
     auto run = store_.start_run(job.job_id, file.path(), job.snapshot_id, now);
     if (!run) {

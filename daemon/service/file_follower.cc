@@ -8,12 +8,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "daemon/service/file_identity.h"
 
 namespace oomtriage::daemon {
 
 FileFollower::FileFollower(std::string path, parsers::Trainer trainer, int fd, uint64_t dev,
-                           uint64_t ino, const Checkpoint& start)
+                           uint64_t ino, const Checkpoint& start, bool cri)
     : path_(std::move(path)),
       trainer_(trainer),
       fd_(fd),
@@ -21,20 +23,54 @@ FileFollower::FileFollower(std::string path, parsers::Trainer trainer, int fd, u
       ino_(ino),
       read_pos_(start.offset),
       generation_(start.generation),
-      analyzer_(analyzer_at(start)),
+      cri_(cri),
       committed_(start),
       fed_any_(start.offset > 0) {
+  start_at(start);
   if (fd_ >= 0) tail_ = tail_before(fd_, read_pos_);
 }
 
 FileFollower::~FileFollower() { close_descriptor(); }
 
-std::unique_ptr<parsers::LogAnalyzer> FileFollower::analyzer_at(const Checkpoint& at) const {
+void FileFollower::start_at(const Checkpoint& at) {
   parsers::AnalyzerOptions options;
   options.trainer = trainer_;
-  if (at.offset == 0 && at.analyzer_state == "{}")
-    return std::make_unique<parsers::LogAnalyzer>(options);
-  return std::make_unique<parsers::LogAnalyzer>(options, at.analyzer_state, at.offset, at.line);
+  if (at.offset == 0 && at.analyzer_state == "{}") {
+    analyzer_ = std::make_unique<parsers::LogAnalyzer>(options);
+    decoder_ = parsers::CriDecoder();
+    content_pos_ = 0;
+    return;
+  }
+  if (!cri_) {
+    analyzer_ =
+        std::make_unique<parsers::LogAnalyzer>(options, at.analyzer_state, at.offset, at.line);
+    return;
+  }
+  // {"cri": the decoder's state, "content_offset": where the analyzer stands, "analyzer": its
+  // state}; a state without them (written before the log was read as CRI) starts the content
+  // at the raw offset.
+  const nlohmann::json j = nlohmann::json::parse(at.analyzer_state, nullptr, false);
+  const bool wrapped = j.is_object() && j.contains("cri") && j["cri"].is_string() &&
+                       j.value("content_offset", nlohmann::json()).is_number_unsigned() &&
+                       j.value("analyzer", nlohmann::json()).is_string();
+  content_pos_ = wrapped ? j["content_offset"].get<uint64_t>() : at.offset;
+  if (!wrapped || !decoder_.restore(j["cri"].get<std::string>(), at.offset)) {
+    decoder_.restore("{\"stdout\": \"\", \"stderr\": \"\"}", at.offset);
+  }
+  analyzer_ = std::make_unique<parsers::LogAnalyzer>(
+      options, wrapped ? j["analyzer"].get<std::string>() : std::string("{}"), content_pos_,
+      at.line);
+}
+
+void FileFollower::feed(std::string_view bytes) {
+  if (!cri_) {
+    analyzer_->feed(bytes);
+    return;
+  }
+  content_.clear();
+  decoder_.feed(bytes, content_);
+  analyzer_->feed(content_);
+  content_pos_ += content_.size();
 }
 
 bool FileFollower::rewritten() const {
@@ -53,7 +89,7 @@ void FileFollower::restart() {
   read_pos_ = 0;
   tail_.clear();
   committed_ = {0, 1, "{}", generation_};
-  analyzer_ = analyzer_at(committed_);
+  start_at(committed_);
   records_counted_ = 0;
   cut_counted_ = 0;
   fed_any_ = false;
@@ -94,10 +130,10 @@ FileFollower::Read FileFollower::read(size_t budget, std::span<char> buffer) {
       }
       data.remove_prefix(skip);
       read_pos_ += skip;
-      if (read_pos_ > 0) analyzer_ = analyzer_at({read_pos_, 1, "{}", generation_});
+      if (read_pos_ > 0) start_at({read_pos_, 1, "{}", generation_});
       fed_any_ = true;
     }
-    analyzer_->feed(data);
+    feed(data);
     read_pos_ += data.size();
     result.bytes += data.size();
     tail_.append(data.substr(data.size() - std::min<size_t>(data.size(), kTailBytes)));
@@ -109,14 +145,23 @@ FileFollower::Read FileFollower::read(size_t budget, std::span<char> buffer) {
 }
 
 Checkpoint FileFollower::checkpoint() const {
-  return {analyzer_->resume_offset(), analyzer_->resume_line(), analyzer_->checkpoint(),
-          generation_};
+  if (!cri_) {
+    return {analyzer_->resume_offset(), analyzer_->resume_line(), analyzer_->checkpoint(),
+            generation_};
+  }
+  // The decoder hands on whole records, so the analyzer has usually taken all of it; when it
+  // still waits on a record (a '\r' that may be half of "\r\n"), the last checkpoint stands.
+  if (analyzer_->resume_offset() != content_pos_) return committed_;
+  const nlohmann::json state{{"cri", decoder_.state()},
+                             {"content_offset", content_pos_},
+                             {"analyzer", analyzer_->checkpoint()}};
+  return {decoder_.raw_offset(), analyzer_->resume_line(), state.dump(), generation_};
 }
 
 void FileFollower::committed(const Checkpoint& checkpoint) { committed_ = checkpoint; }
 
 void FileFollower::rewind() {
-  analyzer_ = analyzer_at(committed_);
+  start_at(committed_);
   read_pos_ = committed_.offset;
   generation_ = committed_.generation;
   tail_ = fd_ >= 0 ? tail_before(fd_, read_pos_) : std::string();

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 
+#include "parsers/cri_log.h"
 #include "parsers/log_analyzer.h"
 
 namespace oomtriage::daemon {
@@ -30,8 +31,11 @@ class FileFollower {
  public:
   // Takes `fd` (an open descriptor of `path`, whose (dev, ino) are given); reading starts at
   // `start`, with the analyzer state saved there.
+  // A `cri` log (kubelet's container log format) is decoded before the analyzer: its events'
+  // offsets and lines are the content's, its checkpoints the file's raw offset at a line end
+  // with the decoder's state beside the analyzer's.
   FileFollower(std::string path, parsers::Trainer trainer, int fd, uint64_t dev, uint64_t ino,
-               const Checkpoint& start);
+               const Checkpoint& start, bool cri = false);
   FileFollower(const FileFollower&) = delete;
   FileFollower& operator=(const FileFollower&) = delete;
   ~FileFollower();
@@ -86,7 +90,9 @@ class FileFollower {
   bool holds_last_read(int candidate) const;
 
  private:
-  std::unique_ptr<parsers::LogAnalyzer> analyzer_at(const Checkpoint& checkpoint) const;
+  // A new analyzer (and decoder) where `checkpoint` says.
+  void start_at(const Checkpoint& checkpoint);
+  void feed(std::string_view bytes);
 
   std::string path_;
   parsers::Trainer trainer_;
@@ -97,6 +103,10 @@ class FileFollower {
   int64_t generation_ = 0;
   std::string tail_;  // the last bytes fed, ending at read_pos_
   std::unique_ptr<parsers::LogAnalyzer> analyzer_;
+  bool cri_;
+  parsers::CriDecoder decoder_;  // cri_ only
+  uint64_t content_pos_ = 0;     // cri_: the content offset of the next byte for the analyzer
+  std::string content_;          // cri_: the decoded bytes of one read
   Checkpoint committed_;
   bool fed_any_;  // false while only a leading NUL hole was read in this generation
   bool fingerprinted_ = false;
