@@ -11,8 +11,8 @@ if [[ ! -f build-fuzz/build.ninja ]]; then
   cmake -S . -B build-fuzz -G Ninja -DOOMTRIAGE_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
-ninja -C build-fuzz -j "${OOMTRIAGE_JOBS:-2}" analyzer_fuzz job_config_fuzz config_patch_fuzz \
-  daemon_config_fuzz
+ninja -C build-fuzz -j "${OOMTRIAGE_JOBS:-2}" analyzer_fuzz cri_log_fuzz job_config_fuzz \
+  config_patch_fuzz daemon_config_fuzz
 
 work=$(mktemp -d /tmp/oomtriage-fuzz-XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -30,11 +30,18 @@ seed job_config examples/training_folder/*/config.yaml ../shared/configs/ai-tool
 seed config_patch examples/training_folder/*/config.yaml ../shared/configs/ai-toolkit/*.yaml \
   tests/testdata/configs/*
 seed daemon_config systemd/oomtriage.yaml
+seed cri_log tests/testdata/logs/aitk_sampling_oom_step500.log
+# A container log as containerd writes it: P fragments of stderr, F lines of stdout between.
+printf '%s\n' "2026-11-30T10:15:00.000000001Z stderr P \rmy_lora:  16%|#  | 500/3000 [00:20<12:00, 1." \
+  "2026-11-30T10:15:00.000000002Z stdout F Saving at step 500" \
+  "2026-11-30T10:15:00.000000003Z stderr P 40s/it]\rGenerating Samples" \
+  "2026-11-30T10:15:00.000000004Z stderr F torch.OutOfMemoryError: CUDA out of memory. Tried to" \
+  "2026-11-30T10:15:00.000000005Z stderr F:x allocate 1.50 GiB." >"$work/cri_log/seed.log"
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 status=0
-for target in analyzer job_config config_patch daemon_config; do
+for target in analyzer cri_log job_config config_patch daemon_config; do
   echo "fuzz: ${target}_fuzz for ${seconds}s"
   if ! ./build-fuzz/${target}_fuzz -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -max_len=65536 -artifact_prefix=build-fuzz/findings/${target}- "$work/$target" \
