@@ -190,12 +190,25 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
           WatchRule rule;
           if (const YAML::Node kind = w["source"]) {
             rule.source = kind.as<std::string>();
-            if (rule.source != "files" && rule.source != "kubernetes") {
-              return bad(source, kind,
-                         "source must be `files` or `kubernetes`, not `" + rule.source + "`");
+            if (rule.source != "files" && rule.source != "kubernetes" && rule.source != "slurm") {
+              return bad(
+                  source, kind,
+                  "source must be `files`, `kubernetes` or `slurm`, not `" + rule.source + "`");
             }
           }
-          if (rule.source == "kubernetes") {
+          if (rule.source == "slurm") {
+            // The files come from squeue; a `logs:` glob would never be looked at.
+            if (w["logs"])
+              return bad(source, w["logs"],
+                         "a slurm rule takes its files from squeue, not `logs:`");
+            rule.job = "{stem}";  // slurm-1234 or slurm-1234_7 with Slurm's default names
+            if (w["poll_seconds"]) {
+              rule.poll_seconds = w["poll_seconds"].as<int>();
+              if (rule.poll_seconds < 1 || rule.poll_seconds > 3600) {
+                return bad(source, w["poll_seconds"], "poll_seconds must be 1..3600");
+              }
+            }
+          } else if (rule.source == "kubernetes") {
             // kubelet's tree: /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restart>.log
             rule.logs = "/var/log/pods/*/*/*.log";
             rule.job = "{namespace}/{pod_owner}";

@@ -16,8 +16,11 @@ namespace oomtriage::daemon {
 
 struct WatchRule {
   // files: plain logs; kubernetes: container logs in kubelet's CRI format, by default every
-  // container's under /var/log/pods, each job named "{namespace}/{pod_owner}".
+  // container's under /var/log/pods, each job named "{namespace}/{pod_owner}"; slurm: the output
+  // files of the Slurm jobs running on this node, from squeue every poll_seconds, each job named
+  // after its file ("{stem}": slurm-1234, slurm-1234_7).
   std::string source = "files";
+  int poll_seconds = 15;
   std::string logs;  // a glob: /srv/ai-toolkit/output/*/log.txt
   parsers::Trainer trainer = parsers::Trainer::kUnknown;  // kUnknown = auto
   std::string job = "{parent}";  // {parent}: the log's folder name, {stem}: its name

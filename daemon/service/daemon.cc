@@ -39,6 +39,7 @@
 #include "daemon/service/job_locator.h"
 #include "daemon/service/read_pacer.h"
 #include "daemon/service/service_manager.h"
+#include "daemon/service/slurm_queue.h"
 #include "daemon/service/ui_healer.h"
 #include "db/store.h"
 #include "parsers/log_analyzer.h"
@@ -155,6 +156,7 @@ class Daemon {
     auto marker = store_.meta("first_scan_done");
     first_start_ = marker && !*marker;
     scan_all();
+    start_slurm_poller();
     if (first_start_) (void)store_.set_meta("first_scan_done", std::to_string(unix_now()));
     first_start_ = false;
     drain_rotated_while_down();
@@ -219,7 +221,12 @@ class Daemon {
 
   // --- discovery ---------------------------------------------------------------------------
   void scan_all() {
+    for (const auto& [path, rule] : slurm_paths_) {
+      ensure_watch(fs::path(path).parent_path().string());
+      if (!files_.count(path)) track(path, *rule, StartAt::kStored);
+    }
     for (const WatchRule& rule : config_.watch) {
+      if (rule.source == "slurm") continue;  // its files come from squeue
       ensure_watch(static_prefix(rule.logs));
       for (const std::string& dir : glob_paths(fs::path(rule.logs).parent_path().string(), true)) {
         ensure_watch(dir);
@@ -232,6 +239,52 @@ class Daemon {
     std::vector<std::string> paths;
     for (const auto& [path, file] : files_) paths.push_back(path);
     for (const std::string& path : paths) check_identity(path);
+  }
+
+  // The rule a path belongs to: a Slurm job's output file squeue named, or a rule's glob.
+  const WatchRule* rule_of(const std::string& path) const {
+    if (auto it = slurm_paths_.find(path); it != slurm_paths_.end()) return it->second;
+    return rule_for(config_.watch, path);
+  }
+
+  // squeue runs on its own thread while a `source: slurm` rule is configured.
+  void start_slurm_poller() {
+    slurm_poller_.reset();
+    slurm_paths_.clear();
+    const WatchRule* slurm = nullptr;
+    for (const WatchRule& rule : config_.watch) {
+      if (rule.source == "slurm" && !slurm) slurm = &rule;
+    }
+    if (!slurm) return;
+    slurm_poller_ = std::make_unique<SlurmPoller>(
+        std::chrono::seconds(slurm->poll_seconds), [this](Result<std::vector<SlurmJob>> jobs) {
+          asio::post(io_, [this, jobs = std::move(jobs)] { on_slurm_jobs(jobs); });
+        });
+  }
+
+  void on_slurm_jobs(const Result<std::vector<SlurmJob>>& jobs) {
+    const WatchRule* slurm = nullptr;
+    for (const WatchRule& rule : config_.watch) {
+      if (rule.source == "slurm" && !slurm) slurm = &rule;
+    }
+    if (!slurm) return;  // a reload took the rule away
+    if (!jobs) {
+      if (slurm_error_ != jobs.error().message) {
+        log_line(kWarning, "slurm: {} (will ask again in {} s)", jobs.error().message,
+                 slurm->poll_seconds);
+        slurm_error_ = jobs.error().message;
+      }
+      return;
+    }
+    slurm_error_.clear();
+    bool found = false;
+    for (const SlurmJob& job : *jobs) {
+      if (slurm_paths_.emplace(job.stdout_path, slurm).second) {
+        found = true;
+        if (verbose_) log_line(kDebug, "slurm job {} writes to {}", job.job_id, job.stdout_path);
+      }
+    }
+    if (found) scan_all();
   }
 
   void ensure_watch(const std::string& dir) {
@@ -273,7 +326,7 @@ class Daemon {
         case FsChange::kVanished:
           if (files_.count(change.path)) {
             check_identity(change.path);
-          } else if (const WatchRule* rule = rule_for(config_.watch, change.path);
+          } else if (const WatchRule* rule = rule_of(change.path);
                      rule && change.kind == FsChange::kAppeared) {
             track(change.path, *rule, StartAt::kBeginning);
           }
@@ -486,7 +539,7 @@ class Daemon {
       if (auto it = files_.find(row.path); it != files_.end() && it->second->file_id == row.id) {
         continue;
       }
-      const WatchRule* rule = rule_for(config_.watch, row.path);
+      const WatchRule* rule = rule_of(row.path);
       const auto same = [&row](int fd) { return anchor_of(fd, row.offset) == row.anchor; };
       const std::optional<std::string> found =
           rule ? find_by_identity(rotation_folders(row.path, *rule), row.dev, row.ino, same)
@@ -696,8 +749,7 @@ class Daemon {
       finish(*leaving, "gone");
     }
     if (exists) {
-      if (const WatchRule* rule = rule_for(config_.watch, path))
-        track(path, *rule, StartAt::kBeginning);
+      if (const WatchRule* rule = rule_of(path)) track(path, *rule, StartAt::kBeginning);
     }
   }
 
@@ -1103,6 +1155,7 @@ class Daemon {
     } else if (config_.heal.enabled()) {
       healer_ = make_healer();
     }
+    start_slurm_poller();
     scan_all();
     log_line(kNotice, "SIGHUP: config reloaded from {} ({} rule(s))", config_.source,
              config_.watch.size());
@@ -1133,6 +1186,9 @@ class Daemon {
   ReadBuffer buffer_{kReadChunk};
   std::map<std::string, std::unique_ptr<Tracked>> files_;
   std::vector<std::unique_ptr<Tracked>> leaving_;  // no longer named by their path
+  std::map<std::string, const WatchRule*> slurm_paths_;  // output files squeue named
+  std::string slurm_error_;                              // logged once until squeue answers
+  std::unique_ptr<SlurmPoller> slurm_poller_;            // last: stopped before the rest goes
   std::unique_ptr<AlertDispatcher> dispatcher_;
   std::vector<std::unique_ptr<AlertDispatcher>> retired_dispatchers_;  // draining after SIGHUP
   std::unique_ptr<MetricsServer> metrics_server_;

@@ -1,0 +1,135 @@
+// tests/daemon/slurm_source_test.cc
+//
+// Slurm jobs as a job source: squeue's output (fields padded to their widths, as --Format
+// prints them) read into jobs and paths; a command run with a time limit; and the daemon with a
+// fake squeue on PATH that prints that format: the running jobs' output files are followed and
+// their OOMs stored under the files' names, a job that starts later is found at the next poll,
+// and a squeue that fails is logged once while the rest goes on.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon/service/slurm_queue.h"
+#include "tests/support/e2e.h"
+
+using namespace oomtriage;
+using namespace oomtriage::testing;
+
+namespace {
+
+// One line as `squeue --Format=JobID:40,ArrayJobID:40,ArrayTaskID:40,STDOUT:4096` prints it.
+std::string squeue_line(const std::string& job, const std::string& array_job,
+                        const std::string& task, const std::string& path) {
+  return fmt::format("{:<40}{:<40}{:<40}{:<4096}\n", job, array_job, task, path);
+}
+
+// PATH and an environment variable set for the daemons a test starts, put back after.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+}  // namespace
+
+TEST_SUITE("daemon::slurm") {
+  TEST_CASE("squeue's padded --Format output reads as jobs and their output files") {
+    const std::string output =
+        squeue_line("1234", "1234", "N/A", "/home/ana/runs/slurm-1234.out") +
+        squeue_line("1240_7", "1240", "7", "/scratch/ana/slurm-1240_7.out") +
+        squeue_line("1250", "1250", "N/A", "/data/my runs/flux lora.out") +
+        squeue_line("1260", "1260", "N/A", "") +  // no file: nothing to follow
+        "JOBID ARRAY_JOB_ID ARRAY_TASK_ID STDOUT\n";  // a header, were --noheader forgotten
+    const auto jobs = daemon::parse_squeue(output);
+    REQUIRE(jobs.size() == 3);
+    CHECK(jobs[0].job_id == "1234");
+    CHECK(jobs[0].array_task_id.empty());
+    CHECK(jobs[0].stdout_path == "/home/ana/runs/slurm-1234.out");
+    CHECK(jobs[1].job_id == "1240_7");
+    CHECK(jobs[1].array_job_id == "1240");
+    CHECK(jobs[1].array_task_id == "7");
+    CHECK(jobs[2].stdout_path == "/data/my runs/flux lora.out");
+
+    const auto command = daemon::squeue_command("gpu07");
+    CHECK(std::find(command.begin(), command.end(), "--expand-patterns") != command.end());
+    CHECK(std::find(command.begin(), command.end(), "--nodelist=gpu07") != command.end());
+  }
+
+  TEST_CASE("a command that hangs is killed at its time limit; one that fails is an error") {
+    const auto start = std::chrono::steady_clock::now();
+    auto hung = daemon::run_command({"sleep", "20"}, std::chrono::milliseconds(200));
+    CHECK_FALSE(hung);
+    CHECK(hung.error().message.find("did not answer within 200 ms") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+    auto failed = daemon::run_command({"false"}, std::chrono::seconds(5));
+    REQUIRE_FALSE(failed);
+    CHECK(failed.error().message.find("false failed (exit status 1)") != std::string::npos);
+    CHECK_FALSE(daemon::run_command({"no-such-command-oomtriage"}, std::chrono::seconds(5)));
+    auto said = daemon::run_command({"printf", "a\\nb"}, std::chrono::seconds(5));
+    REQUIRE(said);
+    CHECK(*said == "a\nb");
+  }
+
+  TEST_CASE("the daemon follows the output files squeue names, and finds a job that starts later") {
+    TempDir dir;
+    const fs::path bin = dir.path / "bin";
+    const fs::path queue = dir.path / "queue.txt";
+    fs::create_directories(bin);
+    // A fake squeue: the real command line is required, the queue is a file the test writes.
+    std::ofstream(bin / "squeue") << "#!/bin/sh\n"
+                                     "case \"$*\" in *--expand-patterns*--Format=*STDOUT*) ;; "
+                                     "*) echo \"unexpected: $*\" >&2; exit 2;; esac\n"
+                                     "[ -f \"$OOMTRIAGE_TEST_QUEUE.fail\" ] && exit 1\n"
+                                     "cat \"$OOMTRIAGE_TEST_QUEUE\"\n";
+    fs::permissions(bin / "squeue", fs::perms::owner_all);
+    const fs::path runs = dir.path / "runs";
+    fs::create_directories(runs);
+    std::ofstream(queue) << squeue_line("1234", "1234", "N/A", (runs / "slurm-1234.out").string());
+    std::ofstream(runs / "slurm-1234.out") << "";  // Slurm creates it when the job starts
+    const fs::path config = dir.path / "oomtriage.yaml";
+    std::ofstream(config) << "watch:\n  - source: slurm\n    poll_seconds: 1\n";
+
+    ScopedEnv path("PATH", bin.string() + ":" + std::getenv("PATH"));
+    ScopedEnv queue_file("OOMTRIAGE_TEST_QUEUE", queue.string());
+    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", config.string()},
+                         dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    REQUIRE(wait_until([&] { return view.story("slurm-1234").has_value(); }));
+    write_slowly(runs / "slurm-1234.out", slurp(kGolden / "aitk_sampling_oom_step500.log"));
+    REQUIRE(wait_until([&] { return view.events("slurm-1234") == 1; }));
+    const auto event = nlohmann::json::parse(view.story("slurm-1234")->events[0].event_json);
+    CHECK(event["phase"] == "sampling");
+    CHECK(event["step"] == 500);
+
+    // squeue fails for a while: said once, and the daemon goes on.
+    std::ofstream(queue.string() + ".fail") << "";
+    REQUIRE(wait_until([&] {
+      return daemon.stderr_text().find("slurm: squeue failed (exit status 1)") != std::string::npos;
+    }));
+    std::this_thread::sleep_for(2500ms);  // two more polls
+    const std::string err = daemon.stderr_text();
+    CHECK(err.find("slurm: squeue failed") == err.rfind("slurm: squeue failed"));
+    fs::remove(queue.string() + ".fail");
+
+    // An array element starts: found at the next poll, read from its first byte.
+    write_slowly(runs / "slurm-1240_7.out", slurp(kGolden / "aitk_gc_off_oom_step2.log"));
+    std::ofstream(queue, std::ios::app)
+        << squeue_line("1240_7", "1240", "7", (runs / "slurm-1240_7.out").string());
+    REQUIRE(wait_until([&] { return view.events("slurm-1240_7") == 1; }));
+    CHECK(view.events("slurm-1234") == 1);
+    CHECK(daemon.alive());
+  }
+}
