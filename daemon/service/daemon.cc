@@ -504,10 +504,17 @@ class Daemon {
         fresh.fingerprint = *head;
         fresh.fingerprint_len = static_cast<int64_t>(kFingerprintBytes);
       }
-      file->follower = std::make_unique<FileFollower>(
-          path, rule.trainer, fd, st.st_dev, st.st_ino,
-          Checkpoint{fresh.offset, fresh.line, "{}", fresh.generation},
-          rule.source == "kubernetes");
+      Checkpoint begin{fresh.offset, fresh.line, "{}", fresh.generation};
+      if (rule.source == "kubernetes" && start == StartAt::kBeginning) {
+        // kubelet renamed the container's log and the runtime opened a new one: the stream goes
+        // on here, with the decoder's and the analyzer's state at the old file's end.
+        if (std::optional<Checkpoint> carried = take_over_rotated(path)) {
+          begin.line = carried->line;
+          begin.analyzer_state = carried->analyzer_state;
+        }
+      }
+      file->follower = std::make_unique<FileFollower>(path, rule.trainer, fd, st.st_dev, st.st_ino,
+                                                      begin, rule.source == "kubernetes");
       if (head) file->follower->set_fingerprinted();
       if (!register_job(*file, 0)) return;
       fresh.job_id = file->job.job_id;
@@ -751,6 +758,28 @@ class Daemon {
     if (exists) {
       if (const WatchRule* rule = rule_of(path)) track(path, *rule, StartAt::kBeginning);
     }
+  }
+
+  // A container log rotated away under `path` (kubelet's rename) whose successor now exists:
+  // read to its end and committed without finishing its analyzer (an incident open at the
+  // rotation goes on in the new file), marked rotated; its checkpoint starts the successor.
+  std::optional<Checkpoint> take_over_rotated(const std::string& path) {
+    for (auto it = leaving_.begin(); it != leaving_.end(); ++it) {
+      Tracked& old = **it;
+      if (old.path() != path || old.deleted || old.rule == nullptr ||
+          old.rule->source != "kubernetes") {
+        continue;
+      }
+      drain(old);
+      std::optional<Checkpoint> carried;
+      if (commit(old, old.analyzer().take_events(), /*can_rewind=*/false)) {
+        carried = old.follower->checkpoint();
+      }
+      (void)store_.set_file_state(old.file_id, "rotated", unix_now());
+      leaving_.erase(it);
+      return carried;
+    }
+    return std::nullopt;
   }
 
   // Reads a leaving log to its end (its last unterminated line included), commits, marks it.

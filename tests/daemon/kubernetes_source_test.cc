@@ -80,7 +80,7 @@ TEST_SUITE("daemon::kubernetes") {
     std::ofstream(config, std::ios::trunc) << "watch:\n  - source: kubelet\n";
     const auto refused = daemon::load_daemon_config(config.string());
     REQUIRE_FALSE(refused);
-    CHECK(refused.error().message.find("source must be `files` or `kubernetes`") !=
+    CHECK(refused.error().message.find("source must be `files`, `kubernetes` or `slurm`") !=
           std::string::npos);
   }
 
@@ -129,6 +129,44 @@ TEST_SUITE("daemon::kubernetes") {
       return s && s->runs.size() == 2 && s->runs[1].outcome == "completed";
     }));
     CHECK(view.events("ml/my-lora") == 1);
+  }
+
+  TEST_CASE(
+      "kubelet rotates the container log mid-bar: the new file goes on with the bar, the step is "
+      "known") {
+    TempDir dir;
+    const fs::path container = dir.path / "pods" / "ml_wan-video-q9z2m_uid" / "trainer";
+    fs::create_directories(container);
+    const fs::path config = kubernetes_config(dir);
+    const std::string plain = slurp(kGolden / "aitk_sampling_oom_step500.log");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    ContainerLog log{container / "0.log", CriWriter(300)};
+    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", config.string()},
+                         dir.path / "err");
+    // Up to the middle of the bar (line 67 of the plain log), then kubelet's rename and the
+    // runtime's new file; the job's name and its bar were only in the old one.
+    const size_t cut = plain.find("| 400/3000");
+    REQUIRE(cut != std::string::npos);
+    log.write(plain.substr(0, cut));
+    REQUIRE(wait_until([&] {
+      auto story = view.story("ml/wan-video");
+      return story && !story->runs.empty();
+    }));
+    std::this_thread::sleep_for(300ms);
+    fs::rename(container / "0.log", container / "0.log.20261130-101500");
+    log.written = log.writer.log().size();
+    log.write(plain.substr(cut));
+    log.writer.close();
+    log.flush();
+    REQUIRE(wait_until([&] { return view.events("ml/wan-video") == 1; }));
+    std::this_thread::sleep_for(600ms);
+    auto story = view.story("ml/wan-video");
+    REQUIRE(story->events.size() == 1);
+    const auto event = nlohmann::json::parse(story->events[0].event_json);
+    CHECK(event["phase"] == "sampling");
+    CHECK(event["step"] == 500);
+    CHECK(event["tried_to_allocate_bytes"] == 1610612736);
+    CHECK(story->runs.size() == 1);
   }
 
   TEST_CASE("kubelet rotates the container log while the daemon is down: the OOM once, one run") {
