@@ -247,14 +247,19 @@ class Daemon {
     return rule_for(config_.watch, path);
   }
 
+  // The first `source: slurm` rule of the current config, if any.
+  const WatchRule* slurm_rule() const {
+    for (const WatchRule& rule : config_.watch) {
+      if (rule.source == "slurm") return &rule;
+    }
+    return nullptr;
+  }
+
   // squeue runs on its own thread while a `source: slurm` rule is configured.
   void start_slurm_poller() {
     slurm_poller_.reset();
     slurm_paths_.clear();
-    const WatchRule* slurm = nullptr;
-    for (const WatchRule& rule : config_.watch) {
-      if (rule.source == "slurm" && !slurm) slurm = &rule;
-    }
+    const WatchRule* slurm = slurm_rule();
     if (!slurm) return;
     slurm_poller_ = std::make_unique<SlurmPoller>(
         std::chrono::seconds(slurm->poll_seconds), [this](Result<std::vector<SlurmJob>> jobs) {
@@ -263,10 +268,7 @@ class Daemon {
   }
 
   void on_slurm_jobs(const Result<std::vector<SlurmJob>>& jobs) {
-    const WatchRule* slurm = nullptr;
-    for (const WatchRule& rule : config_.watch) {
-      if (rule.source == "slurm" && !slurm) slurm = &rule;
-    }
+    const WatchRule* slurm = slurm_rule();
     if (!slurm) return;  // a reload took the rule away
     if (!jobs) {
       if (slurm_error_ != jobs.error().message) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "daemon/common/daemon_config.h"
 #include "daemon/service/slurm_queue.h"
 #include "tests/support/e2e.h"
 
@@ -66,6 +67,21 @@ TEST_SUITE("daemon::slurm") {
     const auto command = daemon::squeue_command("gpu07");
     CHECK(std::find(command.begin(), command.end(), "--expand-patterns") != command.end());
     CHECK(std::find(command.begin(), command.end(), "--nodelist=gpu07") != command.end());
+  }
+
+  TEST_CASE("slurm rule mistakes are refused with the line") {
+    TempDir dir;
+    const fs::path config = dir.path / "oomtriage.yaml";
+    for (const auto& [text, reason] : std::vector<std::pair<std::string, std::string>>{
+             {"watch:\n  - source: slurm\n    logs: /x/*.out\n", "not `logs:`"},
+             {"watch:\n  - source: slurm\n    poll_seconds: 0\n", "poll_seconds must be 1..3600"},
+         }) {
+      std::ofstream(config, std::ios::trunc) << text;
+      const auto loaded = daemon::load_daemon_config(config.string());
+      REQUIRE_FALSE(loaded);
+      CHECK(loaded.error().message.find(reason) != std::string::npos);
+      CHECK(loaded.error().message.find(":3") != std::string::npos);
+    }
   }
 
   TEST_CASE("a command that hangs is killed at its time limit; one that fails is an error") {

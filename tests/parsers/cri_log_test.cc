@@ -172,6 +172,19 @@ TEST_SUITE("parsers::cri log") {
     CHECK(analysis.job_name == "pod_lora");
   }
 
+  TEST_CASE("garbage and a 2 MiB line without a newline are handed on, memory bounded") {
+    CriDecoder decoder;
+    std::string out;
+    const std::string garbage(2 << 20, '\x07');
+    decoder.feed(garbage, out);
+    CHECK(out.size() >= (1u << 20));  // handed on as a cut line once past 1 MiB
+    decoder.feed("\n2026-11-30T10:15:00.000000001Z stdout F ok\n", out);
+    decoder.finish(out);
+    CHECK(out.size() == garbage.size() + std::string("\n\nok\n").size());
+    CHECK(out.substr(out.size() - 3) == "ok\n");
+    CHECK(decoder.malformed_lines() == 2);
+  }
+
   TEST_CASE("lines that are not CRI are handed on whole and counted") {
     CriDecoder decoder;
     std::string out;
