@@ -54,6 +54,11 @@ int main(int argc, char** argv) {
   bool verbose = false;
   std::string color = "auto";
   app.add_option("--state-dir", state_dir, "Where the store lives")->option_text("DIR");
+  std::string store_option;
+  app.add_option("--store", store_option,
+                 "The store jobs and report read: a SQLite file or postgresql://... (the fleet "
+                 "store); default $OOMTRIAGE_STORE, else the state dir's")
+      ->option_text("URL");
   app.add_flag("--verbose", verbose, "Say more on stderr");
   app.add_option("--color", color, "Colour the output")
       ->check(CLI::IsMember({"auto", "always", "never"}));
@@ -91,14 +96,20 @@ int main(int argc, char** argv) {
                         "Also send alerts to this webhook (Alertmanager webhook v4 JSON)");
 
   bool jobs_json = false;
+  std::string host_filter;
+  std::optional<std::string> reader_config;
   CLI::App* jobs_cmd = app.add_subcommand("jobs", "Jobs known to the store, newest first");
   jobs_cmd->add_flag("--json", jobs_json, "Print JSON");
+  jobs_cmd->add_option("--host", host_filter, "Only this node's jobs (a fleet store)");
+  jobs_cmd->add_option("--config", reader_config, "Read the store this daemon config names");
 
   std::string report_job;
   bool report_json = false;
   CLI::App* report_cmd = app.add_subcommand("report", "The story of one job");
   report_cmd->add_option("JOB", report_job, "The job's name")->required();
   report_cmd->add_flag("--json", report_json, "Print JSON");
+  report_cmd->add_option("--host", host_filter, "The node whose job it is (a fleet store)");
+  report_cmd->add_option("--config", reader_config, "Read the store this daemon config names");
 
   std::string alert_config_path = "/etc/oomtriage/oomtriage.yaml";
   std::optional<std::string> alert_receiver;
@@ -207,9 +218,23 @@ int main(int argc, char** argv) {
     }
     return daemon::run_daemon(std::move(inline_config), store_path(state_dir, ""), verbose);
   }
-  if (jobs_cmd->parsed()) return daemon::run_jobs(store_path(state_dir, ""), jobs_json, color_mode);
-  if (report_cmd->parsed()) {
-    return daemon::run_report(store_path(state_dir, ""), report_job, report_json, color_mode);
+  if (jobs_cmd->parsed() || report_cmd->parsed()) {
+    // --store, else the daemon config's fleet store, else $OOMTRIAGE_STORE, else this node's.
+    daemon::StoreTarget target{store_option, host_filter};
+    std::string config_state_dir;
+    if (reader_config) {
+      auto config = daemon::load_daemon_config(*reader_config);
+      if (!config) {
+        fmt::print(stderr, "oomtriage: {}\n", config.error().message);
+        return config.error().code == ErrorCode::kIo ? 2 : 1;
+      }
+      if (target.location.empty()) target.location = config->store;
+      config_state_dir = config->state_dir;
+    }
+    if (target.location.empty()) target.location = env("OOMTRIAGE_STORE").value_or("");
+    if (target.location.empty()) target.location = store_path(state_dir, config_state_dir);
+    if (jobs_cmd->parsed()) return daemon::run_jobs(target, jobs_json, color_mode);
+    return daemon::run_report(target, report_job, report_json, color_mode);
   }
   if (fix_cmd->parsed()) {
     fix.store = store_path(state_dir, "");

@@ -121,8 +121,12 @@ class Statement {
 // Rolls back unless committed, so every early return leaves the store as it was.
 class Transaction {
  public:
-  explicit Transaction(sqlite3* db) : db_(db) {
-    ok_ = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK;
+  // A writer takes the write lock at once (no deadlock upgrading later); a reader's deferred
+  // transaction is one snapshot and never blocks the daemon's writes (WAL).
+  enum Kind { kWrite, kRead };
+  explicit Transaction(sqlite3* db, Kind kind = kWrite) : db_(db) {
+    ok_ = sqlite3_exec(db_, kind == kWrite ? "BEGIN IMMEDIATE" : "BEGIN", nullptr, nullptr,
+                       nullptr) == SQLITE_OK;
   }
   ~Transaction() {
     if (ok_ && !committed_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);

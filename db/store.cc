@@ -10,6 +10,12 @@
 
 #include <string_view>
 
+// A random (version 4) UUID, made by SQLite for each row it is evaluated for.
+#define OOMTRIAGE_UUID_SQL                                                                       \
+  "lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-4' || substr(hex(randomblob(2)), " \
+  "2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) || " \
+  "'-' || hex(randomblob(6)))"
+
 namespace oomtriage::db {
 namespace {
 
@@ -143,6 +149,55 @@ CREATE TABLE heal_attempts (
   started_at INTEGER NOT NULL,
   ended_at INTEGER NOT NULL
 ) STRICT;
+)sql",
+    // 6: the fleet store's outbox. Each event gets a UUID when it is stored (the fleet store's
+    // key, so a retried shipment duplicates nothing), the store an id of its own, and triggers
+    // queue every row a fleet store must see, while `fleet_outbox` is on in meta (a node without
+    // a fleet store queues nothing). AUTOINCREMENT: a row queued again after it was read must
+    // get a seq above every seq handed out, or fleet_shipped() would drop it unshipped.
+    R"sql(
+ALTER TABLE events ADD COLUMN uuid TEXT NOT NULL DEFAULT '';
+UPDATE events SET uuid = )sql" OOMTRIAGE_UUID_SQL R"sql(;
+CREATE UNIQUE INDEX events_by_uuid ON events (uuid);
+INSERT INTO meta (key, value) VALUES ('store_id', )sql" OOMTRIAGE_UUID_SQL R"sql();
+CREATE TABLE fleet_outbox (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind TEXT NOT NULL,
+  row_id INTEGER NOT NULL,
+  UNIQUE (kind, row_id)
+) STRICT;
+CREATE TRIGGER fleet_job_inserted AFTER INSERT ON jobs
+WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
+END;
+CREATE TRIGGER fleet_job_updated AFTER UPDATE ON jobs
+WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
+END;
+CREATE TRIGGER fleet_snapshot_inserted AFTER INSERT ON config_snapshots
+WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('snapshot', new.id);
+END;
+CREATE TRIGGER fleet_run_inserted AFTER INSERT ON runs
+WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
+END;
+CREATE TRIGGER fleet_run_updated AFTER UPDATE ON runs
+WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
+END;
+CREATE TRIGGER fleet_event_inserted AFTER INSERT ON events
+WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('event', new.id);
+END;
+CREATE TRIGGER fleet_attempt_inserted AFTER INSERT ON heal_attempts
+WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
+END;
+CREATE TRIGGER fleet_attempt_updated AFTER UPDATE ON heal_attempts
+WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
+END;
 )sql",
 };
 
@@ -358,9 +413,11 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
   for (const EventRow& e : p.events) {
     Statement s(*statements_,
                 "INSERT INTO events (job_id, run_id, file_id, snapshot_id, offset, kind, phase, "
-                "step, recovered, event_json, fixes_json, created_at, generation, model_family) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT "
-                "(file_id, generation, offset) DO NOTHING RETURNING id");
+                "step, recovered, event_json, fixes_json, created_at, generation, model_family, "
+                "uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+                "?14, " OOMTRIAGE_UUID_SQL
+                ") ON CONFLICT (file_id, generation, offset) DO NOTHING "
+                "RETURNING id");
     s.bind(1, p.job_id)
         .bind(2, p.run_id)
         .bind(3, p.file_id)
@@ -639,6 +696,156 @@ Result<int64_t> Store::count_alerts(const std::string& state) {
 Result<int64_t> Store::count_events() {
   Statement s(*statements_, "SELECT COUNT(*) FROM events");
   if (s.step() != SQLITE_ROW) return s.error("count events");
+  return s.integer(0);
+}
+
+}  // namespace oomtriage::db
+
+namespace oomtriage::db {
+
+Result<Ok> Store::set_fleet_outbox(bool on) {
+  Transaction tx(db_);
+  if (!tx.ok()) return busy_or_database(db_, "begin");
+  if (!on) {
+    if (auto r = exec("DELETE FROM meta WHERE key = 'fleet_outbox'; DELETE FROM fleet_outbox"); !r)
+      return r.error();
+  } else {
+    bool newly_on = false;
+    {
+      Statement s(*statements_,
+                  "INSERT INTO meta (key, value) VALUES ('fleet_outbox', 'on') ON CONFLICT (key) "
+                  "DO NOTHING RETURNING key");
+      const int rc = s.step();
+      if (rc != SQLITE_ROW && rc != SQLITE_DONE) return s.error("fleet outbox on");
+      newly_on = rc == SQLITE_ROW;
+    }
+    if (newly_on) {
+      // Newly on: what the store already holds, parents first, in the order it was made.
+      if (auto r = exec(
+              "INSERT OR IGNORE INTO fleet_outbox (kind, row_id) SELECT 'job', id FROM jobs "
+              "ORDER BY id; INSERT OR IGNORE INTO fleet_outbox (kind, row_id) SELECT 'snapshot', "
+              "id FROM config_snapshots ORDER BY id; INSERT OR IGNORE INTO fleet_outbox (kind, "
+              "row_id) SELECT 'run', id FROM runs ORDER BY id; INSERT OR IGNORE INTO fleet_outbox "
+              "(kind, row_id) SELECT 'event', id FROM events ORDER BY id; INSERT OR IGNORE INTO "
+              "fleet_outbox (kind, row_id) SELECT 'attempt', id FROM heal_attempts ORDER BY id");
+          !r) {
+        return r.error();
+      }
+    }
+  }
+  if (!tx.commit()) return busy_or_database(db_, "commit");
+  return Ok{};
+}
+
+Result<std::string> Store::store_id() {
+  auto id = meta("store_id");
+  if (!id) return id.error();
+  if (!*id) return make_error(ErrorCode::kDatabase, "the store has no store_id");
+  return **id;
+}
+
+Result<FleetBatch> Store::fleet_batch(int limit) {
+  FleetBatch batch;
+  // One read transaction: the rows are one consistent picture even while the daemon writes.
+  Transaction tx(db_, Transaction::kRead);
+  if (!tx.ok()) return busy_or_database(db_, "begin");
+  Statement queued(*statements_,
+                   "SELECT seq, kind, row_id FROM fleet_outbox ORDER BY seq LIMIT ?1");
+  queued.bind(1, int64_t{limit});
+  std::vector<std::pair<std::string, int64_t>> entries;
+  int rc;
+  while ((rc = queued.step()) == SQLITE_ROW) {
+    batch.last_seq = queued.integer(0);
+    entries.emplace_back(queued.text(1), queued.integer(2));
+  }
+  if (rc != SQLITE_DONE) return queued.error("fleet outbox");
+  // Parents before children whatever order the entries came in: jobs, snapshots, runs, events,
+  // attempts. A row that is gone (never, today) is skipped.
+  for (const char* kind : {"job", "snapshot", "run", "event", "attempt"}) {
+    for (const auto& [entry_kind, id] : entries) {
+      if (entry_kind != kind) continue;
+      if (entry_kind == "job") {
+        Statement s(*statements_,
+                    "SELECT name, trainer, log_dir, first_seen, last_seen FROM jobs WHERE id = ?1");
+        s.bind(1, id);
+        if (s.step() != SQLITE_ROW) continue;
+        batch.jobs.push_back({id, s.text(0), s.text(1), s.text(2), s.integer(3), s.integer(4)});
+      } else if (entry_kind == "snapshot") {
+        Statement s(*statements_,
+                    "SELECT job_id, path, sha256, content, seen_at FROM config_snapshots WHERE "
+                    "id = ?1");
+        s.bind(1, id);
+        if (s.step() != SQLITE_ROW) continue;
+        batch.snapshots.emplace_back(
+            s.integer(0), SnapshotRow{id, s.text(1), s.text(2), s.text(3), s.integer(4)});
+      } else if (entry_kind == "run") {
+        Statement s(*statements_,
+                    "SELECT job_id, log_path, outcome, started_at, updated_at, snapshot_id FROM "
+                    "runs WHERE id = ?1");
+        s.bind(1, id);
+        if (s.step() != SQLITE_ROW) continue;
+        batch.runs.emplace_back(s.integer(0), RunRow{id, s.text(1), s.text(2), s.integer(3),
+                                                     s.integer(4), s.optional_integer(5)});
+      } else if (entry_kind == "event") {
+        Statement s(*statements_,
+                    "SELECT uuid, job_id, run_id, snapshot_id, event_json, fixes_json, "
+                    "created_at, offset, model_family, kind, phase, step, recovered FROM events "
+                    "WHERE id = ?1");
+        s.bind(1, id);
+        if (s.step() != SQLITE_ROW) continue;
+        FleetEvent e;
+        e.uuid = s.text(0);
+        e.job_id = s.integer(1);
+        e.stored = {id,
+                    s.optional_integer(2).value_or(0),
+                    s.optional_integer(3),
+                    s.text(4),
+                    s.text(5),
+                    s.integer(6)};
+        e.typed.offset = static_cast<uint64_t>(s.integer(7));
+        e.typed.model_family = s.text(8);
+        e.typed.kind = s.text(9);
+        e.typed.phase = s.text(10);
+        e.typed.step = s.optional_integer(11);
+        e.typed.recovered = s.integer(12) != 0;
+        batch.events.push_back(std::move(e));
+      } else {
+        Statement s(*statements_,
+                    "SELECT job_id, run_id, attempt, max_attempts, fix_id, change, argv_json, "
+                    "resumed_step, outcome, verdict, started_at, ended_at FROM heal_attempts "
+                    "WHERE id = ?1");
+        s.bind(1, id);
+        if (s.step() != SQLITE_ROW) continue;
+        HealAttempt a;
+        a.run_id = s.integer(1);
+        a.attempt = static_cast<int>(s.integer(2));
+        a.max_attempts = static_cast<int>(s.integer(3));
+        a.fix_id = s.text(4);
+        a.change = s.text(5);
+        a.argv_json = s.text(6);
+        a.resumed_step = s.optional_integer(7);
+        a.outcome = s.text(8);
+        a.verdict = s.text(9);
+        a.started_at = s.integer(10);
+        a.ended_at = s.integer(11);
+        batch.attempts.emplace_back(s.integer(0), std::move(a));
+      }
+    }
+  }
+  if (!tx.commit()) return busy_or_database(db_, "commit");
+  return batch;
+}
+
+Result<Ok> Store::fleet_shipped(int64_t seq) {
+  Statement s(*statements_, "DELETE FROM fleet_outbox WHERE seq <= ?1");
+  s.bind(1, seq);
+  if (s.step() != SQLITE_DONE) return s.error("fleet shipped");
+  return Ok{};
+}
+
+Result<int64_t> Store::fleet_backlog() {
+  Statement s(*statements_, "SELECT COUNT(*) FROM fleet_outbox");
+  if (s.step() != SQLITE_ROW) return s.error("fleet backlog");
   return s.integer(0);
 }
 

@@ -68,6 +68,7 @@ struct Progress {
 
 struct JobSummary {
   int64_t id = 0;
+  std::string host;  // the node that stored it: set by the fleet store, "" in a node's own
   std::string name;
   std::string trainer;
   std::string log_dir;
@@ -154,9 +155,40 @@ struct JobStory {
   std::vector<HealAttempt> attempts;
 };
 
+// Rows changed since they were last shipped to the fleet store (db/fleet_store.h), read from the
+// node's fleet outbox: whole rows as they are now, parents before children.
+struct FleetJob {
+  int64_t id = 0;
+  std::string name, trainer, log_dir;
+  int64_t first_seen = 0, last_seen = 0;
+};
+struct FleetEvent {
+  std::string uuid;  // made by the node when the event was stored: the fleet store's key
+  int64_t job_id = 0;
+  StoredEvent stored;
+  EventRow typed;  // its event_json and fixes_json stay in `stored`
+};
+struct FleetBatch {
+  int64_t last_seq = 0;  // the newest outbox entry this batch covers
+  std::vector<FleetJob> jobs;
+  std::vector<std::pair<int64_t, SnapshotRow>> snapshots;  // (job id, row)
+  std::vector<std::pair<int64_t, RunRow>> runs;            // (job id, row)
+  std::vector<FleetEvent> events;
+  std::vector<std::pair<int64_t, HealAttempt>> attempts;  // (job id, row)
+  bool empty() const { return last_seq == 0; }
+};
+
+// What `oomtriage jobs` and `report` read: a node's own store or the fleet store.
+class JobReader {
+ public:
+  virtual ~JobReader() = default;
+  virtual Result<std::vector<JobSummary>> list_jobs() = 0;
+  virtual Result<std::optional<JobStory>> job_story(const std::string& name) = 0;
+};
+
 class StatementCache;
 
-class Store {
+class Store : public JobReader {
  public:
   // Opens (creating and migrating) the store at `path`. `busy_timeout_ms` bounds how long a
   // reader or writer waits for the other.
@@ -185,8 +217,8 @@ class Store {
   // Several files' progress in one transaction (the daemon's once-a-second checkpoint).
   Result<int64_t> commit_progress(const std::vector<Progress>& batch, int64_t now);
 
-  Result<std::vector<JobSummary>> list_jobs();
-  Result<std::optional<JobStory>> job_story(const std::string& name);
+  Result<std::vector<JobSummary>> list_jobs() override;
+  Result<std::optional<JobStory>> job_story(const std::string& name) override;
   Result<int64_t> count_events();
   // The story of the job whose newest run reads `log_path` (absolute), if any.
   Result<std::optional<JobStory>> job_story_of_log(const std::string& log_path);
@@ -206,6 +238,20 @@ class Store {
   Result<Ok> mark_alerts(const std::vector<int64_t>& ids, const std::string& state,
                          int64_t attempts, int64_t next_attempt_at, const std::string& error);
   Result<int64_t> count_alerts(const std::string& state);
+
+  // The fleet outbox. Triggers queue every new or changed job, run, snapshot, event and heal
+  // attempt while it is on; turning it on queues what the store already holds, once, so a node
+  // that joins a fleet late ships its past too. Off clears it.
+  Result<Ok> set_fleet_outbox(bool on);
+  // This store's own id (a UUID made when the store was created): the fleet store keys a node's
+  // rows by it, so two daemons on one host, or a store made anew, never mix their ids.
+  Result<std::string> store_id();
+  // The oldest `limit` outbox entries as their rows are now.
+  Result<FleetBatch> fleet_batch(int limit);
+  // Forgets the entries up to `seq` once the fleet store has committed them. A row changed
+  // after fleet_batch() read it was queued again with a newer seq and stays.
+  Result<Ok> fleet_shipped(int64_t seq);
+  Result<int64_t> fleet_backlog();
 
  private:
   explicit Store(sqlite3* db);

@@ -24,12 +24,12 @@ namespace {
 
 namespace asio = boost::asio;
 
+}  // namespace
+
 std::string this_host() {
   char name[256] = {};
   return ::gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
 }
-
-}  // namespace
 
 HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, int64_t now_unix) {
   HttpRequest request;

@@ -73,6 +73,9 @@ class AlertDispatcher {
 };
 
 // `oomtriage alert test`: a sample alert to every receiver (or one), synchronously.
+// This machine's host name: alerts and the fleet store name the node by it unless `host:` does.
+std::string this_host();
+
 int run_alert_test(const DaemonConfig& config, const std::optional<std::string>& receiver);
 
 }  // namespace oomtriage::daemon

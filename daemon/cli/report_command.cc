@@ -15,6 +15,7 @@
 
 #include "daemon/cli/log_reader.h"
 #include "daemon/render/text_output.h"
+#include "db/fleet_store.h"
 #include "db/store.h"
 #include "parsers/job_config.h"
 #include "daemon/render/json_output.h"
@@ -28,13 +29,31 @@ using nlohmann::ordered_json;
 
 std::string when(int64_t unix_seconds) { return utc_time(unix_seconds, "%Y-%m-%d %H:%M:%SZ"); }
 
-// Opens the store read-side; a missing store is "no jobs yet" (a null store), not an error.
-Result<std::unique_ptr<db::Store>> open_store(const std::string& path) {
-  if (!std::filesystem::exists(path)) return std::unique_ptr<db::Store>();
-  auto store = db::Store::open(path);
-  if (!store)
-    return make_error(store.error().code, fmt::format("store {}: {}", path, store.error().message));
-  return std::move(*store);
+// Opens the store read-side; a missing SQLite store is "no jobs yet" (a null reader), not an
+// error.
+Result<std::unique_ptr<db::JobReader>> open_reader(const StoreTarget& target) {
+  if (db::is_fleet_url(target.location)) {
+    auto fleet = db::FleetStore::open(target.location);
+    if (!fleet) return fleet.error();
+    (*fleet)->set_host_filter(target.host);
+    return std::unique_ptr<db::JobReader>(std::move(*fleet));
+  }
+  if (!target.host.empty()) {
+    return make_error(ErrorCode::kBadInput,
+                      "--host picks a node in a fleet store (--store postgresql://...); " +
+                          target.location + " holds this node's jobs only");
+  }
+  if (!std::filesystem::exists(target.location)) return std::unique_ptr<db::JobReader>();
+  auto store = db::Store::open(target.location);
+  if (!store) {
+    return make_error(store.error().code,
+                      fmt::format("store {}: {}", target.location, store.error().message));
+  }
+  return std::unique_ptr<db::JobReader>(std::move(*store));
+}
+
+int exit_code_of(const Error& error) {
+  return error.code == ErrorCode::kBadInput ? kExitBadInput : kExitEnvironment;
 }
 
 size_t edit_distance(const std::string& a, const std::string& b) {
@@ -129,11 +148,11 @@ std::string memory_bar(uint64_t capacity, uint64_t used, uint64_t tried, int wid
          std::string(free_cells, '.') + "]";
 }
 
-int run_jobs(const std::string& store_path, bool json, ColorMode color) {
-  auto store = open_store(store_path);
+int run_jobs(const StoreTarget& target, bool json, ColorMode color) {
+  auto store = open_reader(target);
   if (!store) {
     fmt::print(stderr, "oomtriage: {}\n", store.error().message);
-    return kExitEnvironment;
+    return exit_code_of(store.error());
   }
   std::vector<db::JobSummary> jobs;
   if (*store) {
@@ -144,42 +163,50 @@ int run_jobs(const std::string& store_path, bool json, ColorMode color) {
     }
     jobs = std::move(*listed);
   }
+  // The fleet store's jobs come from many nodes: each says which.
+  const bool hosts = std::any_of(jobs.begin(), jobs.end(),
+                                 [](const db::JobSummary& job) { return !job.host.empty(); });
   if (json) {
     ordered_json out = ordered_json::array();
     for (const auto& job : jobs) {
-      out.push_back({{"name", job.name},
-                     {"trainer", job.trainer},
-                     {"outcome", job.outcome},
-                     {"runs", job.runs},
-                     {"events", job.events},
-                     {"log_dir", job.log_dir},
-                     {"last_seen", when(job.last_seen)}});
+      ordered_json line = {{"name", job.name},
+                           {"trainer", job.trainer},
+                           {"outcome", job.outcome},
+                           {"runs", job.runs},
+                           {"events", job.events},
+                           {"log_dir", job.log_dir},
+                           {"last_seen", when(job.last_seen)}};
+      if (!job.host.empty()) line["host"] = job.host;
+      out.push_back(std::move(line));
     }
     fmt::print("{}\n", ordered_json{{"oomtriage", 1}, {"jobs", out}}.dump(2));
     return kExitOk;
   }
   if (jobs.empty()) {
-    fmt::print("no jobs yet (store: {})\n", store_path);
+    fmt::print("no jobs yet (store: {}{})\n", target.location,
+               target.host.empty() ? "" : ", host " + target.host);
     return kExitOk;
   }
   const bool c = color_enabled(color);
-  fmt::print("{:<32} {:<12} {:<14} {:>5} {:>7}  {}\n", "JOB", "TRAINER", "OUTCOME", "RUNS",
-             "EVENTS", "LAST SEEN");
+  const std::string host_header = hosts ? fmt::format("{:<16} ", "HOST") : "";
+  fmt::print("{}{:<32} {:<12} {:<14} {:>5} {:>7}  {}\n", host_header, "JOB", "TRAINER", "OUTCOME",
+             "RUNS", "EVENTS", "LAST SEEN");
   for (const auto& job : jobs) {
     const std::string outcome =
         paint(c && job.outcome.starts_with("crashed"), fmt::fg(fmt::terminal_color::red),
               fmt::format("{:<14}", job.outcome));
-    fmt::print("{:<32} {:<12} {} {:>5} {:>7}  {}\n", job.name, job.trainer, outcome, job.runs,
-               job.events, when(job.last_seen));
+    const std::string host = hosts ? fmt::format("{:<16} ", job.host) : "";
+    fmt::print("{}{:<32} {:<12} {} {:>5} {:>7}  {}\n", host, job.name, job.trainer, outcome,
+               job.runs, job.events, when(job.last_seen));
   }
   return kExitOk;
 }
 
-int run_report(const std::string& store_path, const std::string& name, bool json, ColorMode color) {
-  auto store = open_store(store_path);
+int run_report(const StoreTarget& target, const std::string& name, bool json, ColorMode color) {
+  auto store = open_reader(target);
   if (!store) {
     fmt::print(stderr, "oomtriage: {}\n", store.error().message);
-    return kExitEnvironment;
+    return exit_code_of(store.error());
   }
   std::optional<db::JobStory> story;
   std::vector<std::string> names;
@@ -187,7 +214,7 @@ int run_report(const std::string& store_path, const std::string& name, bool json
     auto found = (*store)->job_story(name);
     if (!found) {
       fmt::print(stderr, "oomtriage: {}\n", found.error().message);
-      return kExitEnvironment;
+      return exit_code_of(found.error());
     }
     story = std::move(*found);
     if (auto jobs = (*store)->list_jobs()) {
@@ -206,7 +233,8 @@ int run_report(const std::string& store_path, const std::string& name, bool json
         close.push_back(candidate);
       }
     }
-    fmt::print(stderr, "oomtriage: no job named '{}' in {}{}\n", name, store_path,
+    fmt::print(stderr, "oomtriage: no job named '{}' in {}{}{}\n", name, target.location,
+               target.host.empty() ? "" : " on host " + target.host,
                close.empty() ? "" : fmt::format("; did you mean: {}", fmt::join(close, ", ")));
     return kExitBadInput;
   }
@@ -263,17 +291,16 @@ int run_report(const std::string& store_path, const std::string& name, bool json
                            {"seen_at", when(s.seen_at)},
                            {"content", s.content}});
     }
-    const ordered_json out = {{"oomtriage", 1},
-                              {"job",
-                               {{"name", story->job.name},
-                                {"trainer", story->job.trainer},
-                                {"model_family", family},
-                                {"outcome", story->job.outcome},
-                                {"log_dir", story->job.log_dir}}},
-                              {"runs", runs},
-                              {"snapshots", snapshots},
-                              {"events", events},
-                              {"fixes", fixes.is_discarded() ? ordered_json::array() : fixes}};
+    ordered_json job = {{"name", story->job.name},
+                        {"trainer", story->job.trainer},
+                        {"model_family", family},
+                        {"outcome", story->job.outcome},
+                        {"log_dir", story->job.log_dir}};
+    if (!story->job.host.empty()) job["host"] = story->job.host;
+    const ordered_json out = {
+        {"oomtriage", 1},   {"job", job},
+        {"runs", runs},     {"snapshots", snapshots},
+        {"events", events}, {"fixes", fixes.is_discarded() ? ordered_json::array() : fixes}};
     fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return kExitOk;
   }
@@ -282,7 +309,9 @@ int run_report(const std::string& store_path, const std::string& name, bool json
   const auto bold = [&](const std::string& s) { return paint(c, fmt::emphasis::bold, s); };
   fmt::print("{}  {}  {}  model {}\n", bold("job " + story->job.name), story->job.trainer,
              story->job.outcome, family);
-  fmt::print("folder {}\n\n", story->job.log_dir);
+  fmt::print("folder {}\n", story->job.log_dir);
+  if (!story->job.host.empty()) fmt::print("host {}\n", story->job.host);
+  fmt::print("\n");
   fmt::print("{}\n", bold("runs"));
   for (size_t i = 0; i < story->runs.size(); ++i) {
     const auto& r = story->runs[i];

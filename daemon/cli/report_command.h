@@ -1,8 +1,9 @@
 // daemon/cli/report_command.h
 //
 // `oomtriage jobs [--json]` and `oomtriage report JOB [--json]`: read the store (while the daemon
-// writes it) and tell each job's story: runs and outcomes, config snapshots and what changed
-// between them, every OOM event with a bar of the GPU memory at the crash, and the ranked fixes.
+// writes it; a node's own, or the fleet store all nodes ship into) and tell each job's story: runs
+// and outcomes, config snapshots and what changed between them, every OOM event with a bar of the
+// GPU memory at the crash, and the ranked fixes.
 #pragma once
 
 #include <string>
@@ -11,8 +12,15 @@
 
 namespace oomtriage::daemon {
 
-int run_jobs(const std::string& store_path, bool json, ColorMode color);
-int run_report(const std::string& store_path, const std::string& job, bool json, ColorMode color);
+// Which store to read: a SQLite file (a node's own) or a postgresql:// URL (the fleet store),
+// and for the fleet store the one host to show ("" for all).
+struct StoreTarget {
+  std::string location;
+  std::string host;
+};
+
+int run_jobs(const StoreTarget& store, bool json, ColorMode color);
+int run_report(const StoreTarget& store, const std::string& job, bool json, ColorMode color);
 
 // "[#########=====......]": used, requested and free memory as a fixed-width bar.
 std::string memory_bar(uint64_t capacity, uint64_t used, uint64_t tried, int width);

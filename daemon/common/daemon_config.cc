@@ -1,6 +1,8 @@
 // daemon/common/daemon_config.cc: YAML in, validated config out (line numbers from yaml-cpp marks).
 #include "daemon/common/daemon_config.h"
 
+#include "db/fleet_store.h"
+
 #include "parsers/job_config.h"
 #include "triage/heal_plan.h"
 
@@ -253,6 +255,11 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
         config.heal = std::move(*heal);
       } else if (key == "host") {
         config.host = value.as<std::string>();
+      } else if (key == "store") {
+        config.store = value.as<std::string>();
+        if (auto checked = db::check_fleet_url(config.store); !checked) {
+          return bad(source, value, checked.error().message);
+        }
       } else if (key == "metrics") {
         if (!value.IsMap()) return bad(source, value, "metrics must be a mapping");
         for (const auto& m : value) {

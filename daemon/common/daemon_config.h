@@ -72,7 +72,10 @@ struct DaemonConfig {
   // Recovered OOMs of one job within this window are one message (AI Toolkit skips batches in
   // bursts); a fatal OOM of the same job sends the burst at once.
   int alert_group_seconds = 30;
-  std::string host;  // in alerts; default: this machine's host name
+  std::string host;  // in alerts and on fleet store rows; default: this machine's host name
+  // `store: postgresql://...`: the fleet store this node ships into (db/fleet_store.h); its
+  // own SQLite store stays where it is and keeps working when the fleet store is down.
+  std::string store;
   // How long a file must be quiet before an open incident is reported: AI Toolkit prints the
   // error line and then the traceback that names the phase, in one burst.
   int settle_ms = 25;

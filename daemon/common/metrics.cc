@@ -51,6 +51,15 @@ std::string Metrics::render() const {
   }
   family("oomtriage_outbox_pending", "gauge", "Alerts waiting for delivery.");
   out += fmt::format("oomtriage_outbox_pending {}\n", outbox_pending);
+  if (fleet_configured) {
+    family("oomtriage_fleet_up", "gauge",
+           "1 when the last attempt to ship reached the fleet store.");
+    out += fmt::format("oomtriage_fleet_up {}\n", fleet_up ? 1 : 0);
+    family("oomtriage_fleet_backlog", "gauge", "Rows waiting to be shipped to the fleet store.");
+    out += fmt::format("oomtriage_fleet_backlog {}\n", fleet_backlog);
+    family("oomtriage_fleet_shipped_total", "counter", "Rows shipped to the fleet store.");
+    out += fmt::format("oomtriage_fleet_shipped_total {}\n", fleet_shipped);
+  }
   family("oomtriage_build_info", "gauge", "The running oomtriage's version.");
   out += fmt::format("oomtriage_build_info{{version=\"{}\"}} 1\n", escape_label(version));
   return out;

@@ -22,6 +22,10 @@ struct Metrics {
   uint64_t outbox_pending = 0;
   uint64_t store_failures = 0;     // commits the store refused (each is retried, nothing is lost)
   uint64_t files_closed_idle = 0;  // idle logs closed to stay within the descriptor budget
+  bool fleet_configured = false;   // the fleet figures are shown only with a fleet store
+  uint64_t fleet_backlog = 0;
+  uint64_t fleet_shipped = 0;
+  bool fleet_up = false;
   std::string version;
 
   // The text exposition format (version 0.0.4), HELP and TYPE lines included.

@@ -31,6 +31,7 @@
 #include "daemon/common/version.h"
 #include "daemon/net/metrics_server.h"
 #include "daemon/render/journal_log.h"
+#include "daemon/service/fleet_shipper.h"
 #include "daemon/service/directory_watcher.h"
 #include "daemon/service/event_sink.h"
 #include "daemon/service/file_follower.h"
@@ -112,9 +113,11 @@ enum class StartAt { kBeginning, kEnd, kStored };
 
 class Daemon {
  public:
-  Daemon(asio::io_context& io, db::Store& store, DaemonConfig config, bool verbose)
+  Daemon(asio::io_context& io, db::Store& store, std::string store_path, DaemonConfig config,
+         bool verbose)
       : io_(io),
         store_(store),
+        store_path_(std::move(store_path)),
         config_(std::move(config)),
         verbose_(verbose),
         pacer_(std::chrono::milliseconds(config_.read_interval_ms)),
@@ -155,6 +158,8 @@ class Daemon {
     // exists but has no jobs yet is not a first start (a crash may have come while down).
     auto marker = store_.meta("first_scan_done");
     first_start_ = marker && !*marker;
+    // Before the first scan: what it stores must be queued for the fleet store.
+    if (!start_fleet_shipper()) return false;
     scan_all();
     start_slurm_poller();
     if (first_start_) (void)store_.set_meta("first_scan_done", std::to_string(unix_now()));
@@ -181,9 +186,27 @@ class Daemon {
     });
   }
 
-  // New events were stored: their alerts are due.
+  // New events were stored: their alerts are due, and the fleet store wants them.
   void poke_dispatcher() {
     if (dispatcher_) dispatcher_->poke();
+    if (fleet_) fleet_->poke();
+  }
+
+  // `store: postgresql://...`: the outbox queues for it and a thread ships it. Without one the
+  // outbox is off (and emptied), so a node that never joins a fleet queues nothing.
+  bool start_fleet_shipper() {
+    fleet_.reset();
+    if (auto r = store_.set_fleet_outbox(!config_.store.empty()); !r) {
+      log_line(kError, "store {}: {}", store_path_, r.error().message);
+      return false;
+    }
+    if (config_.store.empty()) return true;
+    FleetShipper::Options options;
+    options.url = config_.store;
+    options.store_path = store_path_;
+    options.host = config_.host.empty() ? this_host() : config_.host;
+    fleet_ = std::make_unique<FleetShipper>(std::move(options));
+    return true;
   }
 
   // --- service manager and metrics -----------------------------------------------------------
@@ -198,6 +221,12 @@ class Daemon {
 
   std::string render_metrics() {
     metrics_.files_watched = files_.size();
+    metrics_.fleet_configured = fleet_ != nullptr;
+    if (fleet_) {
+      metrics_.fleet_backlog = fleet_->backlog();
+      metrics_.fleet_shipped = fleet_->shipped();
+      metrics_.fleet_up = fleet_->up();
+    }
     if (auto pending = store_.count_alerts("pending"))
       metrics_.outbox_pending = static_cast<uint64_t>(*pending);
     return metrics_.render();
@@ -1187,6 +1216,7 @@ class Daemon {
       healer_ = make_healer();
     }
     start_slurm_poller();
+    if (!start_fleet_shipper()) log_line(kError, "SIGHUP: no fleet store until the next reload");
     scan_all();
     log_line(kNotice, "SIGHUP: config reloaded from {} ({} rule(s))", config_.source,
              config_.watch.size());
@@ -1194,6 +1224,7 @@ class Daemon {
 
   asio::io_context& io_;
   db::Store& store_;
+  std::string store_path_;
   DaemonConfig config_;
   bool verbose_;
   Metrics metrics_;
@@ -1220,6 +1251,7 @@ class Daemon {
   std::map<std::string, const WatchRule*> slurm_paths_;  // output files squeue named
   std::string slurm_error_;                              // logged once until squeue answers
   std::unique_ptr<SlurmPoller> slurm_poller_;            // last: stopped before the rest goes
+  std::unique_ptr<FleetShipper> fleet_;                  // `store: postgresql://...`
   std::unique_ptr<AlertDispatcher> dispatcher_;
   std::vector<std::unique_ptr<AlertDispatcher>> retired_dispatchers_;  // draining after SIGHUP
   std::unique_ptr<MetricsServer> metrics_server_;
@@ -1263,7 +1295,7 @@ int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose)
     return 2;
   }
   asio::io_context io;
-  Daemon daemon(io, **store, std::move(config), verbose);
+  Daemon daemon(io, **store, store_path, std::move(config), verbose);
   if (!daemon.start()) return 1;
   io.run();
   return 0;

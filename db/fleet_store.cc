@@ -1,0 +1,540 @@
+// db/fleet_store.cc: the fleet store's schema, its migrations, shipping and the read side, over
+// libpq. Every value is a parameter ($1...), sent as text; nothing is built from strings with
+// values.
+#include "db/fleet_store.h"
+
+#include <libpq-fe.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "parsers/job_config.h"
+
+namespace oomtriage::db {
+namespace {
+
+// All tables live in their own schema: the database may well be shared.
+constexpr const char* kMigrations[] = {
+    R"sql(
+CREATE TABLE oomtriage.jobs (
+  store_id uuid NOT NULL,
+  id bigint NOT NULL,
+  host text NOT NULL,
+  name text NOT NULL,
+  trainer text NOT NULL,
+  log_dir text NOT NULL,
+  first_seen timestamptz NOT NULL,
+  last_seen timestamptz NOT NULL,
+  PRIMARY KEY (store_id, id)
+);
+CREATE INDEX jobs_by_name ON oomtriage.jobs (name, host);
+CREATE INDEX jobs_by_last_seen ON oomtriage.jobs (last_seen DESC);
+CREATE TABLE oomtriage.config_snapshots (
+  store_id uuid NOT NULL,
+  id bigint NOT NULL,
+  host text NOT NULL,
+  job_id bigint NOT NULL,
+  path text NOT NULL,
+  sha256 text NOT NULL,
+  content text NOT NULL,
+  config jsonb,
+  seen_at timestamptz NOT NULL,
+  PRIMARY KEY (store_id, id)
+);
+CREATE INDEX snapshots_by_job ON oomtriage.config_snapshots (store_id, job_id);
+CREATE TABLE oomtriage.runs (
+  store_id uuid NOT NULL,
+  id bigint NOT NULL,
+  host text NOT NULL,
+  job_id bigint NOT NULL,
+  log_path text NOT NULL,
+  snapshot_id bigint,
+  outcome text NOT NULL,
+  started_at timestamptz NOT NULL,
+  updated_at timestamptz NOT NULL,
+  PRIMARY KEY (store_id, id)
+);
+CREATE INDEX runs_by_job ON oomtriage.runs (store_id, job_id);
+CREATE TABLE oomtriage.events (
+  event_id uuid PRIMARY KEY,
+  store_id uuid NOT NULL,
+  id bigint NOT NULL,
+  host text NOT NULL,
+  job_id bigint NOT NULL,
+  run_id bigint,
+  snapshot_id bigint,
+  log_offset bigint NOT NULL,
+  kind text NOT NULL,
+  phase text NOT NULL,
+  model_family text NOT NULL,
+  step bigint,
+  recovered boolean NOT NULL,
+  event_json text NOT NULL,
+  fixes_json text NOT NULL,
+  created_at timestamptz NOT NULL,
+  received_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX events_by_job ON oomtriage.events (store_id, job_id, id);
+CREATE INDEX events_by_received ON oomtriage.events (received_at);
+CREATE TABLE oomtriage.heal_attempts (
+  store_id uuid NOT NULL,
+  run_id bigint NOT NULL,
+  host text NOT NULL,
+  job_id bigint NOT NULL,
+  attempt integer NOT NULL,
+  max_attempts integer NOT NULL,
+  fix_id text NOT NULL,
+  change text NOT NULL,
+  argv_json text NOT NULL,
+  resumed_step bigint,
+  outcome text NOT NULL,
+  verdict text NOT NULL,
+  started_at timestamptz NOT NULL,
+  ended_at timestamptz NOT NULL,
+  PRIMARY KEY (store_id, run_id)
+);
+)sql",
+};
+
+// Any 64-bit number will do, as long as it stays the same: it names oomtriage's migration lock.
+constexpr const char* kMigrationLock = "7307286135170301";
+
+using PgResult = std::unique_ptr<PGresult, decltype(&PQclear)>;
+using Params = std::vector<std::optional<std::string>>;
+
+// libpq's messages end in a newline and may run on over lines: the first line is the reason.
+std::string first_line(const char* message) {
+  std::string text = message ? message : "";
+  text = text.substr(0, text.find('\n'));
+  // The server's "FATAL:  " or "ERROR:  " says nothing a reader needs.
+  for (std::string_view severity : {"FATAL:  ", "ERROR:  ", "PANIC:  "}) {
+    if (text.starts_with(severity)) text.erase(0, severity.size());
+  }
+  return text.empty() ? "unknown error" : text;
+}
+
+// PostgreSQL text holds neither NUL nor invalid UTF-8, and a row it refuses would stop the
+// shipping for good: each such byte becomes U+FFFD.
+std::string pg_text(std::string_view in) {
+  static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
+  std::string out;
+  out.reserve(in.size());
+  size_t i = 0;
+  while (i < in.size()) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    if (c != 0 && c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    const size_t len = c >= 0xC2 && c <= 0xDF   ? 2
+                       : c >= 0xE0 && c <= 0xEF ? 3
+                       : c >= 0xF0 && c <= 0xF4 ? 4
+                                                : 0;
+    bool ok = len != 0 && i + len <= in.size();
+    for (size_t k = 1; ok && k < len; ++k)
+      ok = (static_cast<unsigned char>(in[i + k]) & 0xC0) == 0x80;
+    if (ok && len >= 3) {
+      const auto d = static_cast<unsigned char>(in[i + 1]);
+      // Overlong forms, UTF-16 surrogates and code points past U+10FFFF.
+      ok = !(c == 0xE0 && d < 0xA0) && !(c == 0xED && d >= 0xA0) && !(c == 0xF0 && d < 0x90) &&
+           !(c == 0xF4 && d >= 0x90);
+    }
+    if (!ok) {
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    out.append(in.substr(i, len));
+    i += len;
+  }
+  return out;
+}
+
+std::optional<std::string> number(std::optional<int64_t> value) {
+  return value ? std::optional<std::string>(std::to_string(*value)) : std::nullopt;
+}
+
+// A config (its text already made fit for PostgreSQL) as JSON for the jsonb column, when it
+// reads as YAML or JSON; else NULL.
+std::optional<std::string> config_json(const std::string& path, const std::string& content) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  if (ext != ".yaml" && ext != ".yml" && ext != ".json") return std::nullopt;
+  std::string error;
+  auto json = parsers::yaml_to_json(content, nullptr, &error);
+  if (!json || !json->is_object()) return std::nullopt;
+  std::string text = json->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  // jsonb refuses the \u0000 escape that text allows.
+  if (text.find("\\u0000") != std::string::npos) return std::nullopt;
+  return text;
+}
+
+class Connection {
+ public:
+  explicit Connection(PGconn* conn) : conn_(conn) {}
+
+  Result<PgResult> run(const char* sql, const Params& params = {}) {
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    PgResult result(PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr,
+                                 values.data(), nullptr, nullptr, 0),
+                    &PQclear);
+    const ExecStatusType status = PQresultStatus(result.get());
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      return make_error(ErrorCode::kDatabase, "fleet store: " + first_line(PQerrorMessage(conn_)));
+    }
+    return result;
+  }
+
+  // Several statements without parameters (a migration).
+  Result<Ok> script(const char* sql) {
+    PgResult result(PQexec(conn_, sql), &PQclear);
+    const ExecStatusType status = PQresultStatus(result.get());
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
+      return make_error(ErrorCode::kDatabase, "fleet store: " + first_line(PQerrorMessage(conn_)));
+    }
+    return Ok{};
+  }
+
+ private:
+  PGconn* conn_;
+};
+
+// Rolls back unless committed.
+class PgTransaction {
+ public:
+  explicit PgTransaction(Connection& c) : c_(c) { ok_ = static_cast<bool>(c_.script("BEGIN")); }
+  ~PgTransaction() {
+    if (ok_ && !committed_) (void)c_.script("ROLLBACK");
+  }
+  bool ok() const { return ok_; }
+  Result<Ok> commit() {
+    auto r = c_.script("COMMIT");
+    committed_ = static_cast<bool>(r);
+    return r;
+  }
+
+ private:
+  Connection& c_;
+  bool ok_ = false;
+  bool committed_ = false;
+};
+
+std::string text_at(const PGresult* r, int row, int col) {
+  return std::string(PQgetvalue(r, row, col), static_cast<size_t>(PQgetlength(r, row, col)));
+}
+int64_t integer_at(const PGresult* r, int row, int col) {
+  return std::stoll(std::string(PQgetvalue(r, row, col)));
+}
+std::optional<int64_t> optional_at(const PGresult* r, int row, int col) {
+  if (PQgetisnull(r, row, col)) return std::nullopt;
+  return integer_at(r, row, col);
+}
+
+// The columns of a job's line in `jobs`, the same figures as the SQLite store counts.
+constexpr const char* kJobSummarySelect =
+    "SELECT j.id, j.name, j.trainer, j.log_dir, extract(epoch FROM j.last_seen)::bigint, "
+    "(SELECT count(*) FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = j.id), "
+    "(SELECT count(*) FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = j.id), "
+    "COALESCE((SELECT outcome FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = "
+    "j.id ORDER BY r.id DESC LIMIT 1), 'unknown'), j.host, j.store_id::text FROM oomtriage.jobs j ";
+
+JobSummary job_summary_at(const PGresult* r, int row) {
+  JobSummary job;
+  job.id = integer_at(r, row, 0);
+  job.name = text_at(r, row, 1);
+  job.trainer = text_at(r, row, 2);
+  job.log_dir = text_at(r, row, 3);
+  job.last_seen = integer_at(r, row, 4);
+  job.runs = integer_at(r, row, 5);
+  job.events = integer_at(r, row, 6);
+  job.outcome = text_at(r, row, 7);
+  job.host = text_at(r, row, 8);
+  return job;
+}
+
+}  // namespace
+
+bool is_fleet_url(std::string_view store) {
+  return store.starts_with("postgresql://") || store.starts_with("postgres://");
+}
+
+Result<Ok> check_fleet_url(const std::string& url) {
+  if (!is_fleet_url(url)) {
+    return make_error(ErrorCode::kBadInput,
+                      "a fleet store is a postgresql:// URL, not `" + url + "`");
+  }
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(url.c_str(), &error);
+  if (options == nullptr) {
+    std::string reason = first_line(error);
+    PQfreemem(error);
+    return make_error(ErrorCode::kBadInput, "store URL: " + reason);
+  }
+  bool has_password = false;
+  for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (std::string_view(o->keyword) == "password" && o->val != nullptr && *o->val != '\0') {
+      has_password = true;
+    }
+  }
+  PQconninfoFree(options);
+  if (has_password) {
+    return make_error(ErrorCode::kBadInput,
+                      "the store URL carries a password: put it in a password file (PGPASSFILE, "
+                      "~/.pgpass or ?passfile=PATH) or PGPASSWORD, never in the config");
+  }
+  return Ok{};
+}
+
+Result<std::unique_ptr<FleetStore>> FleetStore::open(const std::string& url,
+                                                     int connect_timeout_seconds) {
+  if (auto checked = check_fleet_url(url); !checked) return checked.error();
+  const std::string timeout = std::to_string(std::max(1, connect_timeout_seconds));
+  // The URL first: the keywords after it are oomtriage's own and win.
+  const char* keywords[] = {"dbname",
+                            "connect_timeout",
+                            "client_encoding",
+                            "application_name",
+                            "options",
+                            "keepalives_idle",
+                            nullptr};
+  const char* values[] = {url.c_str(),
+                          timeout.c_str(),
+                          "UTF8",
+                          "oomtriage",
+                          "-c statement_timeout=60000 -c client_min_messages=warning",
+                          "30",
+                          nullptr};
+  PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
+  if (conn == nullptr) return make_error(ErrorCode::kIo, "fleet store: out of memory");
+  if (PQstatus(conn) != CONNECTION_OK) {
+    std::string reason = first_line(PQerrorMessage(conn));
+    PQfinish(conn);
+    return make_error(ErrorCode::kIo, "fleet store unreachable: " + reason);
+  }
+  std::unique_ptr<FleetStore> store(new FleetStore(conn));
+  if (auto r = store->migrate(); !r) return r.error();
+  return store;
+}
+
+FleetStore::~FleetStore() { PQfinish(conn_); }
+
+Result<int> FleetStore::schema_version() {
+  Connection c(conn_);
+  auto r = c.run("SELECT value FROM oomtriage.meta WHERE key = 'schema_version'");
+  if (!r) return r.error();
+  return PQntuples(r->get()) ? std::stoi(text_at(r->get(), 0, 0)) : 0;
+}
+
+Result<Ok> FleetStore::migrate() {
+  Connection c(conn_);
+  PgTransaction tx(c);
+  if (!tx.ok()) return make_error(ErrorCode::kDatabase, "fleet store: cannot begin a transaction");
+  // Many daemons may start at once: one migrates, the others wait here and find it done.
+  if (auto r = c.run((std::string("SELECT pg_advisory_xact_lock(") + kMigrationLock + ")").c_str());
+      !r) {
+    return r.error();
+  }
+  // CREATE SCHEMA IF NOT EXISTS needs the right to create even when it exists: a schema an
+  // administrator made for oomtriage is looked for first.
+  auto exists = c.run("SELECT 1 FROM pg_namespace WHERE nspname = 'oomtriage'");
+  if (!exists) return exists.error();
+  if (PQntuples(exists->get()) == 0) {
+    if (auto r = c.script("CREATE SCHEMA oomtriage"); !r) return r.error();
+  }
+  if (auto r = c.script(
+          "CREATE TABLE IF NOT EXISTS oomtriage.meta (key text PRIMARY KEY, value text NOT NULL)");
+      !r) {
+    return r.error();
+  }
+  auto current = c.run("SELECT value FROM oomtriage.meta WHERE key = 'schema_version'");
+  if (!current) return current.error();
+  const int from = PQntuples(current->get()) ? std::stoi(text_at(current->get(), 0, 0)) : 0;
+  const int target = static_cast<int>(std::size(kMigrations));
+  if (from > target) {
+    return make_error(ErrorCode::kDatabase,
+                      fmt::format("fleet store schema version {} is newer than this oomtriage ({})",
+                                  from, target));
+  }
+  if (from == target) return tx.commit();
+  for (int version = from; version < target; ++version) {
+    if (auto r = c.script(kMigrations[version]); !r) return r.error();
+  }
+  if (auto r =
+          c.run("INSERT INTO oomtriage.meta (key, value) VALUES ('schema_version', $1) ON CONFLICT "
+                "(key) DO UPDATE SET value = excluded.value",
+                {std::to_string(target)});
+      !r) {
+    return r.error();
+  }
+  return tx.commit();
+}
+
+Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id,
+                            const std::string& host) {
+  Connection c(conn_);
+  PgTransaction tx(c);
+  if (!tx.ok())
+    return make_error(ErrorCode::kIo, "fleet store: " + first_line(PQerrorMessage(conn_)));
+  const std::string h = pg_text(host);
+  for (const FleetJob& j : batch.jobs) {
+    auto r = c.run(
+        "INSERT INTO oomtriage.jobs (store_id, id, host, name, trainer, log_dir, first_seen, "
+        "last_seen) VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7), to_timestamp($8)) ON "
+        "CONFLICT (store_id, id) DO UPDATE SET host = excluded.host, name = excluded.name, "
+        "trainer = excluded.trainer, log_dir = excluded.log_dir, last_seen = "
+        "GREATEST(oomtriage.jobs.last_seen, excluded.last_seen)",
+        {store_id, std::to_string(j.id), h, pg_text(j.name), pg_text(j.trainer), pg_text(j.log_dir),
+         std::to_string(j.first_seen), std::to_string(j.last_seen)});
+    if (!r) return r.error();
+  }
+  for (const auto& [job_id, s] : batch.snapshots) {
+    const std::string content = pg_text(s.content);
+    auto r = c.run(
+        "INSERT INTO oomtriage.config_snapshots (store_id, id, host, job_id, path, sha256, "
+        "content, config, seen_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, "
+        "to_timestamp($9)) ON CONFLICT (store_id, id) DO NOTHING",
+        {store_id, std::to_string(s.id), h, std::to_string(job_id), pg_text(s.path),
+         pg_text(s.sha256), content, config_json(s.path, content), std::to_string(s.seen_at)});
+    if (!r) return r.error();
+  }
+  for (const auto& [job_id, run] : batch.runs) {
+    // An older picture of a run (a batch retried after a newer one) never overwrites a newer.
+    auto r = c.run(
+        "INSERT INTO oomtriage.runs (store_id, id, host, job_id, log_path, snapshot_id, outcome, "
+        "started_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, to_timestamp($8), "
+        "to_timestamp($9)) ON CONFLICT (store_id, id) DO UPDATE SET outcome = excluded.outcome, "
+        "updated_at = excluded.updated_at, snapshot_id = excluded.snapshot_id, log_path = "
+        "excluded.log_path WHERE oomtriage.runs.updated_at <= excluded.updated_at",
+        {store_id, std::to_string(run.id), h, std::to_string(job_id), pg_text(run.log_path),
+         number(run.snapshot_id), pg_text(run.outcome), std::to_string(run.started_at),
+         std::to_string(run.updated_at)});
+    if (!r) return r.error();
+  }
+  for (const FleetEvent& e : batch.events) {
+    auto r = c.run(
+        "INSERT INTO oomtriage.events (event_id, store_id, id, host, job_id, run_id, "
+        "snapshot_id, log_offset, kind, phase, model_family, step, recovered, event_json, "
+        "fixes_json, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
+        "$14, $15, to_timestamp($16)) ON CONFLICT (event_id) DO NOTHING",
+        {e.uuid, store_id, std::to_string(e.stored.id), h, std::to_string(e.job_id),
+         number(e.stored.run_id ? std::optional<int64_t>(e.stored.run_id) : std::nullopt),
+         number(e.stored.snapshot_id), std::to_string(e.typed.offset), pg_text(e.typed.kind),
+         pg_text(e.typed.phase), pg_text(e.typed.model_family), number(e.typed.step),
+         e.typed.recovered ? "true" : "false", pg_text(e.stored.event_json),
+         pg_text(e.stored.fixes_json), std::to_string(e.stored.created_at)});
+    if (!r) return r.error();
+  }
+  for (const auto& [job_id, a] : batch.attempts) {
+    auto r = c.run(
+        "INSERT INTO oomtriage.heal_attempts (store_id, run_id, host, job_id, attempt, "
+        "max_attempts, fix_id, change, argv_json, resumed_step, outcome, verdict, started_at, "
+        "ended_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, to_timestamp($13), "
+        "to_timestamp($14)) ON CONFLICT (store_id, run_id) DO UPDATE SET outcome = "
+        "excluded.outcome, verdict = excluded.verdict, ended_at = excluded.ended_at",
+        {store_id, std::to_string(a.run_id), h, std::to_string(job_id), std::to_string(a.attempt),
+         std::to_string(a.max_attempts), pg_text(a.fix_id), pg_text(a.change), pg_text(a.argv_json),
+         number(a.resumed_step), pg_text(a.outcome), pg_text(a.verdict),
+         std::to_string(a.started_at), std::to_string(a.ended_at)});
+    if (!r) return r.error();
+  }
+  return tx.commit();
+}
+
+Result<std::vector<JobSummary>> FleetStore::list_jobs() {
+  Connection c(conn_);
+  auto r = c.run((std::string(kJobSummarySelect) +
+                  "WHERE $1 = '' OR j.host = $1 ORDER BY j.last_seen DESC, j.host, j.id DESC")
+                     .c_str(),
+                 {host_filter_});
+  if (!r) return r.error();
+  std::vector<JobSummary> jobs;
+  for (int row = 0; row < PQntuples(r->get()); ++row) jobs.push_back(job_summary_at(r->get(), row));
+  return jobs;
+}
+
+Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name) {
+  Connection c(conn_);
+  auto found = c.run((std::string(kJobSummarySelect) +
+                      "WHERE j.name = $1 AND ($2 = '' OR j.host = $2) ORDER BY j.last_seen DESC")
+                         .c_str(),
+                     {pg_text(name), host_filter_});
+  if (!found) return found.error();
+  const PGresult* jobs = found->get();
+  if (PQntuples(jobs) == 0) return std::optional<JobStory>();
+  std::vector<std::string> hosts;
+  for (int row = 0; row < PQntuples(jobs); ++row) {
+    const std::string host = text_at(jobs, row, 8);
+    if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
+  }
+  if (hosts.size() > 1) {
+    std::sort(hosts.begin(), hosts.end());
+    return make_error(ErrorCode::kBadInput,
+                      fmt::format("job '{}' is on {} hosts ({}): name one with --host", name,
+                                  hosts.size(), fmt::join(hosts, ", ")));
+  }
+  // One host that stored it twice (its store made anew): the newest.
+  JobStory story;
+  story.job = job_summary_at(jobs, 0);
+  const Params key = {text_at(jobs, 0, 9), std::to_string(story.job.id)};
+
+  auto runs = c.run(
+      "SELECT id, log_path, outcome, extract(epoch FROM started_at)::bigint, extract(epoch FROM "
+      "updated_at)::bigint, snapshot_id FROM oomtriage.runs WHERE store_id = $1 AND job_id = $2 "
+      "ORDER BY id",
+      key);
+  if (!runs) return runs.error();
+  for (int row = 0; row < PQntuples(runs->get()); ++row) {
+    const PGresult* r = runs->get();
+    story.runs.push_back({integer_at(r, row, 0), text_at(r, row, 1), text_at(r, row, 2),
+                          integer_at(r, row, 3), integer_at(r, row, 4), optional_at(r, row, 5)});
+  }
+  auto snaps = c.run(
+      "SELECT id, path, sha256, content, extract(epoch FROM seen_at)::bigint FROM "
+      "oomtriage.config_snapshots WHERE store_id = $1 AND job_id = $2 ORDER BY id",
+      key);
+  if (!snaps) return snaps.error();
+  for (int row = 0; row < PQntuples(snaps->get()); ++row) {
+    const PGresult* r = snaps->get();
+    story.snapshots.push_back({integer_at(r, row, 0), text_at(r, row, 1), text_at(r, row, 2),
+                               text_at(r, row, 3), integer_at(r, row, 4)});
+  }
+  auto events = c.run(
+      "SELECT id, COALESCE(run_id, 0), snapshot_id, event_json, fixes_json, extract(epoch FROM "
+      "created_at)::bigint FROM oomtriage.events WHERE store_id = $1 AND job_id = $2 ORDER BY id",
+      key);
+  if (!events) return events.error();
+  for (int row = 0; row < PQntuples(events->get()); ++row) {
+    const PGresult* r = events->get();
+    story.events.push_back({integer_at(r, row, 0), integer_at(r, row, 1), optional_at(r, row, 2),
+                            text_at(r, row, 3), text_at(r, row, 4), integer_at(r, row, 5)});
+  }
+  auto attempts = c.run(
+      "SELECT run_id, attempt, max_attempts, fix_id, change, argv_json, resumed_step, outcome, "
+      "verdict, extract(epoch FROM started_at)::bigint, extract(epoch FROM ended_at)::bigint "
+      "FROM oomtriage.heal_attempts WHERE store_id = $1 AND job_id = $2 ORDER BY run_id",
+      key);
+  if (!attempts) return attempts.error();
+  for (int row = 0; row < PQntuples(attempts->get()); ++row) {
+    const PGresult* r = attempts->get();
+    HealAttempt a;
+    a.run_id = integer_at(r, row, 0);
+    a.attempt = static_cast<int>(integer_at(r, row, 1));
+    a.max_attempts = static_cast<int>(integer_at(r, row, 2));
+    a.fix_id = text_at(r, row, 3);
+    a.change = text_at(r, row, 4);
+    a.argv_json = text_at(r, row, 5);
+    a.resumed_step = optional_at(r, row, 6);
+    a.outcome = text_at(r, row, 7);
+    a.verdict = text_at(r, row, 8);
+    a.started_at = integer_at(r, row, 9);
+    a.ended_at = integer_at(r, row, 10);
+    story.attempts.push_back(std::move(a));
+  }
+  return std::optional<JobStory>(std::move(story));
+}
+
+}  // namespace oomtriage::db

@@ -1,0 +1,62 @@
+// db/fleet_store.h
+//
+// The fleet store: one PostgreSQL database that every node's daemon ships its store into and
+// that `oomtriage jobs` and `report` read from any machine. Each node keeps working on its own
+// SQLite store; its fleet outbox (db/store.h) is shipped here a batch at a time, one transaction
+// per batch, every row keyed by the node's store id and its local id (events by their UUID), so
+// a batch shipped twice, after a timeout or a crash between commit and acknowledgement, changes
+// nothing. Typed columns, the configs also as jsonb, `host` on every row, schema versions
+// applied under an advisory lock so that many daemons starting at once migrate it once.
+// libpq directly (docs/self-healing-and-fleet.md §C.3); no password ever in the URL.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "db/store.h"
+#include "parsers/result.h"
+
+struct pg_conn;
+
+namespace oomtriage::db {
+
+// postgresql://... or postgres://...: a fleet store, not a SQLite file.
+bool is_fleet_url(std::string_view store);
+
+// Refuses a URL libpq cannot read, or one that carries a password: the password comes from a
+// file (PGPASSFILE, ~/.pgpass, `?passfile=`) or the environment (PGPASSWORD), never the config.
+Result<Ok> check_fleet_url(const std::string& url);
+
+class FleetStore : public JobReader {
+ public:
+  // Connects (waiting at most `connect_timeout_seconds`) and brings the schema up to date.
+  static Result<std::unique_ptr<FleetStore>> open(const std::string& url,
+                                                  int connect_timeout_seconds = 5);
+  ~FleetStore() override;
+  FleetStore(const FleetStore&) = delete;
+  FleetStore& operator=(const FleetStore&) = delete;
+
+  Result<int> schema_version();
+
+  // One batch of a node's outbox in one transaction. Shipping the same batch again, or an older
+  // picture of a row after a newer one, leaves the store as it was.
+  Result<Ok> ship(const FleetBatch& batch, const std::string& store_id, const std::string& host);
+
+  // `jobs` and `report` see only this host's jobs when it is set.
+  void set_host_filter(std::string host) { host_filter_ = std::move(host); }
+  Result<std::vector<JobSummary>> list_jobs() override;
+  // A name that several hosts use is refused with their names, unless a host filter picks one.
+  Result<std::optional<JobStory>> job_story(const std::string& name) override;
+
+ private:
+  explicit FleetStore(pg_conn* conn) : conn_(conn) {}
+  Result<Ok> migrate();
+
+  pg_conn* conn_;
+  std::string host_filter_;
+};
+
+}  // namespace oomtriage::db
