@@ -982,6 +982,34 @@ void LogAnalyzer::close_incident() {
   open_.reset();
 }
 
+void LogAnalyzer::add_reported_event(OomKind kind, std::string message) {
+  // The job is over: its last line is whole even without its newline (a killed tqdm bar).
+  splitter_.finish([this](const Record& record) { on_record(record); });
+  flush_pending_frame();
+  if (open_) close_incident();
+  OomEvent event;
+  event.kind = kind;
+  event.message = std::move(message);
+  event.line = splitter_.pending_record_line();
+  event.offset = splitter_.pending_record_offset();
+  event.total_steps = train_total_ ? train_total_ : printed_total_steps_;
+  if (context_ && context_->phase != Phase::kUnknown) {
+    event.phase = context_->phase;
+    event.phase_evidence = to_evidence(*context_);
+  }
+  if (step_ && step_->step) {
+    event.step = step_->step;
+    event.step_evidence = to_evidence(*step_);
+  } else if (train_n_) {
+    event.step = train_n_;
+  }
+  ++seq_;  // after everything the log said: no bar drawn before it is progress after it
+  last_event_seq_ = seq_;
+  last_incident_end_seq_ = seq_;
+  last_event_recovered_ = false;
+  events_.push_back(std::move(event));
+}
+
 LogAnalysis LogAnalyzer::finish() {
   splitter_.finish([this](const Record& record) { on_record(record); });
   flush_pending_frame();

@@ -66,6 +66,12 @@ class LogAnalyzer {
   // incident that still arrive afterwards are absorbed, not reported again.
   void settle();
 
+  // An OOM the log does not show but the job's scheduler reported when it ended (Slurm's
+  // OUT_OF_MEMORY: the cgroup's kill leaves no line when slurmstepd's own is lost): an event of
+  // `kind` at the log's end, in the phase and at the step the log was in when it stopped, with
+  // `message` as what said so. take_events() returns it; the outcome becomes crashed_oom.
+  void add_reported_event(OomKind kind, std::string message);
+
   // Where the stream can be re-read from after a restart without losing an incident in progress
   // (the start of the open incident or of the frame waiting to be parsed), and its line.
   uint64_t resume_offset() const;

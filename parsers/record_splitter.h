@@ -176,6 +176,9 @@ void RecordSplitter::finish(OnRecord&& on_record) {
   carry_.clear();
   carry_open_ = false;
   carry_truncated_ = false;
+  // Everything fed is emitted: the next record, if more comes, starts where the bytes end.
+  record_offset_ = consumed_;
+  record_line_ = line_;
 }
 
 }  // namespace oomtriage::parsers

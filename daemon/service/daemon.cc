@@ -291,9 +291,42 @@ class Daemon {
     const WatchRule* slurm = slurm_rule();
     if (!slurm) return;
     slurm_poller_ = std::make_unique<SlurmPoller>(
-        std::chrono::seconds(slurm->poll_seconds), [this](Result<std::vector<SlurmJob>> jobs) {
+        std::chrono::seconds(slurm->poll_seconds),
+        [this](Result<std::vector<SlurmJob>> jobs) {
           asio::post(io_, [this, jobs = std::move(jobs)] { on_slurm_jobs(jobs); });
+        },
+        [this](SlurmJob job, SlurmEnd end) {
+          asio::post(io_, [this, job = std::move(job), end = std::move(end)] {
+            on_slurm_ended(job, end);
+          });
         });
+  }
+
+  // sacct's word on a job that left the queue. A CUDA OOM is in the log (sacct says FAILED);
+  // a cgroup kill (OUT_OF_MEMORY) usually is too, as slurmstepd's "Detected 1 oom_kill event"
+  // line, but when the log does not show it (the line went to another file, or the node lost
+  // it) it becomes a host OOM at the log's end, in the phase and at the step the log was in.
+  void on_slurm_ended(const SlurmJob& job, const SlurmEnd& end) {
+    auto it = files_.find(job.stdout_path);
+    if (it == files_.end()) return;
+    Tracked& file = *it->second;
+    if (verbose_)
+      log_line(kDebug, "slurm job {} ended {} ({})", job.job_id, end.state, end.exit_code);
+    read_file(file);  // all it wrote, before its last word
+    parsers::LogAnalyzer& analyzer = file.analyzer();
+    if (analyzer.has_open_incident()) {
+      analyzer.settle();
+      if (!commit(file, analyzer.take_events())) return;
+    }
+    if (end.state != "OUT_OF_MEMORY" || analyzer.outcome_so_far() == parsers::Outcome::kCrashedOom)
+      return;
+    analyzer.add_reported_event(
+        parsers::OomKind::kHostKilled,
+        fmt::format("Slurm job {} ended OUT_OF_MEMORY (sacct; exit code {}): the job's cgroup "
+                    "reached its memory limit (host RAM) and the kernel killed it",
+                    job.job_id, end.exit_code));
+    // Its last word: kept by the sink if the store refuses, never read again from the file.
+    commit(file, analyzer.take_events(), /*can_rewind=*/false);
   }
 
   void on_slurm_jobs(const Result<std::vector<SlurmJob>>& jobs) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 extern char** environ;
@@ -54,6 +55,34 @@ std::vector<SlurmJob> parse_squeue(std::string_view output) {
     jobs.push_back(std::move(job));
   }
   return jobs;
+}
+
+std::vector<std::string> sacct_command(const std::string& job_id) {
+  return {"sacct", "-j", job_id, "-X", "-n", "-P", "-o", "JobID,State,ExitCode"};
+}
+
+std::optional<SlurmEnd> parse_sacct(std::string_view output, const std::string& job_id) {
+  static constexpr std::string_view kFinal[] = {"COMPLETED", "FAILED",    "OUT_OF_MEMORY",
+                                                "CANCELLED", "TIMEOUT",   "NODE_FAIL",
+                                                "PREEMPTED", "BOOT_FAIL", "DEADLINE"};
+  while (!output.empty()) {
+    const size_t end = std::min(output.find('\n'), output.size());
+    std::string_view line = output.substr(0, end);
+    output.remove_prefix(std::min(end + 1, output.size()));
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const size_t bar1 = line.find('|');
+    const size_t bar2 = bar1 == std::string_view::npos ? bar1 : line.find('|', bar1 + 1);
+    if (bar2 == std::string_view::npos || line.substr(0, bar1) != job_id) continue;
+    std::string_view state = line.substr(bar1 + 1, bar2 - bar1 - 1);
+    state = state.substr(0, state.find(' '));  // "CANCELLED by 1000"
+    if (std::find(std::begin(kFinal), std::end(kFinal), state) == std::end(kFinal)) {
+      return std::nullopt;
+    }
+    std::string_view exit_code = line.substr(bar2 + 1);
+    exit_code = exit_code.substr(0, exit_code.find('|'));
+    return SlurmEnd{job_id, std::string(state), std::string(exit_code)};
+  }
+  return std::nullopt;
 }
 
 std::string short_host_name() {
@@ -124,8 +153,11 @@ Result<std::string> run_command(const std::vector<std::string>& argv,
   return text;
 }
 
-SlurmPoller::SlurmPoller(std::chrono::milliseconds interval, OnJobs on_jobs)
-    : interval_(interval), on_jobs_(std::move(on_jobs)), thread_([this] { loop(); }) {}
+SlurmPoller::SlurmPoller(std::chrono::milliseconds interval, OnJobs on_jobs, OnEnded on_ended)
+    : interval_(interval),
+      on_jobs_(std::move(on_jobs)),
+      on_ended_(std::move(on_ended)),
+      thread_([this] { loop(); }) {}
 
 SlurmPoller::~SlurmPoller() {
   {
@@ -143,13 +175,35 @@ void SlurmPoller::loop() {
     lock.unlock();
     auto answer = run_command(command, std::chrono::seconds(10));
     if (answer) {
-      on_jobs_(parse_squeue(*answer));
+      std::vector<SlurmJob> running = parse_squeue(*answer);
+      if (on_ended_) judge_ended(running);
+      on_jobs_(std::move(running));
     } else {
       on_jobs_(answer.error());
     }
     lock.lock();
     wake_.wait_for(lock, interval_, [this] { return stopping_; });
   }
+}
+
+void SlurmPoller::judge_ended(const std::vector<SlurmJob>& running) {
+  for (SlurmJob& job : running_) {
+    const bool still = std::any_of(running.begin(), running.end(),
+                                   [&](const SlurmJob& j) { return j.job_id == job.job_id; });
+    if (!still) ending_.emplace_back(std::move(job), 0);
+  }
+  running_ = running;
+  std::erase_if(ending_, [this](std::pair<SlurmJob, int>& ending) {
+    auto& [job, asked] = ending;
+    auto answer = run_command(sacct_command(job.job_id), std::chrono::seconds(10));
+    if (answer) {
+      if (auto end = parse_sacct(*answer, job.job_id)) {
+        on_ended_(job, std::move(*end));
+        return true;
+      }
+    }
+    return ++asked >= 10;  // accounting that never says: the log's verdict stands
+  });
 }
 
 }  // namespace oomtriage::daemon

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -37,6 +38,18 @@ std::vector<SlurmJob> parse_squeue(std::string_view output);
 // This machine's short host name, as Slurm names nodes.
 std::string short_host_name();
 
+// How a job ended, from `sacct -j ID -X -n -P -o JobID,State,ExitCode`: OUT_OF_MEMORY is the
+// cgroup's kill (host RAM), a CUDA OOM is a plain FAILED (the log tells that one).
+struct SlurmEnd {
+  std::string job_id;
+  std::string state;      // COMPLETED, FAILED, OUT_OF_MEMORY, CANCELLED, TIMEOUT, ...
+  std::string exit_code;  // "0:125"
+};
+std::vector<std::string> sacct_command(const std::string& job_id);
+// The line of `job_id` in sacct's parsable output, its state's first word ("CANCELLED by 1000"
+// is CANCELLED); nothing while the job is not in a final state yet (RUNNING, COMPLETING, ...).
+std::optional<SlurmEnd> parse_sacct(std::string_view output, const std::string& job_id);
+
 // Runs `argv` (found in PATH) and returns what it printed on stdout when it exits 0 within
 // `timeout`; otherwise an error naming the command and why.
 Result<std::string> run_command(const std::vector<std::string>& argv,
@@ -47,7 +60,10 @@ Result<std::string> run_command(const std::vector<std::string>& argv,
 class SlurmPoller {
  public:
   using OnJobs = std::function<void(Result<std::vector<SlurmJob>>)>;
-  SlurmPoller(std::chrono::milliseconds interval, OnJobs on_jobs);
+  // A job it saw running left the queue: sacct's final word on it, asked at the next polls
+  // until sacct has one (given up after ten).
+  using OnEnded = std::function<void(SlurmJob, SlurmEnd)>;
+  SlurmPoller(std::chrono::milliseconds interval, OnJobs on_jobs, OnEnded on_ended = nullptr);
   ~SlurmPoller();
   SlurmPoller(const SlurmPoller&) = delete;
   SlurmPoller& operator=(const SlurmPoller&) = delete;
@@ -55,8 +71,13 @@ class SlurmPoller {
  private:
   void loop();
 
+  void judge_ended(const std::vector<SlurmJob>& running);
+
   std::chrono::milliseconds interval_;
   OnJobs on_jobs_;
+  OnEnded on_ended_;
+  std::vector<SlurmJob> running_;                 // at the last poll
+  std::vector<std::pair<SlurmJob, int>> ending_;  // left the queue; sacct asked this many times
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

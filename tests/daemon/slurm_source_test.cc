@@ -69,6 +69,89 @@ TEST_SUITE("daemon::slurm") {
     CHECK(std::find(command.begin(), command.end(), "--nodelist=gpu07") != command.end());
   }
 
+  TEST_CASE("sacct's parsable line: the final state's first word, nothing while not final") {
+    const std::string out = "4241|FAILED|1:0\n4242|OUT_OF_MEMORY|0:125\n";
+    auto end = daemon::parse_sacct(out, "4242");
+    REQUIRE(end);
+    CHECK(end->state == "OUT_OF_MEMORY");
+    CHECK(end->exit_code == "0:125");
+    CHECK(daemon::parse_sacct(out, "4241")->state == "FAILED");
+    CHECK(daemon::parse_sacct("4243|CANCELLED by 1000|0:15\r\n", "4243")->state == "CANCELLED");
+    CHECK(daemon::parse_sacct("1240_7|TIMEOUT|0:0\n", "1240_7")->state == "TIMEOUT");
+    CHECK_FALSE(daemon::parse_sacct("4244|RUNNING|0:0\n", "4244"));     // not over yet
+    CHECK_FALSE(daemon::parse_sacct("4244|COMPLETING|0:0\n", "4244"));  // nor this
+    CHECK_FALSE(daemon::parse_sacct("", "4244"));
+    CHECK_FALSE(daemon::parse_sacct("42441|FAILED|1:0\n", "4244"));  // another job
+    CHECK_FALSE(daemon::parse_sacct("garbage without bars\n", "4244"));
+    const auto command = daemon::sacct_command("4242");
+    CHECK(command == std::vector<std::string>{"sacct", "-j", "4242", "-X", "-n", "-P", "-o",
+                                              "JobID,State,ExitCode"});
+  }
+
+  TEST_CASE("sacct tells a cgroup kill the log does not show from a CUDA OOM the log does") {
+    TempDir dir;
+    const fs::path bin = dir.path / "bin";
+    const fs::path queue = dir.path / "queue.txt";
+    const fs::path runs = dir.path / "runs";
+    fs::create_directories(bin);
+    fs::create_directories(runs);
+    std::ofstream(bin / "squeue") << "#!/bin/sh\ncat \"$OOMTRIAGE_TEST_QUEUE\"\n";
+    // sacct answers from files the test writes: <job>.sacct, in sacct's parsable format.
+    std::ofstream(bin / "sacct")
+        << "#!/bin/sh\n"
+           "[ \"$1 $3 $4 $5 $6 $7\" = \"-j -X -n -P -o JobID,State,ExitCode\" ] "
+           "|| { echo \"unexpected: $*\" >&2; exit 2; }\n"
+           "cat \"$OOMTRIAGE_TEST_QUEUE.$2.sacct\" 2>/dev/null\n";
+    fs::permissions(bin / "squeue", fs::perms::owner_all);
+    fs::permissions(bin / "sacct", fs::perms::owner_all);
+    const fs::path killed = runs / "slurm-7777.out";
+    const fs::path cuda = runs / "slurm-7778.out";
+    std::ofstream(killed) << "";
+    std::ofstream(cuda) << "";
+    std::ofstream(queue) << squeue_line("7777", "7777", "N/A", killed.string())
+                         << squeue_line("7778", "7778", "N/A", cuda.string());
+    const fs::path config = dir.path / "oomtriage.yaml";
+    std::ofstream(config) << "watch:\n  - source: slurm\n    poll_seconds: 1\n";
+    ScopedEnv path("PATH", bin.string() + ":" + std::getenv("PATH"));
+    ScopedEnv queue_file("OOMTRIAGE_TEST_QUEUE", queue.string());
+    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", config.string()},
+                         dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    REQUIRE(wait_until([&] { return view.story("slurm-7777") && view.story("slurm-7778"); }));
+
+    // 7777 is killed by its cgroup while sampling at step 500: the log just stops. 7778 dies of
+    // a CUDA OOM that its log shows.
+    const std::string golden = slurp(kGolden / "aitk_sampling_oom_step500.log");
+    write_slowly(killed, golden.substr(0, golden.find("Error running job:")));
+    write_slowly(cuda, golden);
+    REQUIRE(wait_until([&] { return view.events("slurm-7778") == 1; }));
+    std::this_thread::sleep_for(500ms);
+    CHECK(view.events("slurm-7777") == 0);
+    CHECK(view.story("slurm-7777")->runs.at(0).outcome == "running");
+
+    // Both leave the queue; sacct has its word only at the next poll for 7777 (still COMPLETING).
+    std::ofstream(queue.string() + ".7777.sacct") << "7777|COMPLETING|0:0\n";
+    std::ofstream(queue.string() + ".7778.sacct") << "7778|FAILED|1:0\n";
+    std::ofstream(queue, std::ios::trunc) << "";
+    std::this_thread::sleep_for(1500ms);
+    CHECK(view.events("slurm-7777") == 0);
+    std::ofstream(queue.string() + ".7777.sacct", std::ios::trunc) << "7777|OUT_OF_MEMORY|0:125\n";
+    REQUIRE(wait_until([&] { return view.events("slurm-7777") == 1; }));
+    const auto story = *view.story("slurm-7777");
+    const auto event = nlohmann::json::parse(story.events[0].event_json);
+    CHECK(event["kind"] == "host_killed");
+    CHECK(event["phase"] == "sampling");
+    CHECK(event["step"] == 500);
+    CHECK(event["recovered"] == false);
+    CHECK(event["message"].get<std::string>().find("OUT_OF_MEMORY") != std::string::npos);
+    CHECK(story.runs.at(0).outcome == "crashed_oom");
+    // FAILED adds nothing to the CUDA OOM the log told.
+    std::this_thread::sleep_for(500ms);
+    CHECK(view.events("slurm-7778") == 1);
+    CHECK(nlohmann::json::parse(view.story("slurm-7778")->events[0].event_json)["kind"] == "cuda");
+    CHECK(daemon.alive());
+  }
+
   TEST_CASE("slurm rule mistakes are refused with the line") {
     TempDir dir;
     const fs::path config = dir.path / "oomtriage.yaml";

@@ -20,6 +20,32 @@ const char* kOom =
 }  // namespace
 
 TEST_SUITE("parsers::log_analyzer") {
+  TEST_CASE("an OOM the scheduler reports is placed where the log stopped, and stays a crash") {
+    std::string log = "Running 1 job\n# Running job: my_lora\n";
+    for (int n = 0; n <= 300; n += 50) {
+      log += "\rmy_lora:  10%|#         | " + std::to_string(n) +
+             "/3000 [00:10<01:30, 1.40s/it, lr: 1.0e-04 loss: 4.1e-01]";
+    }
+    LogAnalyzer analyzer;
+    analyzer.feed(log);
+    CHECK(analyzer.take_events().empty());
+    CHECK(analyzer.outcome_so_far() == Outcome::kRunning);
+    analyzer.add_reported_event(OomKind::kHostKilled, "Slurm job 7 ended OUT_OF_MEMORY");
+    const std::vector<OomEvent> events = analyzer.take_events();
+    REQUIRE(events.size() == 1);
+    CHECK(events[0].kind == OomKind::kHostKilled);
+    CHECK(events[0].phase == Phase::kTrainStep);
+    CHECK(events[0].step == 300);
+    CHECK(events[0].total_steps == 3000);
+    CHECK_FALSE(events[0].recovered);
+    CHECK(events[0].message == "Slurm job 7 ended OUT_OF_MEMORY");
+    CHECK(analyzer.outcome_so_far() == Outcome::kCrashedOom);
+    // A daemon that restarts from the checkpoint still knows the run crashed.
+    LogAnalyzer resumed({}, analyzer.checkpoint(), analyzer.resume_offset(),
+                        analyzer.resume_line());
+    CHECK(resumed.outcome_so_far() == Outcome::kCrashedOom);
+  }
+
   TEST_CASE("an error glued to the end of a sampling frame is sampling at the training step") {
     const std::string log =
         "# Running job: my_lora\n"
