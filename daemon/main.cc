@@ -4,9 +4,11 @@
 // 2 environment failure). Each subcommand lives in its own file; this one only wires them.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include "daemon/cli/run_command.h"
 #include "daemon/cli/scan_command.h"
 #include "daemon/common/version.h"
+#include "daemon/render/did_you_mean.h"
 #include "db/state_dir.h"
 #include "parsers/event.h"
 #include "parsers/log_analyzer.h"
@@ -41,6 +44,38 @@ std::string store_path(const std::string& state_dir_option, const std::string& c
   return (std::filesystem::path(dir) / "oomtriage.db").string();
 }
 
+const std::vector<std::string> kSubcommands = {"scan",   "fix",   "daemon", "watch",  "jobs",
+                                               "report", "alert", "run",    "version"};
+
+// The first word that is neither an option nor an option's value, when it names no subcommand.
+std::optional<std::string> unknown_subcommand(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--state-dir" || arg == "--store" || arg == "--color") {
+      ++i;  // its value
+      continue;
+    }
+    if (arg.starts_with("-")) continue;
+    if (std::find(kSubcommands.begin(), kSubcommands.end(), arg) != kSubcommands.end()) {
+      return std::nullopt;
+    }
+    return std::string(arg);
+  }
+  return std::nullopt;
+}
+
+// --trainer: a name or alias trainer_from_string knows, else the closest names.
+std::string known_trainer(const std::string& name) {
+  using namespace oomtriage;
+  if (parsers::trainer_from_string(name)) return "";
+  const auto close = daemon::close_matches(name, parsers::trainer_names());
+  return "unknown trainer '" + name + "'" +
+         (close.empty() ? ""
+                        : "; did you mean " + fmt::format("{}", fmt::join(close, ", ")) + "?") +
+         " (ai-toolkit, sd-scripts, diffusers, simpletuner, onetrainer, transformers, comfyui, "
+         "auto)";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,6 +84,14 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // global options may follow the subcommand
   app.set_version_flag("--version", kVersion);
+
+  // A mistyped subcommand: CLI11 would only say that one is required.
+  if (auto unknown = unknown_subcommand(argc, argv)) {
+    const auto close = daemon::close_matches(*unknown, kSubcommands);
+    fmt::print(stderr, "oomtriage: unknown command '{}'{}\nRun with --help for the commands.\n",
+               *unknown, close.empty() ? "" : "; did you mean '" + close[0] + "'?");
+    return 1;
+  }
 
   std::string state_dir;
   bool verbose = false;
@@ -68,10 +111,11 @@ int main(int argc, char** argv) {
   CLI::App* scan_cmd = app.add_subcommand("scan", "Analyse logs once and print what happened");
   scan_cmd->add_option("LOG", scan.logs, "Training log files")->required();
   scan_cmd->add_option("--config", scan.config, "The job config (default: found beside the log)");
-  scan_cmd->add_option("--trainer", trainer, "The trainer that wrote the log")
-      ->check(CLI::IsMember({"auto", "ai-toolkit", "sd-scripts", "diffusers", "simpletuner",
-                             "onetrainer", "transformers", "comfyui", "unknown"}));
+  scan_cmd->add_option("--trainer", trainer, "The trainer that wrote the log (kohya = sd-scripts)")
+      ->check(known_trainer);
   scan_cmd->add_flag("--json", scan.json, "Print the JSON contract instead of text");
+  scan_cmd->add_flag("--fail-on-oom", scan.fail_on_oom,
+                     "Exit 3 when a log shows a fatal OOM (for scripts and CI)");
 
   daemon::FixOptions fix;
   CLI::App* fix_cmd =
@@ -101,12 +145,22 @@ int main(int argc, char** argv) {
   CLI::App* jobs_cmd = app.add_subcommand("jobs", "Jobs known to the store, newest first");
   jobs_cmd->add_flag("--json", jobs_json, "Print JSON");
   jobs_cmd->add_option("--host", host_filter, "Only this node's jobs (a fleet store)");
+  std::string jobs_since;
+  daemon::JobsFilter jobs_filter;
+  jobs_cmd->add_option("--since", jobs_since, "Only jobs seen in this long (90s, 30m, 24h, 7d)")
+      ->check([](const std::string& text) -> std::string {
+        return daemon::parse_duration(text) ? "" : "a duration like 90s, 30m, 24h or 7d";
+      });
+  jobs_cmd->add_option("--outcome", jobs_filter.outcome, "Only jobs whose newest run ended so")
+      ->check(CLI::IsMember(
+          {"crashed_oom", "crashed_other", "completed", "stopped", "running", "unknown"}));
+  jobs_cmd->add_option("--limit", jobs_filter.limit, "At most this many (newest first)");
   jobs_cmd->add_option("--config", reader_config, "Read the store this daemon config names");
 
   std::string report_job;
   bool report_json = false;
   CLI::App* report_cmd = app.add_subcommand("report", "The story of one job");
-  report_cmd->add_option("JOB", report_job, "The job's name")->required();
+  report_cmd->add_option("JOB", report_job, "The job's name (default: the newest that crashed)");
   report_cmd->add_flag("--json", report_json, "Print JSON");
   report_cmd->add_option("--host", host_filter, "The node whose job it is (a fleet store)");
   report_cmd->add_option("--config", reader_config, "Read the store this daemon config names");
@@ -130,8 +184,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 20));
   run_cmd->add_option("--job", run.job, "The job's name (default: from the config or the log)");
   run_cmd->add_option("--trainer", run_trainer, "The trainer (default: from its output)")
-      ->check(CLI::IsMember({"auto", "ai-toolkit", "sd-scripts", "diffusers", "simpletuner",
-                             "onetrainer", "transformers"}));
+      ->check(known_trainer);
   run_cmd->add_option("--config", run.config,
                       "The job config (default: the config file the command names)");
   run_cmd->add_option("--log", run.log, "Also write the output here (appended)");
@@ -233,7 +286,10 @@ int main(int argc, char** argv) {
     }
     if (target.location.empty()) target.location = env("OOMTRIAGE_STORE").value_or("");
     if (target.location.empty()) target.location = store_path(state_dir, config_state_dir);
-    if (jobs_cmd->parsed()) return daemon::run_jobs(target, jobs_json, color_mode);
+    if (jobs_cmd->parsed()) {
+      if (!jobs_since.empty()) jobs_filter.since_seconds = daemon::parse_duration(jobs_since);
+      return daemon::run_jobs(target, jobs_filter, jobs_json, color_mode);
+    }
     return daemon::run_report(target, report_job, report_json, color_mode);
   }
   if (fix_cmd->parsed()) {

@@ -240,7 +240,11 @@ constexpr const char* kJobSummarySelect =
     "(SELECT count(*) FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = j.id), "
     "(SELECT count(*) FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = j.id), "
     "COALESCE((SELECT outcome FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = "
-    "j.id ORDER BY r.id DESC LIMIT 1), 'unknown'), j.host, j.store_id::text FROM oomtriage.jobs j ";
+    "j.id ORDER BY r.id DESC LIMIT 1), 'unknown'), j.host, j.store_id::text, "
+    "COALESCE((SELECT event_json FROM oomtriage.events e WHERE e.store_id = j.store_id AND "
+    "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), "
+    "COALESCE((SELECT fixes_json FROM oomtriage.events e WHERE e.store_id = j.store_id AND "
+    "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), '') FROM oomtriage.jobs j ";
 
 JobSummary job_summary_at(const PGresult* r, int row) {
   JobSummary job;
@@ -253,6 +257,8 @@ JobSummary job_summary_at(const PGresult* r, int row) {
   job.events = integer_at(r, row, 6);
   job.outcome = text_at(r, row, 7);
   job.host = text_at(r, row, 8);
+  job.last_event_json = text_at(r, row, 10);
+  job.last_fixes_json = text_at(r, row, 11);
   return job;
 }
 

@@ -151,10 +151,11 @@ CREATE TABLE heal_attempts (
 ) STRICT;
 )sql",
     // 6: the fleet store's outbox. Each event gets a UUID when it is stored (the fleet store's
-    // key, so a retried shipment duplicates nothing), the store an id of its own, and triggers
-    // queue every row a fleet store must see, while `fleet_outbox` is on in meta (a node without
-    // a fleet store queues nothing). AUTOINCREMENT: a row queued again after it was read must
-    // get a seq above every seq handed out, or fleet_shipped() would drop it unshipped.
+    // key, so a retried shipment duplicates nothing) and the store an id of its own. The
+    // triggers that fill the outbox exist only while a fleet store is configured
+    // (set_fleet_outbox), so a node without one pays nothing per write. AUTOINCREMENT: a row
+    // queued again after it was read must get a seq above every seq handed out, or
+    // fleet_shipped() would drop it unshipped.
     R"sql(
 ALTER TABLE events ADD COLUMN uuid TEXT NOT NULL DEFAULT '';
 UPDATE events SET uuid = )sql" OOMTRIAGE_UUID_SQL R"sql(;
@@ -166,40 +167,45 @@ CREATE TABLE fleet_outbox (
   row_id INTEGER NOT NULL,
   UNIQUE (kind, row_id)
 ) STRICT;
-CREATE TRIGGER fleet_job_inserted AFTER INSERT ON jobs
-WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
-END;
-CREATE TRIGGER fleet_job_updated AFTER UPDATE ON jobs
-WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
-END;
-CREATE TRIGGER fleet_snapshot_inserted AFTER INSERT ON config_snapshots
-WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('snapshot', new.id);
-END;
-CREATE TRIGGER fleet_run_inserted AFTER INSERT ON runs
-WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
-END;
-CREATE TRIGGER fleet_run_updated AFTER UPDATE ON runs
-WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
-END;
-CREATE TRIGGER fleet_event_inserted AFTER INSERT ON events
-WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('event', new.id);
-END;
-CREATE TRIGGER fleet_attempt_inserted AFTER INSERT ON heal_attempts
-WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
-END;
-CREATE TRIGGER fleet_attempt_updated AFTER UPDATE ON heal_attempts
-WHEN EXISTS (SELECT 1 FROM meta WHERE key = 'fleet_outbox') BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
-END;
 )sql",
 };
+
+// Every row a fleet store must see, queued by the write that makes or changes it: no code path
+// can forget one. A row changed again before it is shipped is queued once, with a newer seq.
+constexpr const char* kFleetTriggers = R"sql(
+CREATE TRIGGER IF NOT EXISTS fleet_job_inserted AFTER INSERT ON jobs BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS fleet_job_updated AFTER UPDATE ON jobs BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS fleet_snapshot_inserted AFTER INSERT ON config_snapshots BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('snapshot', new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS fleet_run_inserted AFTER INSERT ON runs BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS fleet_run_updated AFTER UPDATE ON runs BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS fleet_event_inserted AFTER INSERT ON events BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('event', new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS fleet_attempt_inserted AFTER INSERT ON heal_attempts BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS fleet_attempt_updated AFTER UPDATE ON heal_attempts BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
+END;
+)sql";
+
+constexpr const char* kDropFleetTriggers = R"sql(
+DROP TRIGGER IF EXISTS fleet_job_inserted; DROP TRIGGER IF EXISTS fleet_job_updated;
+DROP TRIGGER IF EXISTS fleet_snapshot_inserted; DROP TRIGGER IF EXISTS fleet_run_inserted;
+DROP TRIGGER IF EXISTS fleet_run_updated; DROP TRIGGER IF EXISTS fleet_event_inserted;
+DROP TRIGGER IF EXISTS fleet_attempt_inserted; DROP TRIGGER IF EXISTS fleet_attempt_updated;
+DELETE FROM meta WHERE key = 'fleet_outbox'; DELETE FROM fleet_outbox;
+)sql";
 
 }  // namespace
 
@@ -476,7 +482,11 @@ Result<std::vector<JobSummary>> Store::list_jobs() {
               "(SELECT COUNT(*) FROM runs r WHERE r.job_id = j.id), "
               "(SELECT COUNT(*) FROM events e WHERE e.job_id = j.id), "
               "COALESCE((SELECT outcome FROM runs r WHERE r.job_id = j.id ORDER BY r.id DESC "
-              "LIMIT 1), 'unknown') FROM jobs j ORDER BY j.last_seen DESC, j.id DESC");
+              "LIMIT 1), 'unknown'), "
+              "COALESCE((SELECT event_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
+              "DESC LIMIT 1), ''), "
+              "COALESCE((SELECT fixes_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
+              "DESC LIMIT 1), '') FROM jobs j ORDER BY j.last_seen DESC, j.id DESC");
   if (!s.ok()) return s.error("list jobs");
   std::vector<JobSummary> jobs;
   int rc;
@@ -490,6 +500,8 @@ Result<std::vector<JobSummary>> Store::list_jobs() {
     job.runs = s.integer(5);
     job.events = s.integer(6);
     job.outcome = s.text(7);
+    job.last_event_json = s.text(8);
+    job.last_fixes_json = s.text(9);
     jobs.push_back(std::move(job));
   }
   if (rc != SQLITE_DONE) return s.error("list jobs");
@@ -707,9 +719,9 @@ Result<Ok> Store::set_fleet_outbox(bool on) {
   Transaction tx(db_);
   if (!tx.ok()) return busy_or_database(db_, "begin");
   if (!on) {
-    if (auto r = exec("DELETE FROM meta WHERE key = 'fleet_outbox'; DELETE FROM fleet_outbox"); !r)
-      return r.error();
+    if (auto r = exec(kDropFleetTriggers); !r) return r.error();
   } else {
+    if (auto r = exec(kFleetTriggers); !r) return r.error();
     bool newly_on = false;
     {
       Statement s(*statements_,

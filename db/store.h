@@ -76,6 +76,8 @@ struct JobSummary {
   int64_t runs = 0;
   int64_t events = 0;
   int64_t last_seen = 0;
+  std::string last_event_json;  // the newest event's, "" without one: its phase, step, fixes
+  std::string last_fixes_json;
 };
 
 struct RunRow {

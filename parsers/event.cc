@@ -1,6 +1,10 @@
 // parsers/event.cc: names of the event enums as the JSON contract spells them.
 #include "parsers/event.h"
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace oomtriage::parsers {
 
 std::string_view to_string(OomKind kind) {
@@ -60,17 +64,39 @@ std::string_view to_string(Trainer trainer) {
 }
 
 std::optional<Trainer> trainer_from_string(std::string_view name) {
+  // As people write them: any case, '_' for '-', and the names the projects go by.
+  std::string key;
+  for (char c : name) {
+    key += c == '_' ? '-' : static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  }
+  static constexpr std::pair<std::string_view, Trainer> kAliases[] = {
+      {"auto", Trainer::kUnknown},
+      {"kohya", Trainer::kSdScripts},
+      {"kohya-ss", Trainer::kSdScripts},
+      {"sdscripts", Trainer::kSdScripts},
+      {"aitk", Trainer::kAiToolkit},
+      {"aitoolkit", Trainer::kAiToolkit},
+      {"ostris", Trainer::kAiToolkit},
+      {"simple-tuner", Trainer::kSimpleTuner},
+      {"one-trainer", Trainer::kOneTrainer},
+      {"hf", Trainer::kTransformers},
+      {"huggingface", Trainer::kTransformers},
+      {"hf-trainer", Trainer::kTransformers},
+      {"comfy", Trainer::kComfyUi}};
   for (Trainer t : {Trainer::kUnknown, Trainer::kAiToolkit, Trainer::kSdScripts,
                     Trainer::kDiffusers, Trainer::kSimpleTuner, Trainer::kOneTrainer,
                     Trainer::kTransformers, Trainer::kComfyUi}) {
-    if (to_string(t) == name) {
-      return t;
-    }
+    if (to_string(t) == key) return t;
   }
-  if (name == "auto") {
-    return Trainer::kUnknown;
+  for (const auto& [alias, trainer] : kAliases) {
+    if (alias == key) return trainer;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> trainer_names() {
+  return {"auto",         "ai-toolkit", "sd-scripts", "diffusers", "simpletuner", "onetrainer",
+          "transformers", "comfyui",    "unknown",    "kohya",     "aitk",        "hf"};
 }
 
 std::string_view to_string(EvidenceSource source) {

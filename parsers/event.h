@@ -62,7 +62,11 @@ std::string_view to_string(Outcome outcome);
 std::string_view to_string(Trainer trainer);
 std::string_view to_string(EvidenceSource source);
 std::optional<EvidenceSource> evidence_source_from_string(std::string_view name);
+// A trainer as people name it: the contract's names, any case, '_' for '-', and aliases ("kohya"
+// is sd-scripts, "aitk" ai-toolkit, "hf" transformers); "auto" is kUnknown.
 std::optional<Trainer> trainer_from_string(std::string_view name);
+// The names and main aliases, for a "did you mean".
+std::vector<std::string> trainer_names();
 
 struct OtherProcess {
   int64_t pid = 0;

@@ -1,6 +1,6 @@
 // daemon/cli/log_reader.cc: a regular file is fed in parts read on both cores (part_reader.h);
 // anything else (a pipe, a device) and a container log in the CRI format (decoded first) is read
-// ahead on a second thread into page-aligned buffers.
+// ahead on a second thread into page-aligned buffers; a gzip file is read through zlib.
 #include "daemon/cli/log_reader.h"
 
 #include <fcntl.h>
@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "daemon/cli/part_reader.h"
 #include "daemon/cli/read_ahead.h"
@@ -26,10 +28,55 @@ constexpr size_t kReadChunk = 128 << 10;
 constexpr size_t kReadBuffers = 4;
 constexpr off_t kProgressMinBytes = 64 << 20;
 
+// Feeds a gzip file's content (a container log's decoded), closing `fd`.
+Result<Ok> feed_gzip(int fd, const std::string& path, parsers::LogAnalyzer& analyzer) {
+  gzFile gz = ::gzdopen(fd, "rb");
+  if (gz == nullptr) {
+    ::close(fd);
+    return make_error(ErrorCode::kIo, fmt::format("cannot read {}: out of memory", path));
+  }
+  ::gzbuffer(gz, 256 << 10);
+  std::vector<char> buffer(kReadChunk);
+  parsers::CriDecoder decoder;
+  std::string content;
+  bool first = true;
+  bool cri = false;
+  int n;
+  while ((n = ::gzread(gz, buffer.data(), static_cast<unsigned>(buffer.size()))) > 0) {
+    const std::string_view chunk(buffer.data(), static_cast<size_t>(n));
+    if (first) cri = parsers::looks_like_cri(chunk);
+    first = false;
+    if (cri) {
+      content.clear();
+      decoder.feed(chunk, content);
+      analyzer.feed(content);
+    } else {
+      analyzer.feed(chunk);
+    }
+  }
+  if (cri) {
+    content.clear();
+    decoder.finish(content);
+    analyzer.feed(content);
+  }
+  // A truncated stream ends with 0 and the error set, not always with -1.
+  int zerror = Z_OK;
+  const std::string message = ::gzerror(gz, &zerror);
+  ::gzclose(gz);
+  if (n < 0 || (zerror != Z_OK && zerror != Z_STREAM_END)) {
+    // A truncated or damaged archive (logrotate killed mid-write): what could be read is
+    // analysed, and the reader is told.
+    fmt::print(stderr, "oomtriage: {}: damaged gzip data ({}); analysed what could be read\n", path,
+               message);
+  }
+  return Ok{};
+}
+
 }  // namespace
 
 Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = path == "-" ? ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0)
+                             : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return make_error(ErrorCode::kIo,
                       fmt::format("cannot read {}: {}", path, std::strerror(errno)));
@@ -57,8 +104,14 @@ Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer
   };
   char head[4096];
   const ssize_t head_size = S_ISREG(st.st_mode) ? ::pread(fd, head, sizeof head, 0) : -1;
-  const bool cri = head_size > 0 &&
-                   parsers::looks_like_cri(std::string_view(head, static_cast<size_t>(head_size)));
+  if (head_size >= 2 && head[0] == '\x1f' && head[1] == '\x8b') {
+    // A rotated log compressed by logrotate: read through zlib (it takes the descriptor).
+    Result<Ok> read = feed_gzip(fd, path, analyzer);
+    if (show_progress) fmt::print(stderr, "\r\x1b[2K");
+    return read;
+  }
+  bool cri = head_size > 0 &&
+             parsers::looks_like_cri(std::string_view(head, static_cast<size_t>(head_size)));
   if (S_ISREG(st.st_mode) && !cri) {
     const int error = feed_parts(fd, static_cast<uint64_t>(st.st_size), analyzer, on_progress);
     if (show_progress) fmt::print(stderr, "\r\x1b[2K");
@@ -75,6 +128,8 @@ Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer
   ReadAhead reader(fd, kReadChunk, kReadBuffers);
   uint64_t done = 0;
   for (std::string_view chunk; !(chunk = reader.next()).empty();) {
+    // A pipe cannot be peeked at: its first chunk tells whether it is a container log.
+    if (done == 0 && head_size < 0) cri = parsers::looks_like_cri(chunk);
     if (cri) {
       content.clear();
       decoder.feed(chunk, content);

@@ -11,9 +11,10 @@
 
 namespace oomtriage::daemon {
 
-enum ExitCode { kExitOk = 0, kExitBadInput = 1, kExitEnvironment = 2 };
+enum ExitCode { kExitOk = 0, kExitBadInput = 1, kExitEnvironment = 2, kExitFatalOom = 3 };
 
-// Feeds `path` to `analyzer`; an error is one line naming the file and the reason.
+// Feeds `path` ("-": standard input) to `analyzer`; an error is one line naming the file and
+// the reason.
 Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer);
 
 // What the command exits with for `error`: bad input 1, the environment 2.

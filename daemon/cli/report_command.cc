@@ -14,6 +14,7 @@
 #include <filesystem>
 
 #include "daemon/cli/log_reader.h"
+#include "daemon/render/did_you_mean.h"
 #include "daemon/render/text_output.h"
 #include "db/fleet_store.h"
 #include "db/store.h"
@@ -27,7 +28,31 @@ namespace {
 
 using nlohmann::ordered_json;
 
-std::string when(int64_t unix_seconds) { return utc_time(unix_seconds, "%Y-%m-%d %H:%M:%SZ"); }
+// RFC 3339, UTC.
+std::string when(int64_t unix_seconds) { return utc_time(unix_seconds, "%Y-%m-%dT%H:%M:%SZ"); }
+
+// The newest event's phase, step and top fix, for the jobs table.
+struct LastIncident {
+  std::string phase = "-";
+  std::string step = "-";
+  std::string top_fix = "-";
+};
+
+LastIncident last_incident(const db::JobSummary& job) {
+  LastIncident out;
+  const auto event = nlohmann::json::parse(job.last_event_json, nullptr, false);
+  if (event.is_object()) {
+    out.phase = event.value("phase", "-");
+    if (event.contains("step") && event["step"].is_number_integer()) {
+      out.step = std::to_string(event["step"].get<int64_t>());
+    }
+  }
+  const auto fixes = nlohmann::json::parse(job.last_fixes_json, nullptr, false);
+  if (fixes.is_array() && !fixes.empty() && fixes[0].is_object()) {
+    out.top_fix = fixes[0].value("id", "-");
+  }
+  return out;
+}
 
 // Opens the store read-side; a missing SQLite store is "no jobs yet" (a null reader), not an
 // error.
@@ -54,21 +79,6 @@ Result<std::unique_ptr<db::JobReader>> open_reader(const StoreTarget& target) {
 
 int exit_code_of(const Error& error) {
   return error.code == ErrorCode::kBadInput ? kExitBadInput : kExitEnvironment;
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
 }
 
 std::string family_of(const db::SnapshotRow& snapshot) {
@@ -148,7 +158,29 @@ std::string memory_bar(uint64_t capacity, uint64_t used, uint64_t tried, int wid
          std::string(free_cells, '.') + "]";
 }
 
-int run_jobs(const StoreTarget& target, bool json, ColorMode color) {
+std::optional<int64_t> parse_duration(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 9 || digits + 1 != text.size()) return std::nullopt;
+  const int64_t n = std::stoll(text.substr(0, digits));
+  switch (text.back()) {
+    case 's':
+      return n;
+    case 'm':
+      return n * 60;
+    case 'h':
+      return n * 3600;
+    case 'd':
+      return n * 86400;
+    case 'w':
+      return n * 7 * 86400;
+    default:
+      return std::nullopt;
+  }
+}
+
+int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, ColorMode color) {
   auto store = open_reader(target);
   if (!store) {
     fmt::print(stderr, "oomtriage: {}\n", store.error().message);
@@ -163,19 +195,30 @@ int run_jobs(const StoreTarget& target, bool json, ColorMode color) {
     }
     jobs = std::move(*listed);
   }
+  const int64_t now = unix_now();
+  std::erase_if(jobs, [&](const db::JobSummary& job) {
+    return (filter.since_seconds && job.last_seen < now - *filter.since_seconds) ||
+           (!filter.outcome.empty() && job.outcome != filter.outcome);
+  });
+  if (filter.limit > 0 && jobs.size() > filter.limit) jobs.resize(filter.limit);
   // The fleet store's jobs come from many nodes: each says which.
   const bool hosts = std::any_of(jobs.begin(), jobs.end(),
                                  [](const db::JobSummary& job) { return !job.host.empty(); });
   if (json) {
     ordered_json out = ordered_json::array();
     for (const auto& job : jobs) {
-      ordered_json line = {{"name", job.name},
-                           {"trainer", job.trainer},
-                           {"outcome", job.outcome},
-                           {"runs", job.runs},
-                           {"events", job.events},
-                           {"log_dir", job.log_dir},
-                           {"last_seen", when(job.last_seen)}};
+      const LastIncident last = last_incident(job);
+      ordered_json line = {
+          {"name", job.name},
+          {"trainer", job.trainer},
+          {"outcome", job.outcome},
+          {"runs", job.runs},
+          {"events", job.events},
+          {"log_dir", job.log_dir},
+          {"last_seen", when(job.last_seen)},
+          {"phase", last.phase == "-" ? ordered_json(nullptr) : ordered_json(last.phase)},
+          {"step", last.step == "-" ? ordered_json(nullptr) : ordered_json(std::stoll(last.step))},
+          {"top_fix", last.top_fix == "-" ? ordered_json(nullptr) : ordered_json(last.top_fix)}};
       if (!job.host.empty()) line["host"] = job.host;
       out.push_back(std::move(line));
     }
@@ -183,21 +226,24 @@ int run_jobs(const StoreTarget& target, bool json, ColorMode color) {
     return kExitOk;
   }
   if (jobs.empty()) {
-    fmt::print("no jobs yet (store: {}{})\n", target.location,
+    fmt::print("no jobs{} (store: {}{})\n",
+               filter.since_seconds || !filter.outcome.empty() ? " match" : " yet", target.location,
                target.host.empty() ? "" : ", host " + target.host);
     return kExitOk;
   }
   const bool c = color_enabled(color);
   const std::string host_header = hosts ? fmt::format("{:<16} ", "HOST") : "";
-  fmt::print("{}{:<32} {:<12} {:<14} {:>5} {:>7}  {}\n", host_header, "JOB", "TRAINER", "OUTCOME",
-             "RUNS", "EVENTS", "LAST SEEN");
+  fmt::print("{}{:<32} {:<12} {:<14} {:<14} {:>6} {:<24} {:>4} {:>6}  {}\n", host_header, "JOB",
+             "TRAINER", "OUTCOME", "PHASE", "STEP", "TOP FIX", "RUNS", "EVENTS", "LAST SEEN");
   for (const auto& job : jobs) {
+    const LastIncident last = last_incident(job);
     const std::string outcome =
         paint(c && job.outcome.starts_with("crashed"), fmt::fg(fmt::terminal_color::red),
               fmt::format("{:<14}", job.outcome));
     const std::string host = hosts ? fmt::format("{:<16} ", job.host) : "";
-    fmt::print("{}{:<32} {:<12} {} {:>5} {:>7}  {}\n", host, job.name, job.trainer, outcome,
-               job.runs, job.events, when(job.last_seen));
+    fmt::print("{}{:<32} {:<12} {} {:<14} {:>6} {:<24} {:>4} {:>6}  {}\n", host, job.name,
+               job.trainer, outcome, last.phase, last.step, last.top_fix, job.runs, job.events,
+               when(job.last_seen));
   }
   return kExitOk;
 }
@@ -210,8 +256,25 @@ int run_report(const StoreTarget& target, const std::string& name, bool json, Co
   }
   std::optional<db::JobStory> story;
   std::vector<std::string> names;
+  std::string job_name = name;
+  if (*store && job_name.empty()) {
+    // No name: the newest job that crashed, else the newest job.
+    auto jobs = (*store)->list_jobs();
+    if (!jobs) {
+      fmt::print(stderr, "oomtriage: {}\n", jobs.error().message);
+      return kExitEnvironment;
+    }
+    for (const auto& job : *jobs) {
+      if (job_name.empty() && job.outcome.starts_with("crashed")) job_name = job.name;
+    }
+    if (job_name.empty() && !jobs->empty()) job_name = jobs->front().name;
+  }
+  if (job_name.empty()) {
+    fmt::print(stderr, "oomtriage: no jobs yet in {}\n", target.location);
+    return kExitBadInput;
+  }
   if (*store) {
-    auto found = (*store)->job_story(name);
+    auto found = (*store)->job_story(job_name);
     if (!found) {
       fmt::print(stderr, "oomtriage: {}\n", found.error().message);
       return exit_code_of(found.error());
@@ -222,18 +285,8 @@ int run_report(const StoreTarget& target, const std::string& name, bool json, Co
     }
   }
   if (!story) {
-    std::sort(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
-      return edit_distance(a, name) < edit_distance(b, name);
-    });
-    std::vector<std::string> close;
-    for (const auto& candidate : names) {
-      if (close.size() < 5 &&
-          (edit_distance(candidate, name) <= std::max<size_t>(3, name.size() / 3) ||
-           candidate.find(name) != std::string::npos)) {
-        close.push_back(candidate);
-      }
-    }
-    fmt::print(stderr, "oomtriage: no job named '{}' in {}{}{}\n", name, target.location,
+    const std::vector<std::string> close = close_matches(job_name, names, 5, 3);
+    fmt::print(stderr, "oomtriage: no job named '{}' in {}{}{}\n", job_name, target.location,
                target.host.empty() ? "" : " on host " + target.host,
                close.empty() ? "" : fmt::format("; did you mean: {}", fmt::join(close, ", ")));
     return kExitBadInput;

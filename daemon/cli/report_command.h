@@ -6,6 +6,8 @@
 // GPU memory at the crash, and the ranked fixes.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include "daemon/render/text_output.h"
@@ -19,7 +21,18 @@ struct StoreTarget {
   std::string host;
 };
 
-int run_jobs(const StoreTarget& store, bool json, ColorMode color);
+// `jobs --since 24h --outcome crashed_oom --limit 20`.
+struct JobsFilter {
+  std::optional<int64_t> since_seconds;
+  std::string outcome;  // "" for any
+  size_t limit = 0;     // 0 for all
+};
+
+// "90s", "30m", "24h", "7d", "2w" as seconds; nullopt when it reads as none of them.
+std::optional<int64_t> parse_duration(const std::string& text);
+
+int run_jobs(const StoreTarget& store, const JobsFilter& filter, bool json, ColorMode color);
+// An empty `job`: the newest job that crashed (else the newest job).
 int run_report(const StoreTarget& store, const std::string& job, bool json, ColorMode color);
 
 // "[#########=====......]": used, requested and free memory as a fixed-width bar.

@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <vector>
 
 #include "daemon/service/job_history.h"
@@ -25,6 +27,31 @@ namespace oomtriage::daemon {
 namespace {
 
 void report(const std::string& message) { fmt::print(stderr, "oomtriage: {}\n", message); }
+
+// "20 logs: 3 crashed_oom, 1 crashed_other, 16 completed; 5 OOM incidents (2 recovered)".
+std::string scan_summary(const std::vector<ScannedLog>& scanned) {
+  std::map<std::string, int> outcomes;
+  int incidents = 0;
+  int recovered = 0;
+  for (const ScannedLog& log : scanned) {
+    ++outcomes[std::string(parsers::to_string(log.analysis.outcome))];
+    for (const auto& event : log.analysis.events) {
+      ++incidents;
+      recovered += event.recovered;
+    }
+  }
+  std::vector<std::string> parts;
+  // Crashes first: what the reader is looking for.
+  for (const char* outcome :
+       {"crashed_oom", "crashed_other", "running", "stopped", "completed", "unknown"}) {
+    if (auto it = outcomes.find(outcome); it != outcomes.end()) {
+      parts.push_back(fmt::format("{} {}", it->second, outcome));
+    }
+  }
+  return fmt::format("{} logs: {}; {} OOM incident{}{}", scanned.size(), fmt::join(parts, ", "),
+                     incidents, incidents == 1 ? "" : "s",
+                     recovered ? fmt::format(" ({} recovered)", recovered) : "");
+}
 
 }  // namespace
 
@@ -75,6 +102,13 @@ int run_scan(const ScanOptions& options) {
     scanned.push_back(std::move(log));
   }
 
+  if (options.fail_on_oom && exit_code == kExitOk) {
+    for (const ScannedLog& log : scanned) {
+      for (const parsers::OomEvent& event : log.analysis.events) {
+        if (!event.recovered) exit_code = kExitFatalOom;
+      }
+    }
+  }
   if (options.json) {
     fmt::print("{}\n", scan_to_json(scanned).dump(2, ' ', false,
                                                    nlohmann::json::error_handler_t::replace));
@@ -84,6 +118,7 @@ int run_scan(const ScanOptions& options) {
       if (i > 0) fmt::print("\n");
       fmt::print("{}", render_scan_text(scanned[i], color));
     }
+    if (scanned.size() > 1) fmt::print("\n{}\n", scan_summary(scanned));
   }
   return exit_code;
 }

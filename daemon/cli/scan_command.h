@@ -18,12 +18,14 @@ struct ScanOptions {
   std::optional<std::string> config;
   parsers::Trainer trainer = parsers::Trainer::kUnknown;
   bool json = false;
+  bool fail_on_oom = false;  // exit kExitFatalOom when a log shows a fatal OOM
   ColorMode color = ColorMode::kAuto;
   std::string store;  // read (never created): a job's history changes the order of its fixes
 };
 
 // Returns the process exit code: 0 analysed, 1 bad input (a directory, a bad --config), 2 an
-// unreadable file. Every log is attempted; the worst code wins.
+// unreadable file, 3 (with fail_on_oom) a fatal OOM found. Every log is attempted; bad input and
+// unreadable files win over 3. LOG "-" is standard input.
 int run_scan(const ScanOptions& options);
 
 }  // namespace oomtriage::daemon

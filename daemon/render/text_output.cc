@@ -97,6 +97,7 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
   if (a.events.empty()) {
     out += "  no out-of-memory incident found\n";
   }
+  const std::string where = log.path == "-" ? "<stdin>" : printable(log.path, 300);
   int index = 0;
   for (const auto& event : a.events) {
     ++index;
@@ -105,7 +106,8 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
         parsers::to_string(event.phase), step_text(event.step, event.total_steps), event.recovered ? " (recovered)" : "");
     const fmt::text_style style = event.recovered ? fmt::fg(fmt::terminal_color::yellow)
                                                   : fmt::fg(fmt::terminal_color::red);
-    out += fmt::format("  {}  line {}\n", paint(color, style, title), event.line);
+    // path:line, as compilers print it: terminals and editors jump there.
+    out += fmt::format("  {}  {}:{}\n", paint(color, style, title), where, event.line);
     if (const std::string figures = figures_text(event.figures); !figures.empty()) {
       out += fmt::format("    {}\n", figures);
     }
@@ -118,8 +120,9 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
     for (const auto& [evidence, what] : {std::pair{&event.phase_evidence, "phase"},
                                          std::pair{&event.step_evidence, "step"}}) {
       if (!*evidence) continue;
-      out += fmt::format("    {} from {} at line {}: {}\n", what, parsers::to_string((*evidence)->source),
-                         (*evidence)->line, printable((*evidence)->text, 120));
+      out += fmt::format("    {} from {} at {}:{}: {}\n", what,
+                         parsers::to_string((*evidence)->source), where, (*evidence)->line,
+                         printable((*evidence)->text, 120));
     }
   }
   if (!log.fixes.empty()) out += "  fixes, best first:\n";

@@ -153,9 +153,10 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
     candidates.push_back({*explicit_config, true});
   } else {
     if (facts.named_config) candidates.push_back({resolve(*facts.named_config, log)});
+    // Standard input has no folder: nothing beside it (not the current folder's config).
     for (const char* name : {".job_config.json", "config.yaml", "config.json", "config.toml",
                              "training_args.json"}) {
-      candidates.push_back({log.parent_path() / name});
+      if (log != "-") candidates.push_back({log.parent_path() / name});
     }
   }
 

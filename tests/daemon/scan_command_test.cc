@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "parsers/event.h"
 #include "tests/support/files.h"
 
 using oomtriage::testing::slurp;
@@ -196,6 +197,83 @@ TEST_SUITE("daemon::scan") {
     const Run v = run("version");
     CHECK(v.exit_code == 0);
     CHECK(v.out.rfind("oomtriage ", 0) == 0);
+  }
+  TEST_CASE("CLI habits: a mistyped command or trainer gets a did-you-mean, kohya is sd-scripts") {
+    Run r = run("scna x.log");
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("unknown command 'scna'; did you mean 'scan'?") != std::string::npos);
+    r = run("--color never reprot my_lora");
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("did you mean 'report'?") != std::string::npos);
+    r = run("scan --trainer kohyaa x.log");
+    CHECK(r.exit_code == 1);
+    CHECK(r.err.find("did you mean kohya") != std::string::npos);
+    r = run("scan --json --trainer kohya " + (kGolden / "kohya_sample_oom_step500.log").string());
+    CHECK(r.exit_code == 0);
+    CHECK(nlohmann::json::parse(r.out)["logs"][0]["trainer"] == "sd-scripts");
+    CHECK(oomtriage::parsers::trainer_from_string("Kohya_SS") ==
+          oomtriage::parsers::Trainer::kSdScripts);
+    CHECK(oomtriage::parsers::trainer_from_string("AI_Toolkit") ==
+          oomtriage::parsers::Trainer::kAiToolkit);
+    CHECK(oomtriage::parsers::trainer_from_string("hf") ==
+          oomtriage::parsers::Trainer::kTransformers);
+    CHECK_FALSE(oomtriage::parsers::trainer_from_string("kohyaa"));
+  }
+  TEST_CASE("CLI habits: scan - reads standard input, --fail-on-oom gates a script, path:line") {
+    const fs::path oom = kGolden / "aitk_sampling_oom_step500.log";
+    const fs::path completed = kGolden / "aitk_completed.log";
+    // Piped in, as `kubectl logs ... | oomtriage scan -` would.
+    Run piped = run("scan --json - < " + oom.string());
+    REQUIRE(piped.exit_code == 0);
+    const Run direct = run("scan --json " + oom.string());
+    auto a = nlohmann::json::parse(piped.out)["logs"][0];
+    auto b = nlohmann::json::parse(direct.out)["logs"][0];
+    CHECK(a["path"] == "-");
+    CHECK(a["events"] == b["events"]);
+    CHECK(a["outcome"] == b["outcome"]);
+    piped = run("scan --json - < /dev/null");  // nothing: an empty input, said so
+    CHECK(piped.exit_code == 0);
+    // A real pipe (no file behind standard input).
+    FILE* pipe = ::popen(("cat " + oom.string() + " | " + OOMTRIAGE_BINARY + " --state-dir " +
+                          test_state_dir().string() + " scan --json -")
+                             .c_str(),
+                         "r");
+    REQUIRE(pipe != nullptr);
+    std::string through_pipe;
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;)
+      through_pipe.append(buffer, n);
+    CHECK(::pclose(pipe) == 0);
+    CHECK(nlohmann::json::parse(through_pipe)["logs"][0]["events"] == b["events"]);
+
+    CHECK(run("scan --fail-on-oom " + oom.string()).exit_code == 3);
+    CHECK(run("scan --fail-on-oom " + completed.string()).exit_code == 0);
+    CHECK(run("scan " + oom.string()).exit_code == 0);  // without it, an OOM is not a failure
+    // Only recovered OOMs: the job went on, nothing fatal.
+    CHECK(run("scan --fail-on-oom " + (kGolden / "aitk_recovered_then_completed.log").string())
+              .exit_code == 0);
+    // A missing file is still an environment failure, not "an OOM".
+    CHECK(run("scan --fail-on-oom /nope.log " + oom.string()).exit_code == 2);
+
+    // A rotated log compressed by logrotate reads as the log; a damaged one as far as it goes.
+    TempDir dir;
+    const fs::path gz = dir.path / "log.txt.1.gz";
+    REQUIRE(std::system(("gzip -c " + oom.string() + " > " + gz.string()).c_str()) == 0);
+    Run zipped = run("scan --json " + gz.string());
+    REQUIRE(zipped.exit_code == 0);
+    CHECK(nlohmann::json::parse(zipped.out)["logs"][0]["events"] == b["events"]);
+    CHECK(zipped.err.find("does not look like a text log") == std::string::npos);
+    const std::string whole = slurp(gz);
+    write(dir.path / "cut.gz", whole.substr(0, whole.size() * 2 / 3));
+    zipped = run("scan --json " + (dir.path / "cut.gz").string());
+    CHECK(zipped.exit_code == 0);
+    CHECK(zipped.err.find("damaged gzip data") != std::string::npos);
+    CHECK(nlohmann::json::parse(zipped.out)["logs"][0]["trainer"] == "ai-toolkit");
+
+    const Run text = run("scan --color never " + oom.string() + " " + completed.string());
+    CHECK(text.out.find(oom.string() + ":67") != std::string::npos);
+    CHECK(text.out.find("step from bar at " + oom.string() + ":") != std::string::npos);
+    CHECK(text.out.find("2 logs: 1 crashed_oom, 1 completed; 1 OOM incident") != std::string::npos);
   }
   TEST_CASE("fix prints a unified diff of the top fix and --write writes the patched config") {
     TempDir dir;

@@ -1,0 +1,142 @@
+// tests/daemon/jobs_report_test.cc
+//
+// `oomtriage jobs` filters and columns and `report` without a name, on a store written through
+// db::Store as the daemon writes it: --since, --outcome, --limit, the newest incident's phase,
+// step and top fix, RFC 3339 times, and the newest crashed job when no name is given.
+#include <doctest/doctest.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "daemon/cli/report_command.h"
+#include "daemon/common/clock.h"
+#include "db/store.h"
+#include "tests/support/e2e.h"
+
+using namespace oomtriage;
+using namespace oomtriage::testing;
+
+namespace {
+
+// A job last seen `age` seconds ago whose one run ended `outcome`, with an OOM when it crashed.
+void add_job(db::Store& store, const std::string& name, int64_t age, const std::string& outcome,
+             uint64_t ino) {
+  const int64_t now = daemon::unix_now() - age;
+  const int64_t job = *store.upsert_job(name, "ai-toolkit", "/out/" + name, now);
+  const int64_t run = *store.start_run(job, "/out/" + name + "/log.txt", std::nullopt, now);
+  db::FileRow file;
+  file.path = "/out/" + name + "/log.txt";
+  file.dev = 1;
+  file.ino = ino;
+  file.job_id = job;
+  file.run_id = run;
+  db::Progress progress;
+  progress.file_id = *store.insert_file(file, now);
+  progress.job_id = job;
+  progress.run_id = run;
+  progress.outcome = outcome;
+  if (outcome == "crashed_oom") {
+    db::EventRow e;
+    e.offset = 100;
+    e.kind = "cuda";
+    e.phase = "sampling";
+    e.step = 500;
+    e.event_json = R"({"kind":"cuda","phase":"sampling","step":500,"total_steps":3000,)"
+                   R"("recovered":false,"line":67,"message":"CUDA out of memory."})";
+    e.fixes_json = R"([{"id":"cheapen_previews","rank":1,"title":"t","changes":[],"cost":"c"}])";
+    progress.events.push_back(e);
+  }
+  REQUIRE(store.commit_progress(progress, now));
+}
+
+std::pair<int, std::string> oomtriage_says(const fs::path& state, const std::string& args) {
+  const std::string command = std::string(OOMTRIAGE_BINARY) + " --color never --state-dir " +
+                              state.string() + " " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::vector<std::string> names(const std::string& json) {
+  std::vector<std::string> out;
+  const auto doc = nlohmann::json::parse(json);  // alive through the loop
+  for (const auto& job : doc["jobs"]) {
+    out.push_back(job["name"].get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_SUITE("daemon::jobs") {
+  TEST_CASE("durations read as people write them") {
+    CHECK(daemon::parse_duration("90s") == 90);
+    CHECK(daemon::parse_duration("30m") == 1800);
+    CHECK(daemon::parse_duration("24h") == 86400);
+    CHECK(daemon::parse_duration("7d") == 604800);
+    CHECK(daemon::parse_duration("2w") == 1209600);
+    CHECK_FALSE(daemon::parse_duration("24"));
+    CHECK_FALSE(daemon::parse_duration("h"));
+    CHECK_FALSE(daemon::parse_duration("1.5h"));
+    CHECK_FALSE(daemon::parse_duration("24hours"));
+    CHECK_FALSE(daemon::parse_duration(""));
+  }
+
+  TEST_CASE("jobs filters by age, outcome and count; report without a name is the newest crash") {
+    TempDir dir;
+    const fs::path state = dir.path / "state";
+    fs::create_directories(state);
+    {
+      auto store = db::Store::open((state / "oomtriage.db").string());
+      REQUIRE(store);
+      add_job(**store, "old_crash", 3 * 86400, "crashed_oom", 1);
+      add_job(**store, "new_crash", 3600, "crashed_oom", 2);
+      add_job(**store, "done", 60, "completed", 3);
+    }
+    auto [rc, out] = oomtriage_says(state, "jobs --json");
+    REQUIRE(rc == 0);
+    CHECK(names(out) == std::vector<std::string>{"done", "new_crash", "old_crash"});
+    const auto first = nlohmann::json::parse(out)["jobs"][1];
+    CHECK(first["phase"] == "sampling");
+    CHECK(first["step"] == 500);
+    CHECK(first["top_fix"] == "cheapen_previews");
+    CHECK(first["last_seen"].get<std::string>().find('T') == 10);  // RFC 3339
+    CHECK(nlohmann::json::parse(out)["jobs"][0]["phase"].is_null());
+
+    std::tie(rc, out) = oomtriage_says(state, "jobs --json --since 24h");
+    CHECK(names(out) == std::vector<std::string>{"done", "new_crash"});
+    std::tie(rc, out) = oomtriage_says(state, "jobs --json --outcome crashed_oom");
+    CHECK(names(out) == std::vector<std::string>{"new_crash", "old_crash"});
+    std::tie(rc, out) = oomtriage_says(state, "jobs --json --outcome crashed_oom --limit 1");
+    CHECK(names(out) == std::vector<std::string>{"new_crash"});
+    std::tie(rc, out) = oomtriage_says(state, "jobs --since 10s");
+    CHECK(rc == 0);
+    CHECK(out.find("no jobs match") != std::string::npos);
+    std::tie(rc, out) = oomtriage_says(state, "jobs --since yesterday");
+    CHECK(rc == 1);
+
+    std::tie(rc, out) = oomtriage_says(state, "jobs");
+    REQUIRE(rc == 0);
+    CHECK(out.find("PHASE") != std::string::npos);
+    CHECK(out.find("TOP FIX") != std::string::npos);
+    CHECK(out.find("cheapen_previews") != std::string::npos);
+
+    // No name: the newest job that crashed, not the newest job.
+    std::tie(rc, out) = oomtriage_says(state, "report --json");
+    REQUIRE(rc == 0);
+    CHECK(nlohmann::json::parse(out)["job"]["name"] == "new_crash");
+    std::tie(rc, out) = oomtriage_says(state, "report");
+    CHECK(out.starts_with("job new_crash"));
+  }
+
+  TEST_CASE("report without a name on an empty store says there are no jobs") {
+    TempDir dir;
+    auto [rc, out] = oomtriage_says(dir.path / "state", "report");
+    CHECK(rc == 1);
+    CHECK(out.find("no jobs yet") != std::string::npos);
+  }
+}
