@@ -17,6 +17,7 @@
 #include "daemon/alerts/alert_dispatcher.h"
 #include "daemon/service/daemon.h"
 #include "daemon/common/daemon_config.h"
+#include "daemon/cli/alerts_command.h"
 #include "daemon/cli/fix_command.h"
 #include "daemon/cli/report_command.h"
 #include "daemon/cli/run_command.h"
@@ -44,8 +45,9 @@ std::string store_path(const std::string& state_dir_option, const std::string& c
   return (std::filesystem::path(dir) / "oomtriage.db").string();
 }
 
-const std::vector<std::string> kSubcommands = {"scan",   "fix",   "daemon", "watch",  "jobs",
-                                               "report", "alert", "run",    "version"};
+const std::vector<std::string> kSubcommands = {"scan", "fix",          "daemon", "watch",
+                                               "jobs", "report",       "alert",  "alerts",
+                                               "run",  "check-config", "version"};
 
 // The first word that is neither an option nor an option's value, when it names no subcommand.
 std::optional<std::string> unknown_subcommand(int argc, char** argv) {
@@ -109,7 +111,12 @@ int main(int argc, char** argv) {
   daemon::ScanOptions scan;
   std::string trainer = "auto";
   CLI::App* scan_cmd = app.add_subcommand("scan", "Analyse logs once and print what happened");
-  scan_cmd->add_option("LOG", scan.logs, "Training log files")->required();
+  scan_cmd->add_option("LOG", scan.logs, "Training logs, folders (walked) or - (standard input)")
+      ->required();
+  scan_cmd->add_option("--glob", scan.globs,
+                       "In folders, the log names to read (default: log.txt, *.log, *.out, *.err)");
+  bool follow = false;
+  scan_cmd->add_flag("--follow,-f", follow, "Follow one log as it grows, printing each incident");
   scan_cmd->add_option("--config", scan.config, "The job config (default: found beside the log)");
   scan_cmd->add_option("--trainer", trainer, "The trainer that wrote the log (kohya = sd-scripts)")
       ->check(known_trainer);
@@ -129,6 +136,9 @@ int main(int argc, char** argv) {
   std::string daemon_config_path = "/etc/oomtriage/oomtriage.yaml";
   CLI::App* daemon_cmd = app.add_subcommand("daemon", "Run the service (systemd starts this)");
   daemon_cmd->add_option("--config", daemon_config_path, "The daemon config");
+  bool backfill = false;
+  daemon_cmd->add_flag("--backfill", backfill,
+                       "On the first start, read the logs already there from their beginning");
 
   std::vector<std::string> watch_dirs;
   std::string webhook;
@@ -136,6 +146,8 @@ int main(int argc, char** argv) {
       app.add_subcommand("watch", "Run the daemon in the foreground on training folders");
   watch_cmd->add_option("DIR", watch_dirs, "Training folders (AI Toolkit: <dir>/<job>/log.txt)")
       ->required();
+  watch_cmd->add_flag("--backfill", backfill,
+                      "On the first start, read the logs already there from their beginning");
   watch_cmd->add_option("--webhook", webhook,
                         "Also send alerts to this webhook (Alertmanager webhook v4 JSON)");
 
@@ -201,6 +213,23 @@ int main(int argc, char** argv) {
                       "Send alerts to this webhook (Alertmanager webhook v4 JSON)");
   run_cmd->add_option("COMMAND", run.command, "The trainer's command, after --")->required();
 
+  bool alerts_json = false;
+  bool alerts_pending = false;
+  bool alerts_failed = false;
+  int64_t resend_id = 0;
+  CLI::App* alerts_cmd =
+      app.add_subcommand("alerts", "The alert outbox: what was sent, what waits, what failed");
+  alerts_cmd->add_flag("--json", alerts_json, "Print JSON");
+  auto* pending_flag = alerts_cmd->add_flag("--pending", alerts_pending, "Only those waiting");
+  alerts_cmd->add_flag("--failed", alerts_failed, "Only those given up on")->excludes(pending_flag);
+  CLI::App* resend_cmd = alerts_cmd->add_subcommand("resend", "Send a failed alert again");
+  resend_cmd->add_option("ID", resend_id, "The alert's id (from `oomtriage alerts`)")->required();
+
+  std::string check_config_path = "/etc/oomtriage/oomtriage.yaml";
+  CLI::App* check_config_cmd = app.add_subcommand(
+      "check-config", "Check a daemon config as the daemon would, then exit (like nginx -t)");
+  check_config_cmd->add_option("FILE", check_config_path, "The daemon config");
+
   CLI::App* version_cmd = app.add_subcommand("version", "Print the version");
 
   try {
@@ -233,6 +262,21 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (check_config_cmd->parsed()) {
+    auto config = daemon::load_daemon_config(check_config_path);
+    if (!config) {
+      fmt::print(stderr, "oomtriage: {}\n", config.error().message);
+      return config.error().code == ErrorCode::kIo ? 2 : 1;
+    }
+    for (const std::string& warning : config->warnings) {
+      fmt::print(stderr, "oomtriage: warning: {}\n", warning);
+    }
+    fmt::print(
+        "{}: ok ({} watch rule(s), {} receiver(s){}{})\n", check_config_path, config->watch.size(),
+        config->alerts.size(), config->store.empty() ? "" : ", a fleet store",
+        config->warnings.empty() ? "" : fmt::format(", {} warning(s)", config->warnings.size()));
+    return 0;
+  }
   if (alert_test_cmd->parsed()) {
     auto config = daemon::load_daemon_config(alert_config_path);
     if (!config) {
@@ -248,6 +292,7 @@ int main(int argc, char** argv) {
       return config.error().code == ErrorCode::kIo ? 2 : 1;
     }
     const std::string path = store_path(state_dir, config->state_dir);
+    config->backfill = config->backfill || backfill;
     return daemon::run_daemon(std::move(*config), path, verbose);
   }
   if (watch_cmd->parsed()) {
@@ -258,6 +303,7 @@ int main(int argc, char** argv) {
       }
     }
     daemon::DaemonConfig inline_config = daemon::inline_watch_config(watch_dirs);
+    inline_config.backfill = backfill;
     if (!webhook.empty()) {
       if (webhook.rfind("http://", 0) != 0 && webhook.rfind("https://", 0) != 0) {
         fmt::print(stderr, "oomtriage: --webhook must be an http:// or https:// URL\n");
@@ -291,6 +337,14 @@ int main(int argc, char** argv) {
       return daemon::run_jobs(target, jobs_filter, jobs_json, color_mode);
     }
     return daemon::run_report(target, report_job, report_json, color_mode);
+  }
+  if (resend_cmd->parsed()) return daemon::run_alerts_resend(store_path(state_dir, ""), resend_id);
+  if (alerts_cmd->parsed()) {
+    return daemon::run_alerts_list(store_path(state_dir, ""),
+                                   alerts_pending  ? "pending"
+                                   : alerts_failed ? "failed"
+                                                   : "",
+                                   alerts_json, color_mode);
   }
   if (fix_cmd->parsed()) {
     fix.store = store_path(state_dir, "");
@@ -327,6 +381,13 @@ int main(int argc, char** argv) {
     scan.trainer = parsers::trainer_from_string(trainer).value_or(parsers::Trainer::kUnknown);
     scan.color = color_mode;
     scan.store = store_path(state_dir, "");
+    if (follow) {
+      if (scan.logs.size() != 1 || scan.logs[0] == "-") {
+        fmt::print(stderr, "oomtriage: --follow takes one log file\n");
+        return 1;
+      }
+      return daemon::run_follow(scan.logs[0], scan);
+    }
     return daemon::run_scan(scan);
   }
   return 1;

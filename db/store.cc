@@ -705,6 +705,34 @@ Result<int64_t> Store::count_alerts(const std::string& state) {
   return s.integer(0);
 }
 
+Result<std::vector<AlertRow>> Store::list_alerts(const std::string& state, int limit) {
+  Statement s(*statements_,
+              "SELECT o.id, o.receiver, o.state, o.attempts, o.next_attempt_at, "
+              "COALESCE(o.last_error, ''), j.name, e.created_at, e.event_json FROM outbox o JOIN "
+              "events e ON e.id = o.event_id JOIN jobs j ON j.id = e.job_id WHERE ?1 = '' OR "
+              "o.state = ?1 ORDER BY o.id DESC LIMIT ?2");
+  s.bind(1, state).bind(2, int64_t{limit});
+  std::vector<AlertRow> rows;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    rows.push_back({s.integer(0), s.text(1), s.text(2), s.integer(3), s.integer(4), s.text(5),
+                    s.text(6), s.integer(7), s.text(8)});
+  }
+  if (rc != SQLITE_DONE) return s.error("list alerts");
+  return rows;
+}
+
+Result<bool> Store::resend_alert(int64_t id, int64_t now) {
+  Statement s(*statements_,
+              "UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = ?2, "
+              "last_error = NULL WHERE id = ?1 RETURNING id");
+  s.bind(1, id).bind(2, now);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return false;
+  if (rc != SQLITE_ROW) return s.error("resend alert");
+  return true;
+}
+
 Result<int64_t> Store::count_events() {
   Statement s(*statements_, "SELECT COUNT(*) FROM events");
   if (s.step() != SQLITE_ROW) return s.error("count events");

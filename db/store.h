@@ -122,6 +122,19 @@ struct OutboxItem {
   std::string fixes_json;
 };
 
+// An outbox row as `oomtriage alerts` lists it.
+struct AlertRow {
+  int64_t id = 0;
+  std::string receiver;
+  std::string state;  // pending | delivered | failed
+  int64_t attempts = 0;
+  int64_t next_attempt_at = 0;
+  std::string last_error;
+  std::string job;
+  int64_t created_at = 0;  // the event's
+  std::string event_json;
+};
+
 // A fix `oomtriage fix --write` applied to a job's config for one crash.
 struct AppliedFix {
   std::string log_path;  // absolute
@@ -240,6 +253,10 @@ class Store : public JobReader {
   Result<Ok> mark_alerts(const std::vector<int64_t>& ids, const std::string& state,
                          int64_t attempts, int64_t next_attempt_at, const std::string& error);
   Result<int64_t> count_alerts(const std::string& state);
+  // Outbox rows in `state` ("" for any), newest first.
+  Result<std::vector<AlertRow>> list_alerts(const std::string& state, int limit);
+  // Makes a row pending again, due now, with its attempts reset; false when there is no such id.
+  Result<bool> resend_alert(int64_t id, int64_t now);
 
   // The fleet outbox. Triggers queue every new or changed job, run, snapshot, event and heal
   // attempt while it is on; turning it on queues what the store already holds, once, so a node

@@ -26,6 +26,14 @@ namespace asio = boost::asio;
 
 }  // namespace
 
+std::string response_excerpt(const std::string& body) {
+  std::string text = truncate_utf8(body, 200);
+  for (char& c : text) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+  }
+  return text.size() < body.size() ? text + "…" : text;
+}
+
 std::string this_host() {
   char name[256] = {};
   return ::gethostname(name, sizeof name - 1) == 0 ? name : "unknown";
@@ -50,8 +58,9 @@ HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, i
   }
   request.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (receiver.type == "webhook") {
-    const std::string id = alert.heal.empty() ? fmt::format("evt_{}", alert.event_id)
-                                              : fmt::format("heal_{}", alert.event_id);
+    const std::string id = alert.test           ? alert.test_id
+                           : alert.heal.empty() ? fmt::format("evt_{}", alert.event_id)
+                                                : fmt::format("heal_{}", alert.event_id);
     const std::string timestamp = std::to_string(now_unix);
     request.headers.emplace_back("webhook-id", id);
     request.headers.emplace_back("webhook-timestamp", timestamp);
@@ -237,8 +246,12 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
       if (metrics_) ++metrics_->alerts[{r.name, result}];
     };
     const double jitter = std::uniform_real_distribution<double>(0.5, 1.5)(lane.jitter);
-    const DeliveryVerdict verdict =
+    DeliveryVerdict verdict =
         judge_response(response, r, attempts, now - group.front().created_at, jitter);
+    // What the receiver said, kept with the row (`oomtriage alerts --failed` shows it).
+    if (verdict.kind != DeliveryVerdict::kDelivered && !response.body.empty()) {
+      verdict.reason += ": " + response_excerpt(response.body);
+    }
     switch (verdict.kind) {
       case DeliveryVerdict::kDelivered:
         count("delivered");
@@ -246,7 +259,9 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
         break;
       case DeliveryVerdict::kFailed:
         count("failed");
-        log_once(kError, verdict.log);
+        log_once(kError, verdict.log + (response.body.empty()
+                                            ? std::string()
+                                            : " (" + response_excerpt(response.body) + ")"));
         (void)store_.mark_alerts(ids, "failed", attempts, now, verdict.reason);
         break;
       case DeliveryVerdict::kRetry: {
@@ -287,6 +302,12 @@ int run_alert_test(const DaemonConfig& config, const std::optional<std::string>&
   sample.log_path = "/srv/ai-toolkit/output/oomtriage-test/log.txt";
   sample.line = 1234;
   sample.starts_at = utc_time(unix_now());
+  sample.test = true;
+  sample.ends_at = utc_time(unix_now() + 300);  // resolves itself in five minutes
+  // A fresh id each time: a receiver that deduplicates by webhook-id must not drop the second.
+  sample.test_id =
+      fmt::format("test_{}_{}", unix_now(),
+                  std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000);
   sample.fixes.push_back({"cheapen_previews",
                           "Make preview samples cheaper",
                           {"config.process[0].sample.sample_steps: 30 -> 20"},
@@ -312,8 +333,9 @@ int run_alert_test(const DaemonConfig& config, const std::optional<std::string>&
                 } else {
                   ++failures;
                   fmt::print(
-                      "alert {} ({}): failed: {}\n", name, redact_url(url),
-                      response.status ? fmt::format("HTTP {}", response.status) : response.error);
+                      "alert {} ({}): failed: {}{}\n", name, redact_url(url),
+                      response.status ? fmt::format("HTTP {}", response.status) : response.error,
+                      response.body.empty() ? "" : ": " + response_excerpt(response.body));
                 }
               });
   }

@@ -73,6 +73,9 @@ class AlertDispatcher {
 };
 
 // `oomtriage alert test`: a sample alert to every receiver (or one), synchronously.
+// A receiver's answer as a failure shows it: its first 200 characters on one line.
+std::string response_excerpt(const std::string& body);
+
 // This machine's host name: alerts and the fleet store name the node by it unless `host:` does.
 std::string this_host();
 

@@ -265,21 +265,31 @@ json discord_payload(const AlertContent& a) {
 
 namespace {
 
+// `training_job`, not `job`: Prometheus gives every scraped series a `job` label of its own,
+// and a rule or route that matches on it would mix the two.
 json labels_of(const AlertContent& a) {
+  json labels;
   if (!a.heal.empty()) {
-    return {{"alertname", a.heal == "healed"      ? "TrainingOOMHealed"
-                          : a.heal == "exhausted" ? "TrainingOOMHealExhausted"
-                                                  : "TrainingOOMHealStopped"},
-            {"job", a.job},
-            {"host", a.host},
-            {"severity", a.heal == "healed" ? "info" : "critical"}};
+    labels = {{"alertname", a.heal == "healed"      ? "TrainingOOMHealed"
+                            : a.heal == "exhausted" ? "TrainingOOMHealExhausted"
+                                                    : "TrainingOOMHealStopped"},
+              {"training_job", a.job},
+              {"host", a.host},
+              {"severity", a.heal == "healed" ? "info" : "critical"}};
+  } else {
+    labels = {{"alertname", a.recovered ? "TrainingOOMRecovered" : "TrainingOOM"},
+              {"training_job", a.job},
+              {"kind", a.kind},
+              {"phase", a.phase},
+              {"host", a.host},
+              {"severity", a.recovered ? "warning" : "critical"}};
   }
-  return {{"alertname", a.recovered ? "TrainingOOMRecovered" : "TrainingOOM"},
-          {"job", a.job},
-          {"kind", a.kind},
-          {"phase", a.phase},
-          {"host", a.host},
-          {"severity", a.recovered ? "warning" : "critical"}};
+  if (a.test) {
+    // `oomtriage alert test`: routed like the real thing, paged on by nobody.
+    labels["test"] = "true";
+    labels["severity"] = "info";
+  }
+  return labels;
 }
 
 json annotations_of(const AlertContent& a) {
@@ -301,27 +311,30 @@ json annotations_of(const AlertContent& a) {
 json alertmanager_webhook_payload(const AlertContent& a, const std::string& receiver) {
   const json labels = labels_of(a);
   const std::string fingerprint = fmt::format("{:016x}", static_cast<uint64_t>(a.event_id));
-  return {{"version", "4"},
-          {"groupKey", fmt::format("{{}}:{{job=\"{}\"}}", a.job)},
-          {"truncatedAlerts", 0},
-          {"status", "firing"},
-          {"receiver", receiver},
-          {"groupLabels", {{"job", a.job}}},
-          {"commonLabels", labels},
-          {"commonAnnotations", annotations_of(a)},
-          {"externalURL", ""},
-          {"alerts", json::array({{{"status", "firing"},
-                                   {"labels", labels},
-                                   {"annotations", annotations_of(a)},
-                                   {"startsAt", a.starts_at},
-                                   {"endsAt", "0001-01-01T00:00:00Z"},
-                                   {"generatorURL", ""},
-                                   {"fingerprint", fingerprint}}})}};
+  return {
+      {"version", "4"},
+      {"groupKey", fmt::format("{{}}:{{training_job=\"{}\"}}", a.job)},
+      {"truncatedAlerts", 0},
+      {"status", "firing"},
+      {"receiver", receiver},
+      {"groupLabels", {{"training_job", a.job}}},
+      {"commonLabels", labels},
+      {"commonAnnotations", annotations_of(a)},
+      {"externalURL", ""},
+      {"alerts", json::array({{{"status", "firing"},
+                               {"labels", labels},
+                               {"annotations", annotations_of(a)},
+                               {"startsAt", a.starts_at},
+                               {"endsAt", a.ends_at.empty() ? "0001-01-01T00:00:00Z" : a.ends_at},
+                               {"generatorURL", ""},
+                               {"fingerprint", fingerprint}}})}};
 }
 
 json alertmanager_api_payload(const AlertContent& a) {
-  return json::array(
-      {{{"labels", labels_of(a)}, {"annotations", annotations_of(a)}, {"startsAt", a.starts_at}}});
+  json alert = {
+      {"labels", labels_of(a)}, {"annotations", annotations_of(a)}, {"startsAt", a.starts_at}};
+  if (!a.ends_at.empty()) alert["endsAt"] = a.ends_at;  // a test resolves itself
+  return json::array({alert});
 }
 
 }  // namespace oomtriage::daemon

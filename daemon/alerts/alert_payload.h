@@ -41,6 +41,10 @@ struct AlertContent {
   // Not an OOM but the verdict of `oomtriage run --heal` on its job: "healed", "exhausted" or
   // "stopped"; event_id is then the run's id, and `message` says what was done.
   std::string heal;
+  // `oomtriage alert test`: labelled test, severity info, an end time, a fresh id each time.
+  bool test = false;
+  std::string ends_at;  // RFC 3339; "" while firing
+  std::string test_id;  // the test's idempotency key
 
   std::string title() const;  // "CUDA OOM in sampling: my_lora"
   std::string report_command() const { return "oomtriage report " + job; }

@@ -2,13 +2,19 @@
 #include "daemon/cli/scan_command.h"
 
 #include <fcntl.h>
+#include <fnmatch.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -53,7 +59,43 @@ std::string scan_summary(const std::vector<ScannedLog>& scanned) {
                      recovered ? fmt::format(" ({} recovered)", recovered) : "");
 }
 
+bool matches_any(const std::vector<std::string>& globs, const std::string& name,
+                 const std::string& relative) {
+  for (const std::string& glob : globs) {
+    const bool by_path = glob.find('/') != std::string::npos;
+    if (::fnmatch(glob.c_str(), by_path ? relative.c_str() : name.c_str(), 0) == 0) return true;
+  }
+  return false;
+}
+
+std::atomic<bool> follow_stop{false};
+void on_stop_signal(int) { follow_stop = true; }
+
 }  // namespace
+
+std::vector<std::string> logs_under(const std::string& dir, const std::vector<std::string>& globs) {
+  // What trainers write (AI Toolkit's log.txt, kohya's and Slurm's *.log/*.out/*.err) and what
+  // logrotate makes of it; not *.txt, which a dataset's captions also are.
+  static const std::vector<std::string> kKnown = {"log.txt",      "log.txt.[0-9]*", "*.log",
+                                                  "*.log.[0-9]*", "*.out",          "*.err"};
+  const std::vector<std::string>& wanted = globs.empty() ? kKnown : globs;
+  namespace fs = std::filesystem;
+  std::vector<std::string> found;
+  std::error_code ec;
+  fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (it->is_directory(ec)) {
+      if (name.starts_with(".")) it.disable_recursion_pending();  // .git, .cache, ...
+      continue;
+    }
+    if (!it->is_regular_file(ec)) continue;
+    const std::string relative = it->path().lexically_relative(dir).string();
+    if (matches_any(wanted, name, relative)) found.push_back(it->path().string());
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
 
 int run_scan(const ScanOptions& options) {
   int exit_code = kExitOk;
@@ -61,7 +103,26 @@ int run_scan(const ScanOptions& options) {
   std::optional<std::filesystem::path> explicit_config;
   if (options.config) explicit_config = *options.config;
 
+  // Folders are walked, like rg: each log under it in turn.
+  std::vector<std::string> logs;
   for (const std::string& path : options.logs) {
+    std::error_code ec;
+    if (path == "-" || !std::filesystem::is_directory(path, ec)) {
+      logs.push_back(path);
+      continue;
+    }
+    std::vector<std::string> found = logs_under(path, options.globs);
+    if (found.empty()) {
+      report(fmt::format("{}: no logs in this folder (looked for {}; --glob to choose)", path,
+                         options.globs.empty()
+                             ? "log.txt, *.log, *.out, *.err"
+                             : fmt::format("{}", fmt::join(options.globs, ", "))));
+      exit_code = std::max<int>(exit_code, kExitBadInput);
+    }
+    logs.insert(logs.end(), found.begin(), found.end());
+  }
+
+  for (const std::string& path : logs) {
     parsers::AnalyzerOptions analyzer_options;
     analyzer_options.trainer = options.trainer;
     parsers::LogAnalyzer analyzer(analyzer_options);
@@ -121,6 +182,64 @@ int run_scan(const ScanOptions& options) {
     if (scanned.size() > 1) fmt::print("\n{}\n", scan_summary(scanned));
   }
   return exit_code;
+}
+
+int run_follow(const std::string& path, const ScanOptions& options) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    report(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+    return kExitEnvironment;
+  }
+  ::signal(SIGINT, on_stop_signal);
+  ::signal(SIGTERM, on_stop_signal);
+  parsers::AnalyzerOptions analyzer_options;
+  analyzer_options.trainer = options.trainer;
+  parsers::LogAnalyzer analyzer(analyzer_options);
+  const bool color = color_enabled(options.color);
+  std::vector<char> buffer(1 << 20);
+  int fatal = 0;
+  auto quiet_since = std::chrono::steady_clock::now();
+  // Each incident once it settled: the traceback after an OOM line names its phase, in one burst.
+  const auto print = [&](std::vector<parsers::OomEvent> events) {
+    for (parsers::OomEvent& event : events) {
+      fatal += !event.recovered;
+      ScannedLog log;
+      log.path = path;
+      log.analysis.trainer = analyzer.trainer();
+      log.analysis.outcome = analyzer.outcome_so_far();
+      log.analysis.events.push_back(std::move(event));
+      if (options.json) {
+        auto json = scan_to_json({log})["logs"][0];
+        fmt::print("{}\n", json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      } else {
+        fmt::print("{}", render_scan_text(log, color));
+      }
+      std::fflush(stdout);
+    }
+  };
+  while (!follow_stop) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno != EINTR) {
+      report(fmt::format("read {}: {}", path, std::strerror(errno)));
+      break;
+    }
+    if (n > 0) {
+      analyzer.feed(std::string_view(buffer.data(), static_cast<size_t>(n)));
+      quiet_since = std::chrono::steady_clock::now();
+      print(analyzer.take_events());
+      continue;
+    }
+    if (analyzer.has_open_incident() &&
+        std::chrono::steady_clock::now() - quiet_since >= std::chrono::milliseconds(100)) {
+      analyzer.settle();
+      print(analyzer.take_events());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  analyzer.settle();
+  print(analyzer.take_events());
+  ::close(fd);
+  return options.fail_on_oom && fatal > 0 ? kExitFatalOom : kExitOk;
 }
 
 }  // namespace oomtriage::daemon

@@ -21,7 +21,18 @@ struct ScanOptions {
   bool fail_on_oom = false;  // exit kExitFatalOom when a log shows a fatal OOM
   ColorMode color = ColorMode::kAuto;
   std::string store;  // read (never created): a job's history changes the order of its fixes
+  // A folder among `logs` is walked for these file names (fnmatch; with a '/', matched against
+  // the path below the folder); empty: log.txt, *.log, *.out, *.err and their rotations.
+  std::vector<std::string> globs;
 };
+
+// The logs under `dir`, sorted: file names that match `globs` (see ScanOptions), hidden folders
+// skipped, symbolic links to folders not followed.
+std::vector<std::string> logs_under(const std::string& dir, const std::vector<std::string>& globs);
+
+// `scan --follow FILE`: reads it to its end, then as it grows, printing each incident when it
+// settles (text, or one JSON object per line with `json`), until SIGINT or SIGTERM.
+int run_follow(const std::string& path, const ScanOptions& options);
 
 // Returns the process exit code: 0 analysed, 1 bad input (a directory, a bad --config), 2 an
 // unreadable file, 3 (with fail_on_oom) a fatal OOM found. Every log is attempted; bad input and

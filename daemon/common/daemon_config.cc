@@ -1,14 +1,19 @@
 // daemon/common/daemon_config.cc: YAML in, validated config out (line numbers from yaml-cpp marks).
 #include "daemon/common/daemon_config.h"
 
+#include "daemon/render/did_you_mean.h"
 #include "db/fleet_store.h"
 
 #include "parsers/job_config.h"
 #include "triage/heal_plan.h"
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +27,62 @@ namespace {
 Error bad(const std::string& source, const YAML::Node& node, const std::string& reason) {
   return make_error(ErrorCode::kBadInput,
                     fmt::format("{}:{}: {}", source, node.Mark().line + 1, reason));
+}
+
+constexpr const char* kPlaceholders[] = {"{parent}", "{dir}",       "{stem}",     "{namespace}",
+                                         "{pod}",    "{pod_owner}", "{container}"};
+
+// A `{name}` expand_template() does not know would stay in every job name as typed.
+std::optional<Error> unknown_placeholder(const std::string& source, const YAML::Node& node,
+                                         const std::string& key, const std::string& pattern) {
+  for (size_t open = pattern.find('{'); open != std::string::npos;
+       open = pattern.find('{', open + 1)) {
+    const size_t close = pattern.find('}', open);
+    if (close == std::string::npos) break;
+    const std::string name = pattern.substr(open, close - open + 1);
+    if (std::find(std::begin(kPlaceholders), std::end(kPlaceholders), name) !=
+        std::end(kPlaceholders)) {
+      continue;
+    }
+    const auto close_names = close_matches(
+        name, std::vector<std::string>(std::begin(kPlaceholders), std::end(kPlaceholders)), 1);
+    return bad(source, node,
+               fmt::format("unknown placeholder {} in `{}:`{} (known: {{parent}}, {{dir}}, "
+                           "{{stem}}, {{namespace}}, {{pod}}, {{pod_owner}}, {{container}})",
+                           name, key,
+                           close_names.empty() ? "" : "; did you mean " + close_names[0] + "?"));
+  }
+  return std::nullopt;
+}
+
+// The folder a glob's files are under, up to its first wildcard: what must exist for it to find
+// anything ("/srv/ai-toolkit/output" for "/srv/ai-toolkit/output/*/log.txt").
+fs::path fixed_prefix(const std::string& glob) {
+  fs::path prefix;
+  for (const auto& part : fs::path(glob).parent_path()) {
+    if (part.string().find_first_of("*?[") != std::string::npos) break;
+    prefix /= part;
+  }
+  return prefix;
+}
+
+// What is legal but probably a mistake: a glob under a folder that is not there (yet) or that
+// this process cannot enter. Said at start and by check-config; the daemon goes on.
+void check_glob_folder(const std::string& source, const YAML::Node& node, const std::string& glob,
+                       std::vector<std::string>& warnings) {
+  const fs::path folder = fixed_prefix(glob);
+  std::error_code ec;
+  const auto status = fs::status(folder, ec);
+  const std::string where = fmt::format("{}:{}: ", source, node.Mark().line + 1);
+  if (!fs::exists(status)) {
+    warnings.push_back(where + folder.string() + " does not exist: `" + glob +
+                       "` finds nothing until it does");
+  } else if (!fs::is_directory(status)) {
+    warnings.push_back(where + folder.string() + " is not a folder: `" + glob + "` finds nothing");
+  } else if (::access(folder.c_str(), R_OK | X_OK) != 0) {
+    warnings.push_back(where + "this user cannot read " + folder.string() + " (" +
+                       std::strerror(errno) + "): `" + glob + "` finds nothing");
+  }
 }
 
 std::optional<std::string> read_secret(const std::string& path) {
@@ -217,7 +278,19 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
           } else if (!w["logs"]) {
             return bad(source, w, "each watch entry needs `logs:`");
           }
-          if (w["logs"]) rule.logs = w["logs"].as<std::string>();
+          if (w["logs"]) {
+            rule.logs = w["logs"].as<std::string>();
+            // The service runs from /: a relative glob would mean something else there.
+            if (!rule.logs.starts_with("/")) {
+              return bad(source, w["logs"],
+                         "`logs:` must be an absolute path (the service does not run from this "
+                         "folder): " +
+                             rule.logs);
+            }
+          }
+          if (rule.source != "slurm") {
+            check_glob_folder(source, w["logs"] ? w["logs"] : w, rule.logs, config.warnings);
+          }
           if (w["trainer"]) {
             const auto trainer = parsers::trainer_from_string(w["trainer"].as<std::string>());
             if (!trainer) {
@@ -228,6 +301,12 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
           }
           if (w["job"]) rule.job = w["job"].as<std::string>();
           if (w["config"]) rule.config = w["config"].as<std::string>();
+          for (const char* key : {"job", "config"}) {
+            const std::string& pattern = std::string_view(key) == "job" ? rule.job : rule.config;
+            if (auto e = unknown_placeholder(source, w[key] ? w[key] : w, key, pattern)) {
+              return *e;
+            }
+          }
           if (const YAML::Node rotated = w["rotated_to"]) {
             if (rotated.IsScalar()) {
               rule.rotated_to.push_back(rotated.as<std::string>());
@@ -245,6 +324,15 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
         for (const auto& a : value) {
           auto receiver = parse_receiver(a, source, ++index);
           if (!receiver) return receiver.error();
+          // Two receivers of one name would share one outbox lane: one of them never sends.
+          for (const Receiver& other : config.alerts) {
+            if (other.name == receiver->name) {
+              return bad(source, a["name"] ? a["name"] : a,
+                         "two receivers are named `" + receiver->name +
+                             "`: give each its own "
+                             "`name:`");
+            }
+          }
           config.alerts.push_back(std::move(*receiver));
         }
       } else if (key == "alert_group_seconds") {
@@ -255,6 +343,8 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
         config.heal = std::move(*heal);
       } else if (key == "host") {
         config.host = value.as<std::string>();
+      } else if (key == "backfill") {
+        config.backfill = value.as<bool>();
       } else if (key == "store") {
         config.store = value.as<std::string>();
         if (auto checked = db::check_fleet_url(config.store); !checked) {
@@ -273,7 +363,14 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
           }
         }
       } else {
-        return bad(source, item.first, "unknown key `" + key + "`");
+        const auto close = close_matches(
+            key,
+            {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms", "watch", "alerts",
+             "alert_group_seconds", "heal", "host", "store", "backfill", "metrics"},
+            1);
+        return bad(source, item.first,
+                   "unknown key `" + key + "`" +
+                       (close.empty() ? "" : "; did you mean `" + close[0] + "`?"));
       }
     }
   } catch (const YAML::Exception& e) {
@@ -299,7 +396,8 @@ DaemonConfig inline_watch_config(const std::vector<std::string>& dirs) {
   config.source = "inline";
   for (const std::string& dir : dirs) {
     WatchRule rule;
-    rule.logs = (fs::path(dir) / "*" / "log.txt").string();
+    // Absolute: the paths stored and sent in alerts must mean something away from this shell.
+    rule.logs = (fs::absolute(dir).lexically_normal() / "*" / "log.txt").string();
     config.watch.push_back(rule);
   }
   return config;

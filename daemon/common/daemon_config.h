@@ -76,6 +76,9 @@ struct DaemonConfig {
   // `store: postgresql://...`: the fleet store this node ships into (db/fleet_store.h); its
   // own SQLite store stays where it is and keeps working when the fleet store is down.
   std::string store;
+  // The very first start reads the logs already there from their end (no alerts for old
+  // crashes); `backfill: true` (or --backfill) reads them from their beginning instead.
+  bool backfill = false;
   // How long a file must be quiet before an open incident is reported: AI Toolkit prints the
   // error line and then the traceback that names the phase, in one burst.
   int settle_ms = 25;
@@ -83,6 +86,10 @@ struct DaemonConfig {
   // a few system calls, so this is what keeps 1,000 busy logs cheap.
   int read_interval_ms = 1000;
   HealConfig heal;
+  // Legal but probably mistakes, each "file:line: what": a glob under a folder that does not
+  // exist or cannot be entered. The daemon logs them at start and on SIGHUP; check-config
+  // prints them.
+  std::vector<std::string> warnings;
 };
 
 Result<DaemonConfig> load_daemon_config(const std::string& path);

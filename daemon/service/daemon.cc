@@ -132,6 +132,7 @@ class Daemon {
 
   bool start() {
     metrics_.version = kVersion;
+    for (const std::string& warning : config_.warnings) log_line(kWarning, "{}", warning);
     max_open_ = log_descriptor_budget();
     if (!config_.metrics_listen.empty()) {
       metrics_server_ = std::make_unique<MetricsServer>(io_, [this] { return render_metrics(); });
@@ -157,7 +158,10 @@ class Daemon {
     // Only the very first scan of this store reads present logs from their end; a store that
     // exists but has no jobs yet is not a first start (a crash may have come while down).
     auto marker = store_.meta("first_scan_done");
-    first_start_ = marker && !*marker;
+    first_start_ = marker && !*marker && !config_.backfill;
+    if (config_.backfill && marker && !*marker) {
+      log_line(kNotice, "backfill: reading the logs already here from their beginning");
+    }
     // Before the first scan: what it stores must be queued for the fleet store.
     if (!start_fleet_shipper()) return false;
     scan_all();
@@ -1151,6 +1155,8 @@ class Daemon {
       if (ec) return;
       scan_all();
       for (auto& [path, file] : files_) read_file(*file);
+      // Rows made pending from outside (`oomtriage alerts resend`) go out within a rescan.
+      if (dispatcher_) dispatcher_->poke();
       write_textfile();
       notify_service_manager(fmt::format("STATUS=watching {} log(s)", files_.size()));
       arm_rescan();
@@ -1242,6 +1248,7 @@ class Daemon {
       dispatcher_ = std::move(dispatcher);
     }
     config_ = std::move(*fresh);
+    for (const std::string& warning : config_.warnings) log_line(kWarning, "{}", warning);
     // Kept once made: its questions to the UI under way answer into it.
     if (healer_) {
       healer_->set_config(config_.heal);

@@ -6,6 +6,8 @@
 // beside a fast one, HMAC checked by the receiver, TLS with a test CA (and refused with the wrong
 // one), a real Alertmanager, and `oomtriage alert test`.
 #include <doctest/doctest.h>
+
+#include <atomic>
 #include <nlohmann/json.hpp>
 
 #include "daemon/alerts/alert_dispatcher.h"
@@ -107,7 +109,9 @@ TEST_SUITE("daemon::alerts") {
     REQUIRE(payload["alerts"].size() == 1);
     const auto& alert = payload["alerts"][0];
     CHECK(alert["labels"]["alertname"] == "TrainingOOM");
-    CHECK(alert["labels"]["job"] == "my_lora");
+    CHECK(alert["labels"]["training_job"] == "my_lora");
+    CHECK_FALSE(alert["labels"].contains("job"));  // Prometheus' own label, not ours
+    CHECK(payload["groupLabels"]["training_job"] == "my_lora");
     CHECK(alert["labels"]["kind"] == "cuda");
     CHECK(alert["labels"]["phase"] == "sampling");
     CHECK(alert["annotations"]["report"] == "oomtriage report my_lora");
@@ -193,7 +197,7 @@ TEST_SUITE("daemon::alerts") {
     REQUIRE(requests.size() == 2);
     CHECK(requests[0].headers.at("webhook-id") == "evt_1");
     CHECK(requests[1].headers.at("webhook-id") == "evt_2");
-    CHECK(json::parse(requests[0].body)["alerts"][0]["labels"]["job"] == "job_a");
+    CHECK(json::parse(requests[0].body)["alerts"][0]["labels"]["training_job"] == "job_a");
     CHECK(json::parse(requests[1].body)["alerts"][0]["labels"]["kind"] == "host_killed");
     CHECK(daemon.stderr_text().find("retrying") != std::string::npos);
   }
@@ -258,7 +262,7 @@ TEST_SUITE("daemon::alerts") {
     CHECK(big == 1);
     CHECK(found == 1);
     CHECK(target.requests()[0].target == "/landed");
-    CHECK(json::parse(target.requests()[0].body)["alerts"][0]["labels"]["job"] == "job_a");
+    CHECK(json::parse(target.requests()[0].body)["alerts"][0]["labels"]["training_job"] == "job_a");
     CHECK(daemon.stderr_text().find("HTTP 302 redirect to") != std::string::npos);
   }
   TEST_CASE("429 with Retry-After is honoured, 500s are retried, each alert lands once") {
@@ -378,7 +382,7 @@ TEST_SUITE("daemon::alerts") {
     }, 15s));
     const auto alerts = json::parse(slurp(am.path / "alerts.json"));
     REQUIRE(alerts.size() == 1);
-    CHECK(alerts[0]["labels"]["job"] == "my_job");
+    CHECK(alerts[0]["labels"]["training_job"] == "my_job");
     CHECK(alerts[0]["labels"]["kind"] == "cuda");
     CHECK(alerts[0]["labels"]["phase"] == "train_step");
     CHECK(alerts[0]["annotations"]["report"] == "oomtriage report my_job");
@@ -421,8 +425,78 @@ TEST_SUITE("daemon::alerts") {
     const std::string command = std::string(OOMTRIAGE_BINARY) + " alert test --config " +
                                 rig.config.string() + " > " + (rig.dir.path / "out").string();
     CHECK(std::system(command.c_str()) == 0);
-    REQUIRE(server.count() == 1);
-    CHECK(json::parse(server.requests()[0].body)["alerts"][0]["labels"]["job"] == "oomtriage-test");
+    CHECK(std::system(command.c_str()) == 0);
+    REQUIRE(server.count() == 2);
+    const auto alert = json::parse(server.requests()[0].body)["alerts"][0];
+    CHECK(alert["labels"]["training_job"] == "oomtriage-test");
+    // It says it is a test: labelled, paged on by nobody, resolving itself.
+    CHECK(alert["labels"]["test"] == "true");
+    CHECK(alert["labels"]["severity"] == "info");
+    CHECK(alert["endsAt"] != "0001-01-01T00:00:00Z");
+    CHECK(alert["endsAt"].get<std::string>() > alert["startsAt"].get<std::string>());
+    // A fresh id each time: a receiver that deduplicates by it still takes the second test.
+    const std::string first_id = server.requests()[0].headers.at("webhook-id");
+    CHECK(first_id.starts_with("test_"));
+    CHECK(first_id != server.requests()[1].headers.at("webhook-id"));
     CHECK(slurp(rig.dir.path / "out").find("delivered") != std::string::npos);
+  }
+  TEST_CASE("oomtriage alerts lists a refused alert with the receiver's answer; resend sends it") {
+    // Refused (a 400 is not retried) until the receiver is fixed.
+    std::atomic<bool> fixed{false};
+    HttpTestServer server([&](const ReceivedRequest&, size_t) {
+      return fixed ? kOk : ScriptedResponse{.status = 400, .body = "unknown channel #gpu-oom"};
+    });
+    AlertRig rig(receiver("ops", "webhook", server.url()));
+    std::ofstream(rig.config, std::ios::app) << "rescan_seconds: 1\n";
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    rig.crash("job");
+    const std::string state = " --state-dir " + (rig.dir.path / "state").string();
+    const auto alerts = [&](const std::string& args) {
+      const fs::path out = rig.dir.path / "alerts.out";
+      std::system((std::string(OOMTRIAGE_BINARY) + state + " alerts " + args + " > " + out.string())
+                      .c_str());
+      return slurp(out);
+    };
+    REQUIRE(wait_until([&] {
+      const auto listed = json::parse(alerts("--failed --json"), nullptr, false);
+      return listed.is_object() && listed["alerts"].size() == 1;
+    }));
+    const auto row = json::parse(alerts("--failed --json"))["alerts"][0];
+    CHECK(row["receiver"] == "ops");
+    CHECK(row["job"] == "job");
+    CHECK(row["event"].get<std::string>().starts_with("cuda in "));
+    CHECK(row["last_error"].get<std::string>().find("HTTP 400") != std::string::npos);
+    CHECK(row["last_error"].get<std::string>().find("unknown channel #gpu-oom") !=
+          std::string::npos);
+    CHECK(json::parse(alerts("--pending --json"))["alerts"].empty());
+    CHECK(alerts("--failed").find("unknown channel #gpu-oom") != std::string::npos);
+    CHECK(daemon.stderr_text().find("unknown channel #gpu-oom") != std::string::npos);
+
+    fixed = true;
+    const size_t before = server.count();
+    const std::string id = std::to_string(row["id"].get<int64_t>());
+    CHECK(alerts("resend " + id).find("pending again") != std::string::npos);
+    REQUIRE(wait_until([&] { return server.count() == before + 1; }));
+    REQUIRE(wait_until(
+        [&] { return json::parse(alerts("--json"))["alerts"][0]["state"] == "delivered"; }));
+    CHECK(std::system(
+              (std::string(OOMTRIAGE_BINARY) + state + " alerts resend 999 2>/dev/null").c_str()) !=
+          0);
+  }
+  TEST_CASE("oomtriage alert test shows what a refusing receiver answered") {
+    HttpTestServer server([](const ReceivedRequest&, size_t) {
+      return ScriptedResponse{.status = 400,
+                              .body = "{\"error\": \"invalid payload: labels.training_job\"}\n" +
+                                      std::string(500, 'x')};
+    });
+    AlertRig rig(receiver("hook", "webhook", server.url()));
+    const std::string command = std::string(OOMTRIAGE_BINARY) + " alert test --config " +
+                                rig.config.string() + " > " + (rig.dir.path / "out").string();
+    CHECK(std::system(command.c_str()) != 0);
+    const std::string out = slurp(rig.dir.path / "out");
+    CHECK(out.find("failed: HTTP 400: {\"error\": \"invalid payload: labels.training_job\"}") !=
+          std::string::npos);
+    CHECK(out.find(std::string(201, 'x')) == std::string::npos);  // the first 200 only
   }
 }

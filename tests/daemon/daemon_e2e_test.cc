@@ -478,6 +478,20 @@ TEST_SUITE("daemon::e2e") {
     const std::string old = slurp(kGolden / "aitk_gc_off_oom_step2.log");
     CHECK(event["line"].get<int64_t>() == std::count(old.begin(), old.end(), '\n') + 1);
   }
+  TEST_CASE("--backfill: logs present at the first start are read from their beginning") {
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    fs::create_directories(out / "old");
+    fs::copy_file(kGolden / "aitk_gc_off_oom_step2.log", out / "old" / "log.txt");
+    DaemonProcess daemon(dir.path / "state", {"watch", "--backfill", out.string()},
+                         dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    REQUIRE(wait_until([&] { return view.events("old") == 1; }));
+    const auto event = nlohmann::json::parse(view.story("old")->events[0].event_json);
+    CHECK(event["step"] == 2);
+    CHECK(daemon.stderr_text().find("backfill: reading the logs already here") !=
+          std::string::npos);
+  }
   TEST_CASE("a broken daemon config is refused with its file, line and reason") {
     TempDir dir;
     const fs::path conf = dir.path / "oomtriage.yaml";

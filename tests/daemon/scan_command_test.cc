@@ -5,6 +5,9 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <chrono>
+#include <thread>
+#include <signal.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -166,9 +169,9 @@ TEST_SUITE("daemon::scan") {
     CHECK(r.exit_code == 2);
     CHECK(r.err.find("nope.log") != std::string::npos);
 
-    r = run("scan " + dir.path.string());
+    r = run("scan " + dir.path.string());  // a folder with no logs in it
     CHECK(r.exit_code == 1);
-    CHECK(r.err.find("is a directory") != std::string::npos);
+    CHECK(r.err.find("no logs in this folder") != std::string::npos);
 
     write(dir.path / "empty.log", "");
     r = run("scan --json " + (dir.path / "empty.log").string());
@@ -274,6 +277,70 @@ TEST_SUITE("daemon::scan") {
     CHECK(text.out.find(oom.string() + ":67") != std::string::npos);
     CHECK(text.out.find("step from bar at " + oom.string() + ":") != std::string::npos);
     CHECK(text.out.find("2 logs: 1 crashed_oom, 1 completed; 1 OOM incident") != std::string::npos);
+  }
+  TEST_CASE("CLI habits: scan DIR walks it for logs, like rg; --glob chooses") {
+    TempDir dir;
+    const fs::path oom = kGolden / "aitk_sampling_oom_step500.log";
+    fs::create_directories(dir.path / "a");
+    fs::create_directories(dir.path / "b" / "captions");
+    fs::create_directories(dir.path / ".git");
+    fs::create_directories(dir.path / "c");
+    fs::copy_file(oom, dir.path / "a" / "log.txt");
+    fs::copy_file(kGolden / "aitk_completed.log", dir.path / "b" / "train.log");
+    write(dir.path / "b" / "captions" / "img1.txt", "a photo of sks dog\n");
+    write(dir.path / ".git" / "x.log", "not a training log\n");
+    REQUIRE(
+        std::system(("gzip -c " + oom.string() + " > " + (dir.path / "c" / "log.txt.1.gz").string())
+                        .c_str()) == 0);
+    Run r = run("scan --json " + dir.path.string());
+    REQUIRE(r.exit_code == 0);
+    auto logs = nlohmann::json::parse(r.out)["logs"];
+    REQUIRE(logs.size() == 3);
+    CHECK(logs[0]["path"] == (dir.path / "a" / "log.txt").string());
+    CHECK(logs[1]["path"] == (dir.path / "b" / "train.log").string());
+    CHECK(logs[2]["path"] == (dir.path / "c" / "log.txt.1.gz").string());
+    CHECK(logs[2]["outcome"] == "crashed_oom");
+    r = run("scan --json --glob '*.txt' " + dir.path.string());
+    logs = nlohmann::json::parse(r.out)["logs"];
+    REQUIRE(logs.size() == 2);
+    CHECK(logs[1]["path"] == (dir.path / "b" / "captions" / "img1.txt").string());
+    CHECK(run("scan --fail-on-oom " + dir.path.string()).exit_code == 3);
+  }
+  TEST_CASE("CLI habits: scan --follow prints each incident as it happens") {
+    TempDir dir;
+    const fs::path log = dir.path / "log.txt";
+    write(log, "Running 1 job\n");
+    const fs::path out = dir.path / "out";
+    const std::string command = std::string(OOMTRIAGE_BINARY) + " scan --json --follow " +
+                                log.string() + " > " + out.string() + " 2>&1 & echo $!";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char pid_text[32] = {};
+    REQUIRE(std::fgets(pid_text, sizeof pid_text, pipe) != nullptr);
+    ::pclose(pipe);
+    const pid_t pid = std::atoi(pid_text);
+    const std::string golden = slurp(kGolden / "aitk_sampling_oom_step500.log");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    CHECK(slurp(out).empty());  // nothing happened yet
+    {
+      std::ofstream append(log, std::ios::binary | std::ios::app);
+      append << golden;
+    }
+    bool seen = false;
+    for (int i = 0; i < 100 && !seen; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      seen = slurp(out).find('\n') != std::string::npos;
+    }
+    ::kill(pid, SIGTERM);
+    for (int i = 0; i < 50 && ::kill(pid, 0) == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    REQUIRE(seen);
+    const std::string printed = slurp(out);
+    const auto line = nlohmann::json::parse(printed.substr(0, printed.find('\n')));
+    CHECK(line["events"].size() == 1);
+    CHECK(line["events"][0]["phase"] == "sampling");
+    CHECK(line["events"][0]["step"] == 500);
   }
   TEST_CASE("fix prints a unified diff of the top fix and --write writes the patched config") {
     TempDir dir;
