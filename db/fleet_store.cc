@@ -300,19 +300,20 @@ Result<std::unique_ptr<FleetStore>> FleetStore::open(const std::string& url,
   if (auto checked = check_fleet_url(url); !checked) return checked.error();
   const std::string timeout = std::to_string(std::max(1, connect_timeout_seconds));
   // The URL first: the keywords after it are oomtriage's own and win.
-  const char* keywords[] = {"dbname",
-                            "connect_timeout",
-                            "client_encoding",
-                            "application_name",
-                            "options",
-                            "keepalives_idle",
-                            nullptr};
+  // A partitioned network must not hold a call for the kernel's default keepalive (~11 min):
+  // unacknowledged data fails after 30 s, an idle link is probed every 10 s after 30 s.
+  const char* keywords[] = {
+      "dbname",          "connect_timeout",     "client_encoding",  "application_name", "options",
+      "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", nullptr};
   const char* values[] = {url.c_str(),
                           timeout.c_str(),
                           "UTF8",
                           "oomtriage",
                           "-c statement_timeout=60000 -c client_min_messages=warning",
                           "30",
+                          "10",
+                          "3",
+                          "30000",
                           nullptr};
   PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (conn == nullptr) return make_error(ErrorCode::kIo, "fleet store: out of memory");
@@ -351,10 +352,16 @@ Result<Ok> FleetStore::migrate() {
   if (PQntuples(exists->get()) == 0) {
     if (auto r = c.script("CREATE SCHEMA oomtriage"); !r) return r.error();
   }
-  if (auto r = c.script(
-          "CREATE TABLE IF NOT EXISTS oomtriage.meta (key text PRIMARY KEY, value text NOT NULL)");
-      !r) {
-    return r.error();
+  // The same for the meta table: a role without the right to create (a reporting user) finds
+  // it and reads on.
+  auto meta = c.run("SELECT to_regclass('oomtriage.meta') IS NOT NULL");
+  if (!meta) return meta.error();
+  if (text_at(meta->get(), 0, 0) != "t") {
+    if (auto r =
+            c.script("CREATE TABLE oomtriage.meta (key text PRIMARY KEY, value text NOT NULL)");
+        !r) {
+      return r.error();
+    }
   }
   auto current = c.run("SELECT value FROM oomtriage.meta WHERE key = 'schema_version'");
   if (!current) return current.error();

@@ -185,7 +185,9 @@ END;
 CREATE TRIGGER IF NOT EXISTS fleet_run_inserted AFTER INSERT ON runs BEGIN
   INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_run_updated AFTER UPDATE ON runs BEGIN
+CREATE TRIGGER IF NOT EXISTS fleet_run_updated AFTER UPDATE ON runs
+WHEN new.outcome IS NOT old.outcome OR new.snapshot_id IS NOT old.snapshot_id
+  OR new.updated_at / 60 != old.updated_at / 60 BEGIN
   INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
 END;
 CREATE TRIGGER IF NOT EXISTS fleet_event_inserted AFTER INSERT ON events BEGIN
@@ -743,7 +745,8 @@ Result<int64_t> Store::count_events() {
 
 namespace oomtriage::db {
 
-Result<Ok> Store::set_fleet_outbox(bool on) {
+Result<Ok> Store::set_fleet_outbox(const std::string& target) {
+  const bool on = !target.empty();
   Transaction tx(db_);
   if (!tx.ok()) return busy_or_database(db_, "begin");
   if (!on) {
@@ -752,9 +755,12 @@ Result<Ok> Store::set_fleet_outbox(bool on) {
     if (auto r = exec(kFleetTriggers); !r) return r.error();
     bool newly_on = false;
     {
+      // On for a new target (or another than before): it has seen nothing of this store.
       Statement s(*statements_,
-                  "INSERT INTO meta (key, value) VALUES ('fleet_outbox', 'on') ON CONFLICT (key) "
-                  "DO NOTHING RETURNING key");
+                  "INSERT INTO meta (key, value) VALUES ('fleet_outbox', ?1) ON CONFLICT (key) "
+                  "DO UPDATE SET value = excluded.value WHERE value IS NOT excluded.value "
+                  "RETURNING key");
+      s.bind(1, target);
       const int rc = s.step();
       if (rc != SQLITE_ROW && rc != SQLITE_DONE) return s.error("fleet outbox on");
       newly_on = rc == SQLITE_ROW;
@@ -808,14 +814,22 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
         Statement s(*statements_,
                     "SELECT name, trainer, log_dir, first_seen, last_seen FROM jobs WHERE id = ?1");
         s.bind(1, id);
-        if (s.step() != SQLITE_ROW) continue;
+        if (const int rc = s.step(); rc == SQLITE_DONE) {
+          continue;  // gone (never, today)
+        } else if (rc != SQLITE_ROW) {
+          return s.error("fleet batch");  // not "gone": the entry must stay queued
+        }
         batch.jobs.push_back({id, s.text(0), s.text(1), s.text(2), s.integer(3), s.integer(4)});
       } else if (entry_kind == "snapshot") {
         Statement s(*statements_,
                     "SELECT job_id, path, sha256, content, seen_at FROM config_snapshots WHERE "
                     "id = ?1");
         s.bind(1, id);
-        if (s.step() != SQLITE_ROW) continue;
+        if (const int rc = s.step(); rc == SQLITE_DONE) {
+          continue;  // gone (never, today)
+        } else if (rc != SQLITE_ROW) {
+          return s.error("fleet batch");  // not "gone": the entry must stay queued
+        }
         batch.snapshots.emplace_back(
             s.integer(0), SnapshotRow{id, s.text(1), s.text(2), s.text(3), s.integer(4)});
       } else if (entry_kind == "run") {
@@ -823,7 +837,11 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
                     "SELECT job_id, log_path, outcome, started_at, updated_at, snapshot_id FROM "
                     "runs WHERE id = ?1");
         s.bind(1, id);
-        if (s.step() != SQLITE_ROW) continue;
+        if (const int rc = s.step(); rc == SQLITE_DONE) {
+          continue;  // gone (never, today)
+        } else if (rc != SQLITE_ROW) {
+          return s.error("fleet batch");  // not "gone": the entry must stay queued
+        }
         batch.runs.emplace_back(s.integer(0), RunRow{id, s.text(1), s.text(2), s.integer(3),
                                                      s.integer(4), s.optional_integer(5)});
       } else if (entry_kind == "event") {
@@ -832,7 +850,11 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
                     "created_at, offset, model_family, kind, phase, step, recovered FROM events "
                     "WHERE id = ?1");
         s.bind(1, id);
-        if (s.step() != SQLITE_ROW) continue;
+        if (const int rc = s.step(); rc == SQLITE_DONE) {
+          continue;  // gone (never, today)
+        } else if (rc != SQLITE_ROW) {
+          return s.error("fleet batch");  // not "gone": the entry must stay queued
+        }
         FleetEvent e;
         e.uuid = s.text(0);
         e.job_id = s.integer(1);
@@ -855,7 +877,11 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
                     "resumed_step, outcome, verdict, started_at, ended_at FROM heal_attempts "
                     "WHERE id = ?1");
         s.bind(1, id);
-        if (s.step() != SQLITE_ROW) continue;
+        if (const int rc = s.step(); rc == SQLITE_DONE) {
+          continue;  // gone (never, today)
+        } else if (rc != SQLITE_ROW) {
+          return s.error("fleet batch");  // not "gone": the entry must stay queued
+        }
         HealAttempt a;
         a.run_id = s.integer(1);
         a.attempt = static_cast<int>(s.integer(2));

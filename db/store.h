@@ -258,10 +258,12 @@ class Store : public JobReader {
   // Makes a row pending again, due now, with its attempts reset; false when there is no such id.
   Result<bool> resend_alert(int64_t id, int64_t now);
 
-  // The fleet outbox. Triggers queue every new or changed job, run, snapshot, event and heal
-  // attempt while it is on; turning it on queues what the store already holds, once, so a node
-  // that joins a fleet late ships its past too. Off clears it.
-  Result<Ok> set_fleet_outbox(bool on);
+  // The fleet outbox for `target` (the fleet store's URL; "" for none). Triggers queue every
+  // new or changed job, snapshot, event and heal attempt, and a run when its outcome or config
+  // changes (else at most once a minute: a busy run is updated every second), while it is on.
+  // Turning it on for a target it was not on for queues what the store already holds, so a node
+  // that joins a fleet late, or moves to another, ships its past too. Off clears it.
+  Result<Ok> set_fleet_outbox(const std::string& target);
   // This store's own id (a UUID made when the store was created): the fleet store keys a node's
   // rows by it, so two daemons on one host, or a store made anew, never mix their ids.
   Result<std::string> store_id();

@@ -264,10 +264,18 @@ int run_report(const StoreTarget& target, const std::string& name, bool json, Co
       fmt::print(stderr, "oomtriage: {}\n", jobs.error().message);
       return kExitEnvironment;
     }
+    const db::JobSummary* newest = nullptr;
     for (const auto& job : *jobs) {
-      if (job_name.empty() && job.outcome.starts_with("crashed")) job_name = job.name;
+      if (!newest && job.outcome.starts_with("crashed")) newest = &job;
     }
-    if (job_name.empty() && !jobs->empty()) job_name = jobs->front().name;
+    if (!newest && !jobs->empty()) newest = &jobs->front();
+    if (newest) {
+      job_name = newest->name;
+      // In a fleet store the name may be on several hosts: this one is meant.
+      if (auto* fleet = dynamic_cast<db::FleetStore*>(store->get()); fleet && target.host.empty()) {
+        fleet->set_host_filter(newest->host);
+      }
+    }
   }
   if (job_name.empty()) {
     fmt::print(stderr, "oomtriage: no jobs yet in {}\n", target.location);

@@ -199,8 +199,12 @@ class Daemon {
   // `store: postgresql://...`: the outbox queues for it and a thread ships it. Without one the
   // outbox is off (and emptied), so a node that never joins a fleet queues nothing.
   bool start_fleet_shipper() {
+    const std::string host = config_.host.empty() ? this_host() : config_.host;
+    // A reload that changes neither keeps the shipper: stopping it would wait for its call to
+    // the database, and this loop never waits on the network.
+    if (fleet_ && fleet_->url() == config_.store && fleet_->host() == host) return true;
     fleet_.reset();
-    if (auto r = store_.set_fleet_outbox(!config_.store.empty()); !r) {
+    if (auto r = store_.set_fleet_outbox(config_.store); !r) {
       log_line(kError, "store {}: {}", store_path_, r.error().message);
       return false;
     }
@@ -208,7 +212,7 @@ class Daemon {
     FleetShipper::Options options;
     options.url = config_.store;
     options.store_path = store_path_;
-    options.host = config_.host.empty() ? this_host() : config_.host;
+    options.host = host;
     fleet_ = std::make_unique<FleetShipper>(std::move(options));
     return true;
   }

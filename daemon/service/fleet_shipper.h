@@ -37,6 +37,8 @@ class FleetShipper {
   // New rows were stored: look now rather than at the next interval.
   void poke();
 
+  const std::string& url() const { return options_.url; }
+  const std::string& host() const { return options_.host; }
   uint64_t backlog() const { return backlog_.load(); }  // outbox entries not yet shipped
   uint64_t shipped() const { return shipped_.load(); }  // entries shipped since start
   bool up() const { return up_.load(); }                // the last attempt reached it

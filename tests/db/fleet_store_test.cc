@@ -103,10 +103,16 @@ TEST_SUITE("db::fleet") {
     Node node;
     node.crash("before", 2, 100);
     CHECK(*node.store->fleet_backlog() == 0);  // a node without a fleet store queues nothing
-    REQUIRE(node.store->set_fleet_outbox(true));
+    REQUIRE(node.store->set_fleet_outbox("postgresql://fleet/a"));
     // job, snapshot, run and two events already stored: queued once, when it was turned on.
     CHECK(*node.store->fleet_backlog() == 5);
-    REQUIRE(node.store->set_fleet_outbox(true));  // on again (a restart): nothing queued twice
+    // On again for the same fleet store (a restart): nothing queued twice.
+    REQUIRE(node.store->set_fleet_outbox("postgresql://fleet/a"));
+    CHECK(*node.store->fleet_backlog() == 5);
+    // Shipped, then pointed at another fleet store: that one has seen nothing, so all again.
+    REQUIRE(node.store->fleet_shipped(node.store->fleet_batch(100)->last_seq));
+    CHECK(*node.store->fleet_backlog() == 0);
+    REQUIRE(node.store->set_fleet_outbox("postgresql://other/fleet"));
     CHECK(*node.store->fleet_backlog() == 5);
     node.crash("after", 1, 200);
     auto batch = *node.store->fleet_batch(100);
@@ -127,7 +133,7 @@ TEST_SUITE("db::fleet") {
     REQUIRE(node.store->fleet_shipped(first_two.last_seq));
     CHECK(*node.store->fleet_backlog() == 7);
 
-    REQUIRE(node.store->set_fleet_outbox(false));
+    REQUIRE(node.store->set_fleet_outbox(""));
     CHECK(*node.store->fleet_backlog() == 0);
     node.crash("off", 1, 300);
     CHECK(*node.store->fleet_backlog() == 0);
@@ -135,7 +141,7 @@ TEST_SUITE("db::fleet") {
 
   TEST_CASE("a row changed after its batch was read is shipped again, not forgotten") {
     Node node;
-    REQUIRE(node.store->set_fleet_outbox(true));
+    REQUIRE(node.store->set_fleet_outbox("postgresql://fleet/a"));
     const int64_t run = node.crash("j", 1, 100);
     auto batch = *node.store->fleet_batch(100);
     REQUIRE(batch.runs.size() == 1);
@@ -176,8 +182,8 @@ TEST_SUITE("db::fleet") {
 
     Node a;
     Node b;
-    REQUIRE(a.store->set_fleet_outbox(true));
-    REQUIRE(b.store->set_fleet_outbox(true));
+    REQUIRE(a.store->set_fleet_outbox("postgresql://fleet/a"));
+    REQUIRE(b.store->set_fleet_outbox("postgresql://fleet/a"));
     // Config bytes PostgreSQL's text refuses (a NUL, a lone Latin-1 byte) must not stop shipping.
     a.crash("flux_lora", 2, 1000,
             std::string("config:\n  name: caf\xe9\n  x: \"a") + '\0' + "b\"\n");
