@@ -173,7 +173,7 @@ TEST_SUITE("daemon::service") {
     CHECK(fs::exists("/usr/lib/systemd/system/oomtriage.service"));
     CHECK(fs::exists("/etc/oomtriage/oomtriage.yaml"));
     CHECK(fs::exists("/usr/share/bash-completion/completions/oomtriage"));
-    if (have("help2man")) CHECK(fs::exists("/usr/share/man/man1/oomtriage.1"));
+    CHECK(fs::exists("/usr/share/man/man1/oomtriage.1"));
     CHECK(run("dpkg -r oomtriage > " + (dir.path / "remove.log").string() + " 2>&1") == 0);
     CHECK_FALSE(fs::exists("/usr/bin/oomtriage"));
     CHECK_FALSE(fs::exists("/usr/lib/systemd/system/oomtriage.service"));
