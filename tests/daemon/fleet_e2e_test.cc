@@ -24,18 +24,6 @@ using namespace oomtriage::testing;
 
 namespace {
 
-// What `oomtriage ARGS` prints on stdout, and its exit code.
-std::pair<int, std::string> oomtriage_says(const std::string& args) {
-  const std::string command = std::string(OOMTRIAGE_BINARY) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 // The fleet store's jobs, by "host job" -> events, as `oomtriage jobs --store URL --json` says.
 std::map<std::string, int> fleet_jobs(const std::string& url) {
   const auto [rc, out] = oomtriage_says("jobs --json --store '" + url + "'");
@@ -49,22 +37,6 @@ std::map<std::string, int> fleet_jobs(const std::string& url) {
   }
   return jobs;
 }
-
-struct ScopedEnv {
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 std::string squeue_line(const std::string& job, const fs::path& out) {
   return fmt::format("{:<40}{:<40}{:<40}{:<4096}\n", job, job, "N/A", out.string());

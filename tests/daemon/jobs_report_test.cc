@@ -50,15 +50,7 @@ void add_job(db::Store& store, const std::string& name, int64_t age, const std::
 }
 
 std::pair<int, std::string> oomtriage_says(const fs::path& state, const std::string& args) {
-  const std::string command = std::string(OOMTRIAGE_BINARY) + " --color never --state-dir " +
-                              state.string() + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return testing::oomtriage_says("--color never --state-dir " + state.string() + " " + args);
 }
 
 std::vector<std::string> names(const std::string& json) {

@@ -27,23 +27,6 @@ std::string squeue_line(const std::string& job, const std::string& array_job,
   return fmt::format("{:<40}{:<40}{:<40}{:<4096}\n", job, array_job, task, path);
 }
 
-// PATH and an environment variable set for the daemons a test starts, put back after.
-struct ScopedEnv {
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 }  // namespace
 
 TEST_SUITE("daemon::slurm") {
@@ -52,7 +35,7 @@ TEST_SUITE("daemon::slurm") {
         squeue_line("1234", "1234", "N/A", "/home/ana/runs/slurm-1234.out") +
         squeue_line("1240_7", "1240", "7", "/scratch/ana/slurm-1240_7.out") +
         squeue_line("1250", "1250", "N/A", "/data/my runs/flux lora.out") +
-        squeue_line("1260", "1260", "N/A", "") +  // no file: nothing to follow
+        squeue_line("1260", "1260", "N/A", "") +      // no file: nothing to follow
         "JOBID ARRAY_JOB_ID ARRAY_TASK_ID STDOUT\n";  // a header, were --noheader forgotten
     const auto jobs = daemon::parse_squeue(output);
     REQUIRE(jobs.size() == 3);

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -20,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "db/store.h"
@@ -33,7 +36,6 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 inline const fs::path kGolden = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata" / "logs";
-
 
 struct TempDir {
   fs::path path;
@@ -71,7 +73,8 @@ class DaemonProcess {
     REQUIRE(posix_spawn(&pid_, raw[0], &actions, nullptr, raw.data(), environ) == 0);
     posix_spawn_file_actions_destroy(&actions);
     // Ready once it says so on stderr.
-    REQUIRE(wait_until([&] { return stderr_text().find("store ready") != std::string::npos || !alive(); }));
+    REQUIRE(wait_until(
+        [&] { return stderr_text().find("store ready") != std::string::npos || !alive(); }));
   }
   ~DaemonProcess() {
     if (pid_ > 0) {
@@ -132,7 +135,37 @@ struct StoreView {
   }
 };
 
+// What `oomtriage ARGS` prints (stdout and stderr) and its exit code.
+inline std::pair<int, std::string> oomtriage_says(const std::string& args) {
+  const std::string command = std::string(OOMTRIAGE_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
 
+// An environment variable set for the processes a test starts (PATH for a fake squeue), put
+// back after.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  const char* name_;
+  std::optional<std::string> old_;
+};
 
 // Kills the process whose pid is in `pid_file` (a server a test started in the background) and
 // waits for it to exit, so nothing writes into the test's folder while it is removed.
@@ -141,7 +174,8 @@ struct KillOnExit {
   ~KillOnExit() {
     const std::string pid = "$(cat " + pid_file.string() + ")";
     std::system(("kill " + pid + " 2>/dev/null; for i in $(seq 100); do kill -0 " + pid +
-                 " 2>/dev/null || break; sleep 0.05; done").c_str());
+                 " 2>/dev/null || break; sleep 0.05; done")
+                    .c_str());
   }
 };
 
