@@ -790,6 +790,19 @@ Result<std::string> Store::store_id() {
   return **id;
 }
 
+namespace {
+
+// One row by id: true when it is there, false when it is gone (never, today); any other answer
+// is an error, so that its outbox entry stays queued rather than being forgotten unshipped.
+Result<bool> row_found(Statement& s) {
+  const int rc = s.step();
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return s.error("fleet batch");
+}
+
+}  // namespace
+
 Result<FleetBatch> Store::fleet_batch(int limit) {
   FleetBatch batch;
   // One read transaction: the rows are one consistent picture even while the daemon writes.
@@ -814,10 +827,9 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
         Statement s(*statements_,
                     "SELECT name, trainer, log_dir, first_seen, last_seen FROM jobs WHERE id = ?1");
         s.bind(1, id);
-        if (const int rc = s.step(); rc == SQLITE_DONE) {
-          continue;  // gone (never, today)
-        } else if (rc != SQLITE_ROW) {
-          return s.error("fleet batch");  // not "gone": the entry must stay queued
+        if (auto found = row_found(s); !found || !*found) {
+          if (!found) return found.error();
+          continue;
         }
         batch.jobs.push_back({id, s.text(0), s.text(1), s.text(2), s.integer(3), s.integer(4)});
       } else if (entry_kind == "snapshot") {
@@ -825,10 +837,9 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
                     "SELECT job_id, path, sha256, content, seen_at FROM config_snapshots WHERE "
                     "id = ?1");
         s.bind(1, id);
-        if (const int rc = s.step(); rc == SQLITE_DONE) {
-          continue;  // gone (never, today)
-        } else if (rc != SQLITE_ROW) {
-          return s.error("fleet batch");  // not "gone": the entry must stay queued
+        if (auto found = row_found(s); !found || !*found) {
+          if (!found) return found.error();
+          continue;
         }
         batch.snapshots.emplace_back(
             s.integer(0), SnapshotRow{id, s.text(1), s.text(2), s.text(3), s.integer(4)});
@@ -837,10 +848,9 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
                     "SELECT job_id, log_path, outcome, started_at, updated_at, snapshot_id FROM "
                     "runs WHERE id = ?1");
         s.bind(1, id);
-        if (const int rc = s.step(); rc == SQLITE_DONE) {
-          continue;  // gone (never, today)
-        } else if (rc != SQLITE_ROW) {
-          return s.error("fleet batch");  // not "gone": the entry must stay queued
+        if (auto found = row_found(s); !found || !*found) {
+          if (!found) return found.error();
+          continue;
         }
         batch.runs.emplace_back(s.integer(0), RunRow{id, s.text(1), s.text(2), s.integer(3),
                                                      s.integer(4), s.optional_integer(5)});
@@ -850,10 +860,9 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
                     "created_at, offset, model_family, kind, phase, step, recovered FROM events "
                     "WHERE id = ?1");
         s.bind(1, id);
-        if (const int rc = s.step(); rc == SQLITE_DONE) {
-          continue;  // gone (never, today)
-        } else if (rc != SQLITE_ROW) {
-          return s.error("fleet batch");  // not "gone": the entry must stay queued
+        if (auto found = row_found(s); !found || !*found) {
+          if (!found) return found.error();
+          continue;
         }
         FleetEvent e;
         e.uuid = s.text(0);
@@ -877,10 +886,9 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
                     "resumed_step, outcome, verdict, started_at, ended_at FROM heal_attempts "
                     "WHERE id = ?1");
         s.bind(1, id);
-        if (const int rc = s.step(); rc == SQLITE_DONE) {
-          continue;  // gone (never, today)
-        } else if (rc != SQLITE_ROW) {
-          return s.error("fleet batch");  // not "gone": the entry must stay queued
+        if (auto found = row_found(s); !found || !*found) {
+          if (!found) return found.error();
+          continue;
         }
         HealAttempt a;
         a.run_id = s.integer(1);

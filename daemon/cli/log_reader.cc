@@ -28,6 +28,35 @@ constexpr size_t kReadChunk = 128 << 10;
 constexpr size_t kReadBuffers = 4;
 constexpr off_t kProgressMinBytes = 64 << 20;
 
+// Feeds chunks to the analyzer as they come, decoded first when the log is a container log
+// (kubelet's CRI lines): the analyzer reads what the trainer wrote.
+class ContentFeeder {
+ public:
+  ContentFeeder(parsers::LogAnalyzer& analyzer, bool cri) : analyzer_(analyzer), cri_(cri) {}
+  void set_cri(bool cri) { cri_ = cri; }
+  void feed(std::string_view chunk) {
+    if (!cri_) {
+      analyzer_.feed(chunk);
+      return;
+    }
+    content_.clear();
+    decoder_.feed(chunk, content_);
+    analyzer_.feed(content_);
+  }
+  void finish() {
+    if (!cri_) return;
+    content_.clear();
+    decoder_.finish(content_);
+    analyzer_.feed(content_);
+  }
+
+ private:
+  parsers::LogAnalyzer& analyzer_;
+  bool cri_;
+  parsers::CriDecoder decoder_;
+  std::string content_;
+};
+
 // Feeds a gzip file's content (a container log's decoded), closing `fd`.
 Result<Ok> feed_gzip(int fd, const std::string& path, parsers::LogAnalyzer& analyzer) {
   gzFile gz = ::gzdopen(fd, "rb");
@@ -37,28 +66,16 @@ Result<Ok> feed_gzip(int fd, const std::string& path, parsers::LogAnalyzer& anal
   }
   ::gzbuffer(gz, 256 << 10);
   std::vector<char> buffer(kReadChunk);
-  parsers::CriDecoder decoder;
-  std::string content;
+  ContentFeeder feeder(analyzer, false);
   bool first = true;
-  bool cri = false;
   int n;
   while ((n = ::gzread(gz, buffer.data(), static_cast<unsigned>(buffer.size()))) > 0) {
     const std::string_view chunk(buffer.data(), static_cast<size_t>(n));
-    if (first) cri = parsers::looks_like_cri(chunk);
+    if (first) feeder.set_cri(parsers::looks_like_cri(chunk));
     first = false;
-    if (cri) {
-      content.clear();
-      decoder.feed(chunk, content);
-      analyzer.feed(content);
-    } else {
-      analyzer.feed(chunk);
-    }
+    feeder.feed(chunk);
   }
-  if (cri) {
-    content.clear();
-    decoder.finish(content);
-    analyzer.feed(content);
-  }
+  feeder.finish();
   // A truncated stream ends with 0 and the error set, not always with -1.
   int zerror = Z_OK;
   const std::string message = ::gzerror(gz, &zerror);
@@ -110,7 +127,7 @@ Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer
     if (show_progress) fmt::print(stderr, "\r\x1b[2K");
     return read;
   }
-  bool cri = head_size > 0 &&
+  const bool cri = head_size > 0 &&
              parsers::looks_like_cri(std::string_view(head, static_cast<size_t>(head_size)));
   if (S_ISREG(st.st_mode) && !cri) {
     const int error = feed_parts(fd, static_cast<uint64_t>(st.st_size), analyzer, on_progress);
@@ -122,29 +139,18 @@ Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer
     }
     return Ok{};
   }
-  // A container log (kubelet's CRI format): the analyzer reads what the trainer wrote.
-  parsers::CriDecoder decoder;
-  std::string content;
+  // A pipe, a device, or a container log (kubelet's CRI format).
+  ContentFeeder feeder(analyzer, cri);
   ReadAhead reader(fd, kReadChunk, kReadBuffers);
   uint64_t done = 0;
   for (std::string_view chunk; !(chunk = reader.next()).empty();) {
     // A pipe cannot be peeked at: its first chunk tells whether it is a container log.
-    if (done == 0 && head_size < 0) cri = parsers::looks_like_cri(chunk);
-    if (cri) {
-      content.clear();
-      decoder.feed(chunk, content);
-      analyzer.feed(content);
-    } else {
-      analyzer.feed(chunk);
-    }
+    if (done == 0 && head_size < 0) feeder.set_cri(parsers::looks_like_cri(chunk));
+    feeder.feed(chunk);
     done += chunk.size();
     on_progress(done);
   }
-  if (cri) {
-    content.clear();
-    decoder.finish(content);
-    analyzer.feed(content);
-  }
+  feeder.finish();
   if (reader.error() != 0) {
     if (show_progress) fmt::print(stderr, "\r\x1b[2K");
     ::close(fd);
