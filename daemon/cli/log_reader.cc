@@ -128,7 +128,7 @@ Result<Ok> read_log_into(const std::string& path, parsers::LogAnalyzer& analyzer
     return read;
   }
   const bool cri = head_size > 0 &&
-             parsers::looks_like_cri(std::string_view(head, static_cast<size_t>(head_size)));
+                   parsers::looks_like_cri(std::string_view(head, static_cast<size_t>(head_size)));
   if (S_ISREG(st.st_mode) && !cri) {
     const int error = feed_parts(fd, static_cast<uint64_t>(st.st_size), analyzer, on_progress);
     if (show_progress) fmt::print(stderr, "\r\x1b[2K");
