@@ -171,9 +171,19 @@ int main(int argc, char** argv) {
 
   std::string report_job;
   bool report_json = false;
+  bool report_markdown = false;
+  std::string report_html;
   CLI::App* report_cmd = app.add_subcommand("report", "The story of one job");
   report_cmd->add_option("JOB", report_job, "The job's name (default: the newest that crashed)");
-  report_cmd->add_flag("--json", report_json, "Print JSON");
+  CLI::Option* report_json_opt = report_cmd->add_flag("--json", report_json, "Print JSON");
+  CLI::Option* report_markdown_opt = report_cmd->add_flag(
+      "--markdown", report_markdown, "Print a short Markdown version for chat");
+  report_cmd
+      ->add_option("--html", report_html,
+                   "Write a self-contained HTML page (runs, loss curve, memory, fixes) to FILE")
+      ->excludes(report_json_opt)
+      ->excludes(report_markdown_opt);
+  report_json_opt->excludes(report_markdown_opt);
   report_cmd->add_option("--host", host_filter, "The node whose job it is (a fleet store)");
   report_cmd->add_option("--config", reader_config, "Read the store this daemon config names");
 
@@ -336,7 +346,14 @@ int main(int argc, char** argv) {
       if (!jobs_since.empty()) jobs_filter.since_seconds = daemon::parse_duration(jobs_since);
       return daemon::run_jobs(target, jobs_filter, jobs_json, color_mode);
     }
-    return daemon::run_report(target, report_job, report_json, color_mode);
+    daemon::ReportOptions report_options;
+    report_options.color = color_mode;
+    report_options.format = report_json            ? daemon::ReportFormat::kJson
+                            : report_markdown      ? daemon::ReportFormat::kMarkdown
+                            : !report_html.empty() ? daemon::ReportFormat::kHtml
+                                                   : daemon::ReportFormat::kText;
+    report_options.html_path = report_html;
+    return daemon::run_report(target, report_job, report_options);
   }
   if (resend_cmd->parsed()) return daemon::run_alerts_resend(store_path(state_dir, ""), resend_id);
   if (alerts_cmd->parsed()) {

@@ -168,6 +168,11 @@ CREATE TABLE fleet_outbox (
   UNIQUE (kind, row_id)
 ) STRICT;
 )sql",
+    // 7: how much of a file was there when the daemon first started and began at its end (no
+    // backfill), so that `report` can say a crash before it was not read.
+    R"sql(
+ALTER TABLE files ADD COLUMN skipped_bytes INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 // Every row a fleet store must see, queued by the write that makes or changes it: no code path
@@ -340,13 +345,14 @@ Result<std::optional<FileRow>> Store::find_file(uint64_t dev, uint64_t ino) {
 
 Result<int64_t> Store::insert_file(const FileRow& file, int64_t now) {
   // A (dev, ino) seen before belongs to a file that is gone: the inode was reused.
-  Statement s(*statements_,
-              "INSERT INTO files (path, dev, ino, fingerprint, fingerprint_len, offset, job_id, "
-              "run_id, analyzer_state, updated_at, generation, line, anchor) VALUES (?1, ?2, ?3, "
-              "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13) ON CONFLICT (dev, ino) DO UPDATE SET "
-              "path = ?1, fingerprint = ?4, fingerprint_len = ?5, offset = ?6, job_id = ?7, "
-              "run_id = ?8, analyzer_state = ?9, state = 'active', updated_at = ?10, "
-              "generation = ?11, line = ?12, anchor = ?13 RETURNING id");
+  Statement s(
+      *statements_,
+      "INSERT INTO files (path, dev, ino, fingerprint, fingerprint_len, offset, job_id, "
+      "run_id, analyzer_state, updated_at, generation, line, anchor, skipped_bytes) VALUES "
+      "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) ON CONFLICT (dev, ino) "
+      "DO UPDATE SET path = ?1, fingerprint = ?4, fingerprint_len = ?5, offset = ?6, "
+      "job_id = ?7, run_id = ?8, analyzer_state = ?9, state = 'active', updated_at = ?10, "
+      "generation = ?11, line = ?12, anchor = ?13, skipped_bytes = ?14 RETURNING id");
   s.bind(1, file.path)
       .bind(2, static_cast<int64_t>(file.dev))
       .bind(3, static_cast<int64_t>(file.ino))
@@ -359,7 +365,8 @@ Result<int64_t> Store::insert_file(const FileRow& file, int64_t now) {
       .bind(10, now)
       .bind(11, file.generation)
       .bind(12, file.line)
-      .bind(13, file.anchor);
+      .bind(13, file.anchor)
+      .bind(14, static_cast<int64_t>(file.skipped_bytes));
   if (s.step() != SQLITE_ROW) return s.error("insert file " + file.path);
   return s.integer(0);
 }
@@ -567,6 +574,11 @@ Result<std::optional<JobStory>> Store::job_story(const std::string& name) {
     a.ended_at = attempts.integer(10);
     story.attempts.push_back(std::move(a));
   }
+  Statement unread(*statements_,
+                   "SELECT path FROM files WHERE job_id = ?1 AND skipped_bytes > 0 ORDER BY id "
+                   "LIMIT 1");
+  unread.bind(1, id);
+  if (unread.step() == SQLITE_ROW) story.unread_log = unread.text(0);
   return std::optional<JobStory>(std::move(story));
 }
 

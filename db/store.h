@@ -36,6 +36,8 @@ struct FileRow {
   int64_t job_id = 0;
   int64_t run_id = 0;
   std::string analyzer_state = "{}";
+  // Present at the daemon's first start and begun at its end: the bytes not read.
+  uint64_t skipped_bytes = 0;
 };
 
 struct EventRow {
@@ -168,6 +170,8 @@ struct JobStory {
   std::vector<SnapshotRow> snapshots;
   std::vector<StoredEvent> events;
   std::vector<HealAttempt> attempts;
+  // A log of the job the daemon began at its end (first start, no backfill); not in fleet stores.
+  std::optional<std::string> unread_log;
 };
 
 // Rows changed since they were last shipped to the fleet store (db/fleet_store.h), read from the

@@ -10,16 +10,24 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
+#include <set>
 
 #include "daemon/cli/log_reader.h"
 #include "daemon/render/did_you_mean.h"
+#include "daemon/render/html_report.h"
+#include "daemon/render/json_output.h"
+#include "daemon/render/markdown_report.h"
 #include "daemon/render/text_output.h"
 #include "db/fleet_store.h"
+#include "db/loss_log.h"
 #include "db/store.h"
 #include "parsers/job_config.h"
-#include "daemon/render/json_output.h"
+#include "parsers/loss_curve.h"
 #include "triage/config_patch.h"
 #include "triage/history.h"
 
@@ -144,6 +152,266 @@ const db::HealAttempt* attempt_of(const db::JobStory& story, int64_t run_id) {
   return nullptr;
 }
 
+// "attempt 2/3: train.batch_size 2 -> 1, resumed at step 500, crashed_oom (verdict)".
+std::string attempt_text(const db::HealAttempt& a) {
+  std::string line = fmt::format("attempt {}/{}", a.attempt, a.max_attempts);
+  if (!a.change.empty()) line += ": " + a.change;
+  if (a.attempt > 1 && a.resumed_step) line += fmt::format(", resumed at step {}", *a.resumed_step);
+  line += ", " + a.outcome;
+  if (!a.verdict.empty()) line += " (" + a.verdict + ")";
+  return line;
+}
+
+ReportView build_view(const db::JobStory& story) {
+  ReportView view;
+  view.name = story.job.name;
+  view.trainer = story.job.trainer;
+  view.model_family = story.snapshots.empty() ? "unknown" : family_of(story.snapshots.back());
+  view.outcome = story.job.outcome;
+  view.log_dir = story.job.log_dir;
+  view.host = story.job.host;
+  view.made_at = when(unix_now());
+  for (size_t i = 0; i < story.runs.size(); ++i) {
+    const db::RunRow& r = story.runs[i];
+    RunView run;
+    run.number = static_cast<int>(i + 1);
+    run.id = r.id;
+    run.log_path = r.log_path;
+    run.outcome = r.outcome;
+    run.started_at = when(r.started_at);
+    run.updated_at = when(r.updated_at);
+    Carried carried = carried_by(story, i);
+    run.carried_fixes = std::move(carried.ids);
+    run.carried_result = std::move(carried.verdict);
+    if (const db::HealAttempt* a = attempt_of(story, r.id)) run.attempt = attempt_text(*a);
+    view.runs.push_back(std::move(run));
+  }
+  for (size_t i = 0; i < story.snapshots.size(); ++i) {
+    const db::SnapshotRow& s = story.snapshots[i];
+    view.snapshots.push_back({s.id, s.path, s.sha256, when(s.seen_at),
+                              i == 0 ? ""
+                                     : triage::unified_diff(story.snapshots[i - 1].content,
+                                                            s.content, "previous", "this")});
+  }
+  for (const auto& e : story.events) {
+    ordered_json event = ordered_json::parse(e.event_json, nullptr, false);
+    if (event.is_discarded()) continue;
+    event["run_id"] = e.run_id;
+    event["snapshot_id"] = e.snapshot_id ? ordered_json(*e.snapshot_id) : ordered_json(nullptr);
+    event["stored_at"] = when(e.created_at);
+    view.events.push_back(std::move(event));
+  }
+  if (!story.events.empty()) {
+    ordered_json fixes = ordered_json::parse(story.events.back().fixes_json, nullptr, false);
+    if (fixes.is_array()) view.fixes = std::move(fixes);
+  }
+  // A job that went on to complete (healed, or fixed by hand) no longer needs them: said, so that
+  // the fix which worked is not read as still to do.
+  view.completed_since = !story.runs.empty() && story.runs.back().outcome == "completed";
+  view.unread_log = story.unread_log;
+  return view;
+}
+
+ordered_json report_json(const db::JobStory& story, const ReportView& view) {
+  ordered_json runs = ordered_json::array();
+  for (size_t i = 0; i < story.runs.size(); ++i) {
+    const db::RunRow& r = story.runs[i];
+    const RunView& run = view.runs[i];
+    ordered_json attempt = nullptr;
+    if (const db::HealAttempt* a = attempt_of(story, r.id)) {
+      attempt = {
+          {"attempt", a->attempt},
+          {"max_attempts", a->max_attempts},
+          {"fix_id", a->fix_id.empty() ? ordered_json(nullptr) : ordered_json(a->fix_id)},
+          {"change", a->change},
+          {"argv", ordered_json::parse(a->argv_json, nullptr, false)},
+          {"resumed_step",
+           a->resumed_step ? ordered_json(*a->resumed_step) : ordered_json(nullptr)},
+          {"outcome", a->outcome},
+          {"verdict", a->verdict.empty() ? ordered_json(nullptr) : ordered_json(a->verdict)}};
+    }
+    runs.push_back(
+        {{"id", r.id},
+         {"number", run.number},
+         {"log_path", r.log_path},
+         {"outcome", r.outcome},
+         {"started_at", run.started_at},
+         {"updated_at", run.updated_at},
+         {"snapshot_id", r.snapshot_id ? ordered_json(*r.snapshot_id) : ordered_json(nullptr)},
+         {"carried_fixes", run.carried_fixes},
+         {"carried_result",
+          run.carried_result.empty() ? ordered_json(nullptr) : ordered_json(run.carried_result)},
+         {"attempt", attempt}});
+  }
+  ordered_json snapshots = ordered_json::array();
+  for (const auto& s : story.snapshots) {
+    snapshots.push_back({{"id", s.id},
+                         {"path", s.path},
+                         {"sha256", s.sha256},
+                         {"seen_at", when(s.seen_at)},
+                         {"content", s.content}});
+  }
+  ordered_json job = {{"name", view.name},
+                      {"trainer", view.trainer},
+                      {"model_family", view.model_family},
+                      {"outcome", view.outcome},
+                      {"log_dir", view.log_dir}};
+  if (!view.host.empty()) job["host"] = view.host;
+  return {{"oomtriage", 1},        {"job", job},         {"runs", runs}, {"snapshots", snapshots},
+          {"events", view.events}, {"fixes", view.fixes}};
+}
+
+// The training loss for the curve: AI Toolkit's loss_log.db beside the log when it has rows, else
+// what the runs' logs show in their bars.
+LossCurve loss_curve_of(const ReportView& view) {
+  LossCurve curve;
+  const std::string loss_db = (std::filesystem::path(view.log_dir) / "loss_log.db").string();
+  if (!view.log_dir.empty() && std::filesystem::exists(loss_db)) {
+    auto points = db::read_aitk_loss_log(loss_db);
+    if (points && !points->empty()) return {std::move(*points), "loss_log.db"};
+    if (!points)
+      fmt::print(stderr, "oomtriage: {}; the loss comes from the log\n", points.error().message);
+  }
+  const parsers::Trainer trainer =
+      parsers::trainer_from_string(view.trainer).value_or(parsers::Trainer::kUnknown);
+  parsers::LossCurveReader reader(view.name, trainer);
+  std::set<std::string> read;
+  for (const RunView& run : view.runs) {
+    if (!read.insert(run.log_path).second || !std::filesystem::exists(run.log_path)) continue;
+    // A log that cannot be read leaves the curve without it; the page says where the loss came
+    // from.
+    (void)read_log_content(run.log_path, [&](std::string_view chunk) { reader.feed(chunk); });
+    reader.finish();
+  }
+  curve.points = reader.points();
+  if (!curve.points.empty()) curve.source = "the log's progress bar";
+  return curve;
+}
+
+// Writes `content` to `path` ("-": standard output) whole or not at all.
+Result<Ok> write_file(const std::string& path, const std::string& content) {
+  if (path == "-") {
+    fmt::print("{}", content);
+    return Ok{};
+  }
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out << content;
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      return make_error(ErrorCode::kIo,
+                        fmt::format("cannot write {}: {}", path, std::strerror(errno)));
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temp, path, error);
+  if (error) {
+    std::filesystem::remove(temp, error);
+    return make_error(ErrorCode::kIo, fmt::format("cannot write {}: {}", path, error.message()));
+  }
+  return Ok{};
+}
+
+void print_text_report(const ReportView& view, bool c) {
+  const auto bold = [&](const std::string& s) { return paint(c, fmt::emphasis::bold, s); };
+  fmt::print("{}  {}  {}  model {}\n", bold("job " + view.name), view.trainer, view.outcome,
+             view.model_family);
+  fmt::print("folder {}\n", view.log_dir);
+  if (!view.host.empty()) fmt::print("host {}\n", view.host);
+  if (view.unread_log) {
+    fmt::print(
+        "note: {} was already there when the daemon first started and was read from its "
+        "end; `oomtriage scan {}` reads it all\n",
+        *view.unread_log, *view.unread_log);
+  }
+  fmt::print("\n{}\n", bold("runs"));
+  for (const RunView& run : view.runs) {
+    fmt::print("  run {}  {}  {}  {}\n", run.number, run.started_at, run.outcome, run.log_path);
+    if (!run.attempt.empty()) fmt::print("       {}\n", run.attempt);
+    if (!run.carried_fixes.empty()) {
+      fmt::print("       carried {} from the previous crash: {}\n",
+                 fmt::join(run.carried_fixes, ", "), run.carried_result);
+    }
+  }
+  fmt::print("\n{}\n", bold("config"));
+  if (view.snapshots.empty()) fmt::print("  no config file seen\n");
+  for (const SnapshotView& s : view.snapshots) {
+    fmt::print("  snapshot {}  sha256 {}  taken {}  {}\n", s.id, s.sha256.substr(0, 12), s.seen_at,
+               s.path);
+    for (size_t at = 0, next; at < s.diff_from_previous.size(); at = next + 1) {
+      next = s.diff_from_previous.find('\n', at);
+      if (next == std::string::npos) next = s.diff_from_previous.size();
+      fmt::print("    {}\n", s.diff_from_previous.substr(at, next - at));
+    }
+  }
+  fmt::print("\n{}\n", bold(fmt::format("out-of-memory events ({})", view.events.size())));
+  int index = 0;
+  for (const auto& event : view.events) {
+    ++index;
+    const auto number = [&event](const char* key) -> std::optional<int64_t> {
+      if (!event.contains(key) || !event[key].is_number_integer()) return std::nullopt;
+      return event[key].get<int64_t>();
+    };
+    const std::string step = step_text(number("step"), number("total_steps"));
+    fmt::print("  {}. {} in {}, {}{}  (run {}, line {}, {})\n", index, event.value("kind", "?"),
+               event.value("phase", "?"), step,
+               event.value("recovered", false) ? " (recovered)" : "",
+               view.run_number(number("run_id").value_or(0)), event["line"].dump(),
+               event.value("stored_at", "?"));
+    const MemoryAtCrash m = memory_at_crash(event);
+    if (m.capacity > 0) {
+      fmt::print("     {} used {} + tried {} of {} ({} free)\n",
+                 memory_bar(m.capacity, m.in_use, m.tried, 30), format_bytes(m.in_use),
+                 format_bytes(m.tried), format_bytes(m.capacity),
+                 m.free ? format_bytes(*m.free) : "?");
+    }
+    std::string message = event.value("message", "");
+    if (message.size() > 150) message = message.substr(0, 150) + "…";
+    fmt::print("     {}\n", message);
+    // Why this phase and this step: the line that showed each.
+    for (const auto& [key, what] :
+         {std::pair{"phase_evidence", "phase"}, std::pair{"step_evidence", "step"}}) {
+      if (!event.contains(key) || !event[key].is_object()) continue;
+      const auto& evidence = event[key];
+      fmt::print("     {} from {} at line {}: {}\n", what, evidence.value("source", "?"),
+                 evidence.value("line", int64_t{0}), evidence.value("text", ""));
+    }
+  }
+  if (!view.fixes.empty()) {
+    fmt::print("\n{}\n", bold(view.completed_since
+                                  ? "fixes for the last incident, best first (the job completed "
+                                    "in a later run)"
+                                  : "fixes for the last incident, best first"));
+    for (const auto& fix : view.fixes) {
+      if (!fix.is_object()) continue;
+      fmt::print("  {}. {} [{}]\n", fix.value("rank", 0), fix.value("title", ""),
+                 fix.value("id", ""));
+      if (fix.contains("target") && fix["target"].is_object() && fix.contains("changes") &&
+          !fix["changes"].empty()) {
+        const auto& target = fix["target"];
+        fmt::print("       in {}{}\n", target.value("kind", "?"),
+                   target["path"].is_string() ? " " + target["path"].get<std::string>() : "");
+      }
+      if (fix.contains("changes") && fix["changes"].is_array()) {
+        for (const auto& change : fix["changes"]) {
+          fmt::print("       {}: {} -> {}\n", change.value("path", ""), change["from"].dump(),
+                     change["to"].dump());
+        }
+      }
+      if (fix.contains("why") && fix["why"].is_string()) {
+        fmt::print("       why: {}\n", fix["why"].get<std::string>());
+      }
+      if (fix.contains("check") && fix["check"].is_string()) {
+        fmt::print("       check: {}\n", fix["check"].get<std::string>());
+      }
+      fmt::print("       cost: {}\n", fix.value("cost", ""));
+    }
+  }
+}
+
 }  // namespace
 
 std::string memory_bar(uint64_t capacity, uint64_t used, uint64_t tried, int width) {
@@ -248,7 +516,7 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
   return kExitOk;
 }
 
-int run_report(const StoreTarget& target, const std::string& name, bool json, ColorMode color) {
+int run_report(const StoreTarget& target, const std::string& name, const ReportOptions& options) {
   auto store = open_reader(target);
   if (!store) {
     fmt::print(stderr, "oomtriage: {}\n", store.error().message);
@@ -300,178 +568,35 @@ int run_report(const StoreTarget& target, const std::string& name, bool json, Co
     return kExitBadInput;
   }
 
-  ordered_json events = ordered_json::array();
-  for (const auto& e : story->events) {
-    ordered_json event = ordered_json::parse(e.event_json, nullptr, false);
-    if (event.is_discarded()) continue;
-    event["run_id"] = e.run_id;
-    event["snapshot_id"] = e.snapshot_id ? ordered_json(*e.snapshot_id) : ordered_json(nullptr);
-    event["stored_at"] = when(e.created_at);
-    events.push_back(event);
-  }
-  ordered_json fixes = story->events.empty()
-                           ? ordered_json::array()
-                           : ordered_json::parse(story->events.back().fixes_json, nullptr, false);
-  const std::string family =
-      story->snapshots.empty() ? "unknown" : family_of(story->snapshots.back());
-
-  if (json) {
-    ordered_json runs = ordered_json::array();
-    for (const auto& r : story->runs) {
-      const Carried carried = carried_by(*story, runs.size());
-      ordered_json attempt = nullptr;
-      if (const db::HealAttempt* a = attempt_of(*story, r.id)) {
-        attempt = {
-            {"attempt", a->attempt},
-            {"max_attempts", a->max_attempts},
-            {"fix_id", a->fix_id.empty() ? ordered_json(nullptr) : ordered_json(a->fix_id)},
-            {"change", a->change},
-            {"argv", ordered_json::parse(a->argv_json, nullptr, false)},
-            {"resumed_step",
-             a->resumed_step ? ordered_json(*a->resumed_step) : ordered_json(nullptr)},
-            {"outcome", a->outcome},
-            {"verdict", a->verdict.empty() ? ordered_json(nullptr) : ordered_json(a->verdict)}};
+  ReportView view = build_view(*story);
+  switch (options.format) {
+    case ReportFormat::kJson:
+      fmt::print(
+          "{}\n",
+          report_json(*story, view).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
+      return kExitOk;
+    case ReportFormat::kMarkdown:
+      fmt::print("{}", render_markdown_report(view));
+      return kExitOk;
+    case ReportFormat::kHtml: {
+      view.loss = loss_curve_of(view);
+      const std::string html = render_html_report(view);
+      Result<Ok> written = write_file(options.html_path, html);
+      if (!written) {
+        fmt::print(stderr, "oomtriage: {}\n", written.error().message);
+        return kExitEnvironment;
       }
-      runs.push_back(
-          {{"id", r.id},
-           {"log_path", r.log_path},
-           {"outcome", r.outcome},
-           {"started_at", when(r.started_at)},
-           {"updated_at", when(r.updated_at)},
-           {"snapshot_id", r.snapshot_id ? ordered_json(*r.snapshot_id) : ordered_json(nullptr)},
-           {"carried_fixes", carried.ids},
-           {"carried_result",
-            carried.verdict.empty() ? ordered_json(nullptr) : ordered_json(carried.verdict)},
-           {"attempt", attempt}});
-    }
-    ordered_json snapshots = ordered_json::array();
-    for (const auto& s : story->snapshots) {
-      snapshots.push_back({{"id", s.id},
-                           {"path", s.path},
-                           {"sha256", s.sha256},
-                           {"seen_at", when(s.seen_at)},
-                           {"content", s.content}});
-    }
-    ordered_json job = {{"name", story->job.name},
-                        {"trainer", story->job.trainer},
-                        {"model_family", family},
-                        {"outcome", story->job.outcome},
-                        {"log_dir", story->job.log_dir}};
-    if (!story->job.host.empty()) job["host"] = story->job.host;
-    const ordered_json out = {
-        {"oomtriage", 1},   {"job", job},
-        {"runs", runs},     {"snapshots", snapshots},
-        {"events", events}, {"fixes", fixes.is_discarded() ? ordered_json::array() : fixes}};
-    fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
-    return kExitOk;
-  }
-
-  const bool c = color_enabled(color);
-  const auto bold = [&](const std::string& s) { return paint(c, fmt::emphasis::bold, s); };
-  fmt::print("{}  {}  {}  model {}\n", bold("job " + story->job.name), story->job.trainer,
-             story->job.outcome, family);
-  fmt::print("folder {}\n", story->job.log_dir);
-  if (!story->job.host.empty()) fmt::print("host {}\n", story->job.host);
-  fmt::print("\n");
-  fmt::print("{}\n", bold("runs"));
-  for (size_t i = 0; i < story->runs.size(); ++i) {
-    const auto& r = story->runs[i];
-    fmt::print("  #{}  {}  {}  {}\n", r.id, when(r.started_at), r.outcome, r.log_path);
-    if (const db::HealAttempt* a = attempt_of(*story, r.id)) {
-      std::string line = fmt::format("attempt {}/{}", a->attempt, a->max_attempts);
-      if (!a->change.empty()) line += ": " + a->change;
-      if (a->attempt > 1 && a->resumed_step) {
-        line += fmt::format(", resumed at step {}", *a->resumed_step);
+      if (options.html_path != "-") {
+        fmt::print(stderr, "oomtriage: wrote {} ({} KiB){}\n", options.html_path,
+                   (html.size() + 1023) / 1024,
+                   view.loss.source.empty() ? "; no training loss found for the curve"
+                                            : "; loss from " + view.loss.source);
       }
-      line += ", " + a->outcome;
-      if (!a->verdict.empty()) line += " (" + a->verdict + ")";
-      fmt::print("       {}\n", line);
+      return kExitOk;
     }
-    const Carried carried = carried_by(*story, i);
-    if (!carried.ids.empty()) {
-      fmt::print("       carried {} from the previous crash: {}\n", fmt::join(carried.ids, ", "),
-                 carried.verdict);
-    }
-  }
-  fmt::print("\n{}\n", bold("config"));
-  if (story->snapshots.empty()) fmt::print("  no config file seen\n");
-  for (size_t i = 0; i < story->snapshots.size(); ++i) {
-    const auto& s = story->snapshots[i];
-    fmt::print("  snapshot {}  sha256 {}  taken {}  {}\n", s.id, s.sha256.substr(0, 12),
-               when(s.seen_at), s.path);
-    if (i > 0) {
-      const std::string diff =
-          triage::unified_diff(story->snapshots[i - 1].content, s.content, "previous", "this");
-      for (size_t at = 0, next; at < diff.size(); at = next + 1) {
-        next = diff.find('\n', at);
-        if (next == std::string::npos) next = diff.size();
-        fmt::print("    {}\n", diff.substr(at, next - at));
-      }
-    }
-  }
-  fmt::print("\n{}\n", bold(fmt::format("out-of-memory events ({})", story->events.size())));
-  int index = 0;
-  for (const auto& event : events) {
-    ++index;
-    const auto get = [&](const char* key) -> uint64_t {
-      return event.contains(key) && event[key].is_number() ? event[key].get<uint64_t>() : 0;
-    };
-    const auto number = [&event](const char* key) -> std::optional<int64_t> {
-      if (!event.contains(key) || !event[key].is_number_integer()) return std::nullopt;
-      return event[key].get<int64_t>();
-    };
-    const std::string step = step_text(number("step"), number("total_steps"));
-    fmt::print("  {}. {} in {}, {}{}  (run #{}, line {})\n", index,
-               event["kind"].get<std::string>(), event["phase"].get<std::string>(), step,
-               event["recovered"].get<bool>() ? " (recovered)" : "", event["run_id"].dump(),
-               event["line"].dump());
-    const uint64_t capacity = get("total_capacity_bytes");
-    if (capacity > 0) {
-      uint64_t used = get("this_process_in_use_bytes");
-      if (used == 0 || used > capacity)
-        used = get("allocated_by_pytorch_bytes") + get("reserved_unallocated_bytes");
-      const uint64_t tried = get("tried_to_allocate_bytes");
-      fmt::print("     {} used {} + tried {} of {} ({} free)\n",
-                 memory_bar(capacity, used, tried, 30), format_bytes(used), format_bytes(tried),
-                 format_bytes(capacity),
-                 event["free_bytes"].is_null() ? "?" : format_bytes(get("free_bytes")));
-    }
-    std::string message = event["message"].get<std::string>();
-    if (message.size() > 150) message = message.substr(0, 150) + "…";
-    fmt::print("     {}\n", message);
-    // Why this phase and this step: the line that showed each.
-    for (const auto& [key, what] :
-         {std::pair{"phase_evidence", "phase"}, std::pair{"step_evidence", "step"}}) {
-      if (!event.contains(key) || !event[key].is_object()) continue;
-      const auto& evidence = event[key];
-      fmt::print("     {} from {} at line {}: {}\n", what, evidence.value("source", "?"),
-                 evidence.value("line", int64_t{0}), evidence.value("text", ""));
-    }
-  }
-  if (!fixes.is_discarded() && !fixes.empty()) {
-    // A job that went on to complete (healed, or fixed by hand) no longer needs them: said, so
-    // that the fix which worked is not read as still to do.
-    const bool completed_since = !story->runs.empty() && story->runs.back().outcome == "completed";
-    fmt::print("\n{}\n", bold(completed_since ? "fixes for the last incident, best first (the job "
-                                                "completed in a later run)"
-                                              : "fixes for the last incident, best first"));
-    for (const auto& fix : fixes) {
-      fmt::print("  {}. {} [{}]\n", fix["rank"].dump(), fix["title"].get<std::string>(),
-                 fix["id"].get<std::string>());
-      if (fix.contains("target") && fix["target"].is_object() && !fix["changes"].empty()) {
-        const auto& target = fix["target"];
-        fmt::print("       in {}{}\n", target.value("kind", "?"),
-                   target["path"].is_string() ? " " + target["path"].get<std::string>() : "");
-      }
-      for (const auto& change : fix["changes"]) {
-        fmt::print("       {}: {} -> {}\n", change["path"].get<std::string>(),
-                   change["from"].dump(), change["to"].dump());
-      }
-      if (fix.contains("check") && fix["check"].is_string()) {
-        fmt::print("       check: {}\n", fix["check"].get<std::string>());
-      }
-      fmt::print("       cost: {}\n", fix["cost"].get<std::string>());
-    }
+    case ReportFormat::kText:
+      print_text_report(view, color_enabled(options.color));
+      return kExitOk;
   }
   return kExitOk;
 }

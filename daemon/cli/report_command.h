@@ -1,9 +1,9 @@
 // daemon/cli/report_command.h
 //
-// `oomtriage jobs [--json]` and `oomtriage report JOB [--json]`: read the store (while the daemon
-// writes it; a node's own, or the fleet store all nodes ship into) and tell each job's story: runs
-// and outcomes, config snapshots and what changed between them, every OOM event with a bar of the
-// GPU memory at the crash, and the ranked fixes.
+// `oomtriage jobs [--json]` and `oomtriage report [JOB] [--json|--markdown|--html FILE]`: read the
+// store (while the daemon writes it; a node's own, or the fleet store all nodes ship into) and tell
+// each job's story: runs and outcomes, config snapshots and what changed between them, every OOM
+// event with a bar of the GPU memory at the crash, and the ranked fixes.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +32,15 @@ struct JobsFilter {
 std::optional<int64_t> parse_duration(const std::string& text);
 
 int run_jobs(const StoreTarget& store, const JobsFilter& filter, bool json, ColorMode color);
+
+enum class ReportFormat { kText, kJson, kMarkdown, kHtml };
+struct ReportOptions {
+  ReportFormat format = ReportFormat::kText;
+  std::string html_path;  // for kHtml; "-" for standard output
+  ColorMode color = ColorMode::kAuto;
+};
 // An empty `job`: the newest job that crashed (else the newest job).
-int run_report(const StoreTarget& store, const std::string& job, bool json, ColorMode color);
+int run_report(const StoreTarget& store, const std::string& job, const ReportOptions& options);
 
 // "[#########=====......]": used, requested and free memory as a fixed-width bar.
 std::string memory_bar(uint64_t capacity, uint64_t used, uint64_t tried, int width);

@@ -568,6 +568,7 @@ class Daemon {
       if (start == StartAt::kEnd) {
         // Present at the first start: no alerts for old crashes, but the job is registered.
         fresh.offset = size;
+        fresh.skipped_bytes = size;
         fresh.line = count_lines(fd, size);
         fresh.anchor = anchor_of(fd, size);
       }

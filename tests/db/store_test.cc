@@ -46,11 +46,11 @@ db::EventRow event_at(uint64_t offset) {
 TEST_SUITE("db::store") {
   TEST_CASE("a new store is migrated to the current schema, and reopening keeps it") {
     TempStore t;
-    CHECK(t.store->schema_version() == 6);
+    CHECK(t.store->schema_version() == 7);
     t.store.reset();
     auto again = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(again);
-    CHECK((*again)->schema_version() == 6);
+    CHECK((*again)->schema_version() == 7);
   }
   TEST_CASE("a store from a newer oomtriage is refused, not damaged") {
     TempStore t;

@@ -1,0 +1,31 @@
+// daemon/render/html_report.h
+//
+// `oomtriage report JOB --html FILE`: one self-contained page (inline CSS and SVG, no script, no
+// network) to look at rather than read: the runs on a timeline with the fix each carried, the loss
+// curve with each crash at its step, the GPU memory at each crash as a stacked bar, the phase and
+// step with the lines that showed them, the ranked fixes as diffs, and the config diff between
+// runs. Light and dark follow the reader's setting; it prints.
+#pragma once
+
+#include <string>
+
+#include "daemon/render/report_view.h"
+
+namespace oomtriage::daemon {
+
+std::string render_html_report(const ReportView& report);
+
+// The colours the page draws with, in both schemes: tests find the chart's parts by them.
+namespace html_colors {
+inline constexpr const char* kInUse = "#4c78a8";
+inline constexpr const char* kOther = "#9d755d";
+inline constexpr const char* kFree = "#54a24b";
+inline constexpr const char* kTried = "#f58518";
+inline constexpr const char* kCrash = "#d62728";
+inline constexpr const char* kRecovered = "#e6a700";
+inline constexpr const char* kLoss = "#7b4fd0";
+inline constexpr const char* kPlotLight = "#eef1f8";
+inline constexpr const char* kPlotDark = "#1d212a";
+}  // namespace html_colors
+
+}  // namespace oomtriage::daemon

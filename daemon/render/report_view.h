@@ -1,0 +1,85 @@
+// daemon/render/report_view.h
+//
+// One job's story as `report` tells it, whatever the output: the text on a terminal, the HTML page
+// and the Markdown for chat are each drawn from this, so they say the same things. Built by
+// daemon/cli/report_command.cc from the store's rows (and the loss the job's files show).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "parsers/loss_curve.h"
+
+namespace oomtriage::daemon {
+
+struct RunView {
+  int number = 0;  // 1 for the job's first run
+  int64_t id = 0;  // the store's
+  std::string log_path;
+  std::string outcome;
+  std::string started_at;  // RFC 3339
+  std::string updated_at;
+  // Fixes this run carried from the previous run's crash, and how that went.
+  std::vector<std::string> carried_fixes;
+  std::string carried_result;
+  // "attempt 2/3: train.batch_size 2 -> 1, resumed at step 500, crashed_oom (...)" for runs of
+  // `oomtriage run --heal` or the daemon's healing; "" otherwise.
+  std::string attempt;
+};
+
+struct SnapshotView {
+  int64_t id = 0;
+  std::string path;
+  std::string sha256;
+  std::string seen_at;
+  std::string diff_from_previous;  // unified diff; "" for the first
+};
+
+struct LossCurve {
+  std::vector<parsers::LossPoint> points;
+  std::string source;  // "loss_log.db", "the log's progress bar", or "" when none was found
+};
+
+struct ReportView {
+  std::string name;
+  std::string trainer;
+  std::string model_family;
+  std::string outcome;
+  std::string log_dir;
+  std::string host;  // "" for a node's own store
+  std::string made_at;
+  std::vector<RunView> runs;
+  std::vector<SnapshotView> snapshots;
+  // As `report --json` has them: the scan shape plus run_id, snapshot_id and stored_at.
+  nlohmann::ordered_json events = nlohmann::ordered_json::array();
+  nlohmann::ordered_json fixes = nlohmann::ordered_json::array();  // the last incident's, ranked
+  bool completed_since = false;  // a later run completed: the fixes are no longer to do
+  LossCurve loss;
+  // The job's log was already there when the daemon first started, and it began at its end (no
+  // backfill): the crash may be in the part it did not read.
+  std::optional<std::string> unread_log;
+
+  // The job's run number of a store run id (0 when unknown).
+  int run_number(int64_t run_id) const {
+    for (const RunView& run : runs) {
+      if (run.id == run_id) return run.number;
+    }
+    return 0;
+  }
+};
+
+// GPU memory at a crash, from an event's allocator figures.
+struct MemoryAtCrash {
+  uint64_t capacity = 0;  // 0 when the message gave no figures
+  uint64_t in_use = 0;    // by the crashed process
+  uint64_t other = 0;     // other processes and the driver: what is neither in use nor free
+  std::optional<uint64_t> free;
+  uint64_t tried = 0;
+};
+MemoryAtCrash memory_at_crash(const nlohmann::ordered_json& event);
+
+}  // namespace oomtriage::daemon
