@@ -470,6 +470,16 @@ TEST_SUITE("daemon::e2e") {
     REQUIRE(wait_until([&] { return view.story("old").has_value(); }));
     std::this_thread::sleep_for(300ms);
     CHECK(view.events("old") == 0);  // no alert storm over an old crash
+    // `report` says so, and how to read the part the daemon skipped.
+    const std::string report = oomtriage_says("--color never --state-dir '" +
+                                              (dir.path / "state").string() + "' report old")
+                                   .second;
+    const std::string log = (out / "old" / "log.txt").string();
+    CHECK(report.find("note: " + log +
+                      " was already there when the daemon first started and was read from its end; "
+                      "`oomtriage scan " +
+                      log + "` reads it all") != std::string::npos);
+    CHECK(view.story("old")->unread_log == log);
     write_slowly(out / "old" / "log.txt", "Job process terminated with signal SIGKILL.\n");
     REQUIRE(wait_until([&] { return view.events("old") == 1; }));
     const auto event = nlohmann::json::parse(view.story("old")->events[0].event_json);
@@ -491,6 +501,7 @@ TEST_SUITE("daemon::e2e") {
     CHECK(event["step"] == 2);
     CHECK(daemon.stderr_text().find("backfill: reading the logs already here") !=
           std::string::npos);
+    CHECK_FALSE(view.story("old")->unread_log.has_value());  // nothing skipped, nothing to say
   }
   TEST_CASE("a broken daemon config is refused with its file, line and reason") {
     TempDir dir;
