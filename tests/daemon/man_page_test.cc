@@ -13,7 +13,7 @@ using namespace oomtriage::testing;
 
 TEST_SUITE("daemon::man_page") {
   TEST_CASE("oomtriage(1) renders cleanly and names every subcommand, exit code and file") {
-    if (std::system("command -v groff >/dev/null 2>&1") != 0) OOMTRIAGE_SKIP("groff is missing");
+    if (!have_program("groff")) OOMTRIAGE_SKIP("groff is missing");
     TempDir dir;
     const fs::path page = fs::path(OOMTRIAGE_SOURCE_DIR) / "scripts" / "oomtriage.1";
     const fs::path text = dir.path / "page.txt";

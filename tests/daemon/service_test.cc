@@ -27,8 +27,6 @@ int run(const std::string& command) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-bool have(const std::string& program) { return run("command -v " + program + " >/dev/null 2>&1") == 0; }
-
 // The unit with ExecStart pointing at the binary under test (verify wants it to exist).
 fs::path unit_for_test(const fs::path& dir) {
   std::string unit = slurp(kSource / "systemd" / "oomtriage.service");
@@ -48,7 +46,7 @@ std::string config_with_metrics(const fs::path& out, unsigned short port, const 
 
 TEST_SUITE("daemon::service") {
   TEST_CASE("the unit passes systemd-analyze verify, with an exposure of 2.0 or less") {
-    if (!have("systemd-analyze")) {
+    if (!have_program("systemd-analyze")) {
       OOMTRIAGE_SKIP("systemd-analyze is not installed");
     }
     TempDir dir;
@@ -119,7 +117,7 @@ TEST_SUITE("daemon::service") {
     CHECK(metrics.find("oomtriage_build_info{version=") != std::string::npos);
     CHECK(metrics.find("job=") == std::string::npos);  // no per-job labels
     CHECK(fs::exists(textfile));
-    if (have("promtool")) {
+    if (have_program("promtool")) {
       CHECK(run("promtool check metrics < " + (dir.path / "metrics.txt").string() + " > /dev/null 2>&1") == 0);
     } else {
       MESSAGE("promtool not installed: skipped its check");
@@ -153,7 +151,7 @@ TEST_SUITE("daemon::service") {
     if (std::getenv("OOMTRIAGE_TEST_DEB") == nullptr) {
       OOMTRIAGE_SKIP("installs the .deb system-wide; set OOMTRIAGE_TEST_DEB=1 (the CI does)");
     }
-    if (::geteuid() != 0 || !have("cpack") || !have("dpkg")) {
+    if (::geteuid() != 0 || !have_program("cpack") || !have_program("dpkg")) {
       OOMTRIAGE_SKIP("needs root, cpack and dpkg");
     }
     TempDir dir;
@@ -173,6 +171,8 @@ TEST_SUITE("daemon::service") {
     CHECK(fs::exists("/usr/lib/systemd/system/oomtriage.service"));
     CHECK(fs::exists("/etc/oomtriage/oomtriage.yaml"));
     CHECK(fs::exists("/usr/share/bash-completion/completions/oomtriage"));
+    CHECK(fs::exists("/usr/share/zsh/vendor-completions/_oomtriage"));
+    CHECK(fs::exists("/usr/share/fish/vendor_completions.d/oomtriage.fish"));
     CHECK(fs::exists("/usr/share/man/man1/oomtriage.1"));
     CHECK(run("dpkg -r oomtriage > " + (dir.path / "remove.log").string() + " 2>&1") == 0);
     CHECK_FALSE(fs::exists("/usr/bin/oomtriage"));

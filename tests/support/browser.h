@@ -15,12 +15,9 @@
 #include <vector>
 
 #include "tests/support/files.h"
+#include "tests/support/skip.h"
 
 namespace oomtriage::testing {
-
-inline bool have_program(const char* name) {
-  return std::system((std::string("command -v ") + name + " >/dev/null 2>&1").c_str()) == 0;
-}
 
 struct Rgb {
   int r = 0, g = 0, b = 0;

@@ -22,6 +22,11 @@ inline void skip_test(const std::string& reason) {
   }
 }
 
+// Whether `name` is a program on PATH: a test that needs one skips without it.
+inline bool have_program(const char* name) {
+  return std::system((std::string("command -v ") + name + " >/dev/null 2>&1").c_str()) == 0;
+}
+
 }  // namespace oomtriage::testing
 
 // Ends the current test as skipped (the caller's `return` matters only outside ctest).
