@@ -246,6 +246,8 @@ int run_supervised(const RunOptions& options) {
   std::vector<std::string> argv = options.command;
   parsers::Trainer trainer = options.trainer;
   std::optional<std::string> config = options.config ? options.config : config_in_command(argv);
+  // Stored and sent absolute: "job.yaml" means nothing in a report or a Slack message.
+  if (config) config = fs::absolute(*config).lexically_normal().string();
   if (options.heal) argv = triage::prepare_first_attempt(trainer, argv);
   std::string job = options.job.value_or(config ? fs::path(*config).stem().string()
                                                 : fs::path(argv[0]).stem().string());

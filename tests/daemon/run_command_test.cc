@@ -128,6 +128,13 @@ TEST_SUITE("daemon::run") {
     REQUIRE(story->runs.size() == 3);
     CHECK(story->runs.back().outcome == "completed");
     CHECK(story->events.size() == 2);
+    // Paths are stored absolute, though the command named them relative to its folder.
+    for (const auto& run : story->runs) CHECK(run.log_path == (dir.path / "train.log").string());
+    REQUIRE(story->snapshots.size() == 3);
+    CHECK(story->snapshots[0].path == (dir.path / "job.yaml").string());
+    CHECK(story->snapshots[2].path == (dir.path / "job.oomtriage-3.yaml").string());
+    const auto fixes = nlohmann::json::parse(story->events.back().fixes_json);
+    CHECK(fixes[0]["target"]["path"] == (dir.path / "job.oomtriage-2.yaml").string());
     const std::string report = (dir.path / "report.txt").string();
     REQUIRE(std::system(("'" OOMTRIAGE_BINARY "' --state-dir '" + (dir.path / "state").string() +
                          "' --color never report heal_lora >'" + report + "'")
