@@ -96,6 +96,10 @@ CREATE TABLE oomtriage.heal_attempts (
   PRIMARY KEY (store_id, run_id)
 );
 )sql",
+    // 2: a job is its name in its folder on its node (db/store.h: JobSummary::home).
+    R"sql(
+ALTER TABLE oomtriage.jobs ADD COLUMN IF NOT EXISTS home text NOT NULL DEFAULT '';
+)sql",
 };
 
 // Any 64-bit number will do, as long as it stays the same: it names oomtriage's migration lock.
@@ -244,7 +248,7 @@ constexpr const char* kJobSummarySelect =
     "COALESCE((SELECT event_json FROM oomtriage.events e WHERE e.store_id = j.store_id AND "
     "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), "
     "COALESCE((SELECT fixes_json FROM oomtriage.events e WHERE e.store_id = j.store_id AND "
-    "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), '') FROM oomtriage.jobs j ";
+    "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), j.home FROM oomtriage.jobs j ";
 
 JobSummary job_summary_at(const PGresult* r, int row) {
   JobSummary job;
@@ -259,6 +263,7 @@ JobSummary job_summary_at(const PGresult* r, int row) {
   job.host = text_at(r, row, 8);
   job.last_event_json = text_at(r, row, 10);
   job.last_fixes_json = text_at(r, row, 11);
+  job.home = text_at(r, row, 12);
   return job;
 }
 
@@ -396,12 +401,12 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
   for (const FleetJob& j : batch.jobs) {
     auto r = c.run(
         "INSERT INTO oomtriage.jobs (store_id, id, host, name, trainer, log_dir, first_seen, "
-        "last_seen) VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7), to_timestamp($8)) ON "
-        "CONFLICT (store_id, id) DO UPDATE SET host = excluded.host, name = excluded.name, "
-        "trainer = excluded.trainer, log_dir = excluded.log_dir, last_seen = "
-        "GREATEST(oomtriage.jobs.last_seen, excluded.last_seen)",
+        "last_seen, home) VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7), to_timestamp($8), "
+        "$9) ON CONFLICT (store_id, id) DO UPDATE SET host = excluded.host, name = "
+        "excluded.name, trainer = excluded.trainer, log_dir = excluded.log_dir, home = "
+        "excluded.home, last_seen = GREATEST(oomtriage.jobs.last_seen, excluded.last_seen)",
         {store_id, std::to_string(j.id), h, pg_text(j.name), pg_text(j.trainer), pg_text(j.log_dir),
-         std::to_string(j.first_seen), std::to_string(j.last_seen)});
+         std::to_string(j.first_seen), std::to_string(j.last_seen), pg_text(j.home)});
     if (!r) return r.error();
   }
   for (const auto& [job_id, s] : batch.snapshots) {
@@ -469,12 +474,15 @@ Result<std::vector<JobSummary>> FleetStore::list_jobs() {
   return jobs;
 }
 
-Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name) {
+Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
+                                                      const std::optional<std::string>& home) {
   Connection c(conn_);
   auto found = c.run((std::string(kJobSummarySelect) +
-                      "WHERE j.name = $1 AND ($2 = '' OR j.host = $2) ORDER BY j.last_seen DESC")
+                      "WHERE j.name = $1 AND ($2 = '' OR j.host = $2) AND ($3::text IS NULL OR "
+                      "j.home = $3) ORDER BY j.last_seen DESC")
                          .c_str(),
-                     {pg_text(name), host_filter_});
+                     {pg_text(name), host_filter_,
+                      home ? std::optional<std::string>(pg_text(*home)) : std::nullopt});
   if (!found) return found.error();
   const PGresult* jobs = found->get();
   if (PQntuples(jobs) == 0) return std::optional<JobStory>();
@@ -488,6 +496,17 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name) {
     return make_error(ErrorCode::kBadInput,
                       fmt::format("job '{}' is on {} hosts ({}): name one with --host", name,
                                   hosts.size(), fmt::join(hosts, ", ")));
+  }
+  std::vector<std::string> homes;
+  for (int row = 0; row < PQntuples(jobs); ++row) {
+    const std::string job_home = text_at(jobs, row, 12);
+    if (std::find(homes.begin(), homes.end(), job_home) == homes.end()) homes.push_back(job_home);
+  }
+  if (homes.size() > 1) {
+    std::sort(homes.begin(), homes.end());
+    return make_error(ErrorCode::kBadInput,
+                      fmt::format("job name '{}' is used by {} jobs, in {}", name, homes.size(),
+                                  fmt::join(homes, ", ")));
   }
   // One host that stored it twice (its store made anew): the newest.
   JobStory story;

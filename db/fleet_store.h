@@ -49,7 +49,9 @@ class FleetStore : public JobReader {
   void set_host_filter(std::string host) { host_filter_ = std::move(host); }
   Result<std::vector<JobSummary>> list_jobs() override;
   // A name that several hosts use is refused with their names, unless a host filter picks one.
-  Result<std::optional<JobStory>> job_story(const std::string& name) override;
+  using JobReader::job_story;
+  Result<std::optional<JobStory>> job_story(const std::string& name,
+                                            const std::optional<std::string>& home) override;
 
  private:
   explicit FleetStore(pg_conn* conn) : conn_(conn) {}

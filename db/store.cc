@@ -173,6 +173,28 @@ CREATE TABLE fleet_outbox (
     R"sql(
 ALTER TABLE files ADD COLUMN skipped_bytes INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 8: a job is its name in its folder (`home`), not its name alone: two jobs called my_lora
+    // under two roots are two jobs. SQLite cannot drop a UNIQUE constraint, so the table is made
+    // anew (migrate() turns foreign keys off around it). Jobs stored before keep home "" and are
+    // taken by the first job of their name registered again (upsert_job).
+    R"sql(
+DROP TRIGGER IF EXISTS fleet_job_inserted;
+DROP TRIGGER IF EXISTS fleet_job_updated;
+CREATE TABLE jobs_v8 (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL,
+  home TEXT NOT NULL DEFAULT '',
+  trainer TEXT NOT NULL DEFAULT 'unknown',
+  log_dir TEXT NOT NULL DEFAULT '',
+  first_seen INTEGER NOT NULL,
+  last_seen INTEGER NOT NULL,
+  UNIQUE (name, home)
+) STRICT;
+INSERT INTO jobs_v8 (id, name, home, trainer, log_dir, first_seen, last_seen)
+  SELECT id, name, '', trainer, log_dir, first_seen, last_seen FROM jobs;
+DROP TABLE jobs;
+ALTER TABLE jobs_v8 RENAME TO jobs;
+)sql",
 };
 
 // Every row a fleet store must see, queued by the write that makes or changes it: no code path
@@ -267,6 +289,10 @@ Result<Ok> Store::migrate() {
                                                 " is newer than this oomtriage (" +
                                                 std::to_string(target) + ")");
   }
+  if (current == target) return Ok{};
+  // A migration may make a table anew; foreign keys are checked once all have run. (The pragma
+  // does nothing inside a transaction.)
+  if (auto r = exec("PRAGMA foreign_keys=OFF"); !r) return r.error();
   for (int version = current; version < target; ++version) {
     Transaction tx(db_);
     if (!tx.ok()) return busy_or_database(db_, "migrate");
@@ -275,17 +301,33 @@ Result<Ok> Store::migrate() {
     if (auto r = exec(bump.c_str()); !r) return r.error();
     if (!tx.commit()) return busy_or_database(db_, "migrate");
   }
-  return Ok{};
+  {
+    Statement check(*statements_, "PRAGMA foreign_key_check");
+    if (check.step() == SQLITE_ROW) {
+      return make_error(ErrorCode::kDatabase,
+                        "store migration left a row without its parent in " + check.text(0));
+    }
+  }
+  return exec("PRAGMA foreign_keys=ON");
 }
 
-Result<int64_t> Store::upsert_job(const std::string& name, const std::string& trainer,
-                                  const std::string& log_dir, int64_t now) {
-  Statement s(
-      *statements_,
-      "INSERT INTO jobs (name, trainer, log_dir, first_seen, last_seen) VALUES (?1, ?2, ?3, "
-      "?4, ?4) ON CONFLICT (name) DO UPDATE SET last_seen = ?4, log_dir = ?3, trainer = "
-      "CASE WHEN ?2 = 'unknown' THEN trainer ELSE ?2 END RETURNING id");
-  s.bind(1, name).bind(2, trainer).bind(3, log_dir).bind(4, now);
+Result<int64_t> Store::upsert_job(const std::string& name, const std::string& home,
+                                  const std::string& trainer, const std::string& log_dir,
+                                  int64_t now) {
+  if (!home.empty()) {
+    // A job stored before jobs had homes becomes this one, once.
+    Statement adopt(*statements_,
+                    "UPDATE jobs SET home = ?2 WHERE name = ?1 AND home = '' AND NOT EXISTS "
+                    "(SELECT 1 FROM jobs WHERE name = ?1 AND home = ?2)");
+    adopt.bind(1, name).bind(2, home);
+    if (adopt.step() != SQLITE_DONE) return adopt.error("upsert job " + name);
+  }
+  Statement s(*statements_,
+              "INSERT INTO jobs (name, home, trainer, log_dir, first_seen, last_seen) VALUES (?1, "
+              "?2, ?3, ?4, ?5, ?5) ON CONFLICT (name, home) DO UPDATE SET last_seen = ?5, "
+              "log_dir = ?4, trainer = CASE WHEN ?3 = 'unknown' THEN trainer ELSE ?3 END "
+              "RETURNING id");
+  s.bind(1, name).bind(2, home).bind(3, trainer).bind(4, log_dir).bind(5, now);
   if (s.step() != SQLITE_ROW) return s.error("upsert job " + name);
   return s.integer(0);
 }
@@ -495,7 +537,7 @@ Result<std::vector<JobSummary>> Store::list_jobs() {
               "COALESCE((SELECT event_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
               "DESC LIMIT 1), ''), "
               "COALESCE((SELECT fixes_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
-              "DESC LIMIT 1), '') FROM jobs j ORDER BY j.last_seen DESC, j.id DESC");
+              "DESC LIMIT 1), ''), j.home FROM jobs j ORDER BY j.last_seen DESC, j.id DESC");
   if (!s.ok()) return s.error("list jobs");
   std::vector<JobSummary> jobs;
   int rc;
@@ -511,24 +553,44 @@ Result<std::vector<JobSummary>> Store::list_jobs() {
     job.outcome = s.text(7);
     job.last_event_json = s.text(8);
     job.last_fixes_json = s.text(9);
+    job.home = s.text(10);
     jobs.push_back(std::move(job));
   }
   if (rc != SQLITE_DONE) return s.error("list jobs");
   return jobs;
 }
 
-Result<std::optional<JobStory>> Store::job_story(const std::string& name) {
+Result<std::optional<JobStory>> Store::job_story(const std::string& name,
+                                                 const std::optional<std::string>& home) {
   auto jobs = list_jobs();
   if (!jobs) return jobs.error();
-  JobStory story;
-  bool found = false;
+  std::vector<const JobSummary*> named;
   for (const auto& job : *jobs) {
-    if (job.name == name) {
-      story.job = job;
-      found = true;
-    }
+    if (job.name == name && (!home || job.home == *home)) named.push_back(&job);
   }
-  if (!found) return std::optional<JobStory>();
+  if (named.empty()) return std::optional<JobStory>();
+  if (named.size() > 1) {
+    std::string folders;
+    for (const JobSummary* job : named) folders += (folders.empty() ? "" : ", ") + job->home;
+    return make_error(ErrorCode::kBadInput, "job name '" + name + "' is used by " +
+                                                std::to_string(named.size()) + " jobs, in " +
+                                                folders);
+  }
+  return story_of(*named.front());
+}
+
+Result<std::optional<JobStory>> Store::job_story_by_id(int64_t job_id) {
+  auto jobs = list_jobs();
+  if (!jobs) return jobs.error();
+  for (const auto& job : *jobs) {
+    if (job.id == job_id) return story_of(job);
+  }
+  return std::optional<JobStory>();
+}
+
+Result<std::optional<JobStory>> Store::story_of(const JobSummary& summary) {
+  JobStory story;
+  story.job = summary;
   const int64_t id = story.job.id;
   Statement runs(*statements_,
                  "SELECT id, log_path, outcome, started_at, updated_at, snapshot_id FROM runs "
@@ -837,13 +899,15 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
       if (entry_kind != kind) continue;
       if (entry_kind == "job") {
         Statement s(*statements_,
-                    "SELECT name, trainer, log_dir, first_seen, last_seen FROM jobs WHERE id = ?1");
+                    "SELECT name, home, trainer, log_dir, first_seen, last_seen FROM jobs WHERE "
+                    "id = ?1");
         s.bind(1, id);
         if (auto found = row_found(s); !found || !*found) {
           if (!found) return found.error();
           continue;
         }
-        batch.jobs.push_back({id, s.text(0), s.text(1), s.text(2), s.integer(3), s.integer(4)});
+        batch.jobs.push_back(
+            {id, s.text(0), s.text(1), s.text(2), s.text(3), s.integer(4), s.integer(5)});
       } else if (entry_kind == "snapshot") {
         Statement s(*statements_,
                     "SELECT job_id, path, sha256, content, seen_at FROM config_snapshots WHERE "

@@ -72,6 +72,9 @@ struct JobSummary {
   int64_t id = 0;
   std::string host;  // the node that stored it: set by the fleet store, "" in a node's own
   std::string name;
+  // The folder that tells this job from another of the same name (the log's folder); "" where
+  // the name alone does (container logs, named by namespace and owner).
+  std::string home;
   std::string trainer;
   std::string log_dir;
   std::string outcome;  // of the newest run
@@ -178,7 +181,7 @@ struct JobStory {
 // node's fleet outbox: whole rows as they are now, parents before children.
 struct FleetJob {
   int64_t id = 0;
-  std::string name, trainer, log_dir;
+  std::string name, home, trainer, log_dir;
   int64_t first_seen = 0, last_seen = 0;
 };
 struct FleetEvent {
@@ -202,7 +205,13 @@ class JobReader {
  public:
   virtual ~JobReader() = default;
   virtual Result<std::vector<JobSummary>> list_jobs() = 0;
-  virtual Result<std::optional<JobStory>> job_story(const std::string& name) = 0;
+  // The job named `name` in the folder `home`, or with any home: then a name that two jobs
+  // share is an error naming their folders.
+  virtual Result<std::optional<JobStory>> job_story(const std::string& name,
+                                                    const std::optional<std::string>& home) = 0;
+  Result<std::optional<JobStory>> job_story(const std::string& name) {
+    return job_story(name, std::nullopt);
+  }
 };
 
 class StatementCache;
@@ -218,8 +227,10 @@ class Store : public JobReader {
 
   int schema_version() const;
 
-  Result<int64_t> upsert_job(const std::string& name, const std::string& trainer,
-                             const std::string& log_dir, int64_t now);
+  // The job named `name` whose home is `home` (see JobSummary), made if new. A job stored before
+  // jobs had homes (home "") is taken as this one's the first time its name is seen again.
+  Result<int64_t> upsert_job(const std::string& name, const std::string& home,
+                             const std::string& trainer, const std::string& log_dir, int64_t now);
   // A new snapshot only when the hash changes; returns the snapshot's id either way.
   Result<int64_t> add_config_snapshot(int64_t job_id, const std::string& path,
                                       const std::string& sha256, const std::string& content,
@@ -237,7 +248,10 @@ class Store : public JobReader {
   Result<int64_t> commit_progress(const std::vector<Progress>& batch, int64_t now);
 
   Result<std::vector<JobSummary>> list_jobs() override;
-  Result<std::optional<JobStory>> job_story(const std::string& name) override;
+  using JobReader::job_story;
+  Result<std::optional<JobStory>> job_story(const std::string& name,
+                                            const std::optional<std::string>& home) override;
+  Result<std::optional<JobStory>> job_story_by_id(int64_t job_id);
   Result<int64_t> count_events();
   // The story of the job whose newest run reads `log_path` (absolute), if any.
   Result<std::optional<JobStory>> job_story_of_log(const std::string& log_path);
@@ -283,6 +297,7 @@ class Store : public JobReader {
   Result<Ok> exec(const char* sql);
   Result<Ok> migrate();
   Result<int64_t> write_progress(const Progress& progress, int64_t now);  // inside a transaction
+  Result<std::optional<JobStory>> story_of(const JobSummary& job);
 
   sqlite3* db_;
   std::unique_ptr<StatementCache> statements_;

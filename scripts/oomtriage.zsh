@@ -32,7 +32,7 @@ _oomtriage() {
     watch) compadd -- --webhook --backfill $global; _files -/ ;;
     jobs) compadd -- --json --since --outcome --limit --host --config $global ;;
     report)
-      local -a jobs=(${(f)"$(oomtriage jobs --json 2>/dev/null | sed -n 's/.*"name": "\(.*\)",/\1/p')"})
+      local -a jobs=(${(f)"$(oomtriage jobs --json 2>/dev/null | sed -n 's/^ *"name": "\(.*\)",$/\1/p')"})
       compadd -- --json --markdown --html --host --config $global $jobs ;;
     alert) compadd -- test --config --receiver $global ;;
     alerts) compadd -- resend --pending --failed --json $global ;;

@@ -20,6 +20,7 @@
 #include "daemon/cli/log_reader.h"
 #include "daemon/render/did_you_mean.h"
 #include "daemon/render/html_report.h"
+#include "daemon/render/job_names.h"
 #include "daemon/render/json_output.h"
 #include "daemon/render/markdown_report.h"
 #include "daemon/render/text_output.h"
@@ -251,11 +252,10 @@ ordered_json report_json(const db::JobStory& story, const ReportView& view) {
                          {"seen_at", when(s.seen_at)},
                          {"content", s.content}});
   }
-  ordered_json job = {{"name", view.name},
-                      {"trainer", view.trainer},
-                      {"model_family", view.model_family},
-                      {"outcome", view.outcome},
-                      {"log_dir", view.log_dir}};
+  ordered_json job = {
+      {"name", story.job.name},  {"display_name", view.name},         {"folder", story.job.home},
+      {"trainer", view.trainer}, {"model_family", view.model_family}, {"outcome", view.outcome},
+      {"log_dir", view.log_dir}};
   if (!view.host.empty()) job["host"] = view.host;
   return {{"oomtriage", 1},        {"job", job},         {"runs", runs}, {"snapshots", snapshots},
           {"events", view.events}, {"fixes", view.fixes}};
@@ -469,15 +469,19 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
            (!filter.outcome.empty() && job.outcome != filter.outcome);
   });
   if (filter.limit > 0 && jobs.size() > filter.limit) jobs.resize(filter.limit);
+  const std::vector<std::string> names = display_names(jobs);
   // The fleet store's jobs come from many nodes: each says which.
   const bool hosts = std::any_of(jobs.begin(), jobs.end(),
                                  [](const db::JobSummary& job) { return !job.host.empty(); });
   if (json) {
     ordered_json out = ordered_json::array();
-    for (const auto& job : jobs) {
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const db::JobSummary& job = jobs[i];
       const LastIncident last = last_incident(job);
       ordered_json line = {
           {"name", job.name},
+          {"display_name", names[i]},
+          {"folder", job.home},
           {"trainer", job.trainer},
           {"outcome", job.outcome},
           {"runs", job.runs},
@@ -503,13 +507,14 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
   const std::string host_header = hosts ? fmt::format("{:<16} ", "HOST") : "";
   fmt::print("{}{:<32} {:<12} {:<14} {:<14} {:>6} {:<24} {:>4} {:>6}  {}\n", host_header, "JOB",
              "TRAINER", "OUTCOME", "PHASE", "STEP", "TOP FIX", "RUNS", "EVENTS", "LAST SEEN");
-  for (const auto& job : jobs) {
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const db::JobSummary& job = jobs[i];
     const LastIncident last = last_incident(job);
     const std::string outcome =
         paint(c && job.outcome.starts_with("crashed"), fmt::fg(fmt::terminal_color::red),
               fmt::format("{:<14}", job.outcome));
     const std::string host = hosts ? fmt::format("{:<16} ", job.host) : "";
-    fmt::print("{}{:<32} {:<12} {} {:<14} {:>6} {:<24} {:>4} {:>6}  {}\n", host, job.name,
+    fmt::print("{}{:<32} {:<12} {} {:<14} {:>6} {:<24} {:>4} {:>6}  {}\n", host, names[i],
                job.trainer, outcome, last.phase, last.step, last.top_fix, job.runs, job.events,
                when(job.last_seen));
   }
@@ -522,53 +527,66 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
     fmt::print(stderr, "oomtriage: {}\n", store.error().message);
     return exit_code_of(store.error());
   }
-  std::optional<db::JobStory> story;
-  std::vector<std::string> names;
-  std::string job_name = name;
-  if (*store && job_name.empty()) {
-    // No name: the newest job that crashed, else the newest job.
-    auto jobs = (*store)->list_jobs();
-    if (!jobs) {
-      fmt::print(stderr, "oomtriage: {}\n", jobs.error().message);
+  std::vector<db::JobSummary> jobs;
+  if (*store) {
+    auto listed = (*store)->list_jobs();
+    if (!listed) {
+      fmt::print(stderr, "oomtriage: {}\n", listed.error().message);
       return kExitEnvironment;
     }
-    const db::JobSummary* newest = nullptr;
-    for (const auto& job : *jobs) {
-      if (!newest && job.outcome.starts_with("crashed")) newest = &job;
-    }
-    if (!newest && !jobs->empty()) newest = &jobs->front();
-    if (newest) {
-      job_name = newest->name;
-      // In a fleet store the name may be on several hosts: this one is meant.
-      if (auto* fleet = dynamic_cast<db::FleetStore*>(store->get()); fleet && target.host.empty()) {
-        fleet->set_host_filter(newest->host);
-      }
-    }
+    jobs = std::move(*listed);
   }
-  if (job_name.empty()) {
-    fmt::print(stderr, "oomtriage: no jobs yet in {}\n", target.location);
+  if (jobs.empty()) {
+    if (name.empty()) {
+      fmt::print(stderr, "oomtriage: no jobs yet in {}\n", target.location);
+    } else {
+      fmt::print(stderr, "oomtriage: no job named '{}' in {}{}\n", name, target.location,
+                 target.host.empty() ? "" : " on host " + target.host);
+    }
     return kExitBadInput;
   }
-  if (*store) {
-    auto found = (*store)->job_story(job_name);
-    if (!found) {
-      fmt::print(stderr, "oomtriage: {}\n", found.error().message);
-      return exit_code_of(found.error());
+  const std::vector<std::string> names = display_names(jobs);
+  const db::JobSummary* chosen = nullptr;
+  if (name.empty()) {
+    // No name: the newest job that crashed, else the newest job.
+    for (const auto& job : jobs) {
+      if (!chosen && job.outcome.starts_with("crashed")) chosen = &job;
     }
-    story = std::move(*found);
-    if (auto jobs = (*store)->list_jobs()) {
-      for (const auto& job : *jobs) names.push_back(job.name);
+    if (!chosen) chosen = &jobs.front();
+  } else {
+    const JobMatch match = find_job(name, jobs, names);
+    if (!match.candidates.empty()) {
+      fmt::print(stderr,
+                 "oomtriage: '{}' names {} jobs: {}; say which, as shown or by its folder\n", name,
+                 match.candidates.size(), fmt::join(match.candidates, ", "));
+      return kExitBadInput;
     }
+    if (match.job == nullptr) {
+      const std::vector<std::string> close = close_matches(name, names, 5, 3);
+      fmt::print(stderr, "oomtriage: no job named '{}' in {}{}{}\n", name, target.location,
+                 target.host.empty() ? "" : " on host " + target.host,
+                 close.empty() ? "" : fmt::format("; did you mean: {}", fmt::join(close, ", ")));
+      return kExitBadInput;
+    }
+    chosen = match.job;
   }
+  // In a fleet store the name may be on several hosts: the chosen job's is meant.
+  if (auto* fleet = dynamic_cast<db::FleetStore*>(store->get()); fleet && target.host.empty()) {
+    fleet->set_host_filter(chosen->host);
+  }
+  auto found = (*store)->job_story(chosen->name, chosen->home);
+  if (!found) {
+    fmt::print(stderr, "oomtriage: {}\n", found.error().message);
+    return exit_code_of(found.error());
+  }
+  std::optional<db::JobStory> story = std::move(*found);
   if (!story) {
-    const std::vector<std::string> close = close_matches(job_name, names, 5, 3);
-    fmt::print(stderr, "oomtriage: no job named '{}' in {}{}{}\n", job_name, target.location,
-               target.host.empty() ? "" : " on host " + target.host,
-               close.empty() ? "" : fmt::format("; did you mean: {}", fmt::join(close, ", ")));
-    return kExitBadInput;
+    fmt::print(stderr, "oomtriage: job '{}' is gone from {}\n", name, target.location);
+    return kExitEnvironment;
   }
 
   ReportView view = build_view(*story);
+  view.name = names[static_cast<size_t>(chosen - jobs.data())];
   switch (options.format) {
     case ReportFormat::kJson:
       fmt::print(

@@ -132,7 +132,8 @@ class RunStore {
     if (!store_) return std::nullopt;
     const int64_t now = unix_now();
     const std::string trainer(parsers::to_string(analysis.trainer));
-    auto job_id = store_->upsert_job(job, trainer, fs::path(log_path).parent_path().string(), now);
+    const std::string folder = fs::path(log_path).parent_path().string();
+    auto job_id = store_->upsert_job(job, folder, trainer, folder, now);
     if (!job_id) return fail(job_id.error().message);
     std::optional<int64_t> snapshot;
     if (lookup.job && lookup.job->config_path && !lookup.config_text.empty()) {

@@ -644,6 +644,13 @@ class Daemon {
     }
   }
 
+  // The folder that tells a job from another of its name: its log's. A container log's job is
+  // named by its namespace and owner, and each restarted pod logs to a new folder: the name alone.
+  static std::string home_of(const Tracked& file) {
+    if (file.rule->source == "kubernetes") return "";
+    return fs::path(file.path()).parent_path().string();
+  }
+
   // Finds or creates the job, its config snapshot and (for a new file) a new run.
   bool register_job(Tracked& file, int64_t run_id) {
     const int64_t now = unix_now();
@@ -651,8 +658,8 @@ class Daemon {
     job.name = expand_template(file.rule->job, file.path());
     refresh_config(file);
     const std::string trainer(parsers::to_string(file.rule->trainer));
-    auto id =
-        store_.upsert_job(job.name, trainer, fs::path(file.path()).parent_path().string(), now);
+    auto id = store_.upsert_job(job.name, home_of(file), trainer,
+                                fs::path(file.path()).parent_path().string(), now);
     if (!id) {
       // Not followed yet: the store's retry scans again (nothing was read, nothing is lost).
       store_refused(id.error().message);
@@ -667,7 +674,7 @@ class Daemon {
     if (file.rule->source == "kubernetes") {
       // kubelet rotates <restart>.log by renaming it and starting a new one of the same name:
       // the container's run goes on (a restart is the next number, a new run).
-      if (auto story = store_.job_story(job.name); story && *story) {
+      if (auto story = store_.job_story_by_id(job.job_id); story && *story) {
         for (auto run = (*story)->runs.rbegin(); run != (*story)->runs.rend(); ++run) {
           if (run->log_path == file.path()) {
             job.run_id = run->id;
@@ -1087,7 +1094,7 @@ class Daemon {
     if (const parsers::Trainer trainer = analyzer.trainer();
         trainer != parsers::Trainer::kUnknown && trainer != file.stored_trainer) {
       // The trainer is known once the log shows it; the job row follows.
-      if (store_.upsert_job(file.job.name, std::string(parsers::to_string(trainer)),
+      if (store_.upsert_job(file.job.name, home_of(file), std::string(parsers::to_string(trainer)),
                             fs::path(file.path()).parent_path().string(), unix_now())) {
         file.stored_trainer = trainer;
       }
@@ -1125,7 +1132,7 @@ class Daemon {
   // phase: the ranker puts them last so that the next lever leads.
   std::vector<std::string> tried_and_failed(const Tracked& file, const parsers::OomEvent& event) {
     if (event.recovered || file.job.files.empty()) return {};
-    auto story = store_.job_story(file.job.name);
+    auto story = store_.job_story_by_id(file.job.job_id);
     if (!story || !*story) return {};
     return daemon::tried_and_failed(**story, file.job.run_id, event, file.job.files);
   }

@@ -146,7 +146,8 @@ void check_shell(const std::string& shell) {
   {
     auto store = db::Store::open(db.string());
     REQUIRE(store);
-    REQUIRE((*store)->upsert_job("my_lora", "ai-toolkit", "/out/my_lora", daemon::unix_now()));
+    REQUIRE((*store)->upsert_job("my_lora", "/out/my_lora", "ai-toolkit", "/out/my_lora",
+                                 daemon::unix_now()));
   }
   ScopedEnv store_env("OOMTRIAGE_STORE", db.string());
   ScopedEnv path_env("PATH",

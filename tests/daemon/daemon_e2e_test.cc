@@ -7,6 +7,8 @@
 // config; SIGTERM. Every wait is bounded; the store is read with the project's own db::Store.
 #include <doctest/doctest.h>
 
+#include <set>
+
 #include <cstdio>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -459,6 +461,37 @@ TEST_SUITE("daemon::e2e") {
     }
     std::this_thread::sleep_for(200ms);
     CHECK(daemon.alive());
+  }
+  TEST_CASE("two training folders with a job of the same name make two jobs, not one") {
+    TempDir dir;
+    const fs::path a = dir.path / "col" / "a";
+    const fs::path b = dir.path / "col" / "b";
+    fs::create_directories(a / "my_lora");
+    fs::create_directories(b / "my_lora");
+    DaemonProcess daemon(dir.path / "state", {"watch", a.string(), b.string()}, dir.path / "err");
+    write_slowly(a / "my_lora" / "log.txt", slurp(kGolden / "aitk_sampling_oom_step500.log"), 8192);
+    write_slowly(b / "my_lora" / "log.txt", slurp(kGolden / "aitk_gc_off_oom_step2.log"), 8192);
+    const fs::path db = dir.path / "state" / "oomtriage.db";
+    std::vector<db::JobSummary> jobs;
+    REQUIRE(wait_until([&] {
+      auto store = db::Store::open(db.string());
+      if (!store) return false;
+      auto listed = (*store)->list_jobs();
+      if (!listed) return false;
+      jobs = *listed;
+      return jobs.size() == 2 && jobs[0].events == 1 && jobs[1].events == 1;
+    }));
+    std::set<std::string> homes;
+    for (const auto& job : jobs) {
+      CHECK(job.name == "my_lora");
+      homes.insert(job.home);
+    }
+    CHECK(homes == std::set<std::string>{(a / "my_lora").string(), (b / "my_lora").string()});
+    const std::string listing =
+        oomtriage_says("--color never --state-dir '" + (dir.path / "state").string() + "' jobs")
+            .second;
+    CHECK(listing.find("my_lora (col/a)") != std::string::npos);
+    CHECK(listing.find("my_lora (col/b)") != std::string::npos);
   }
   TEST_CASE("logs present at the first start are read from their end") {
     TempDir dir;

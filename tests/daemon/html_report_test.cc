@@ -311,7 +311,8 @@ TEST_SUITE("daemon::html_report") {
       auto store = db::Store::open((state / "oomtriage.db").string());
       REQUIRE(store);
       const int64_t now = daemon::unix_now();
-      const int64_t job = *(*store)->upsert_job(name, "ai-toolkit", job_dir.string(), now);
+      const int64_t job =
+          *(*store)->upsert_job(name, job_dir.string(), "ai-toolkit", job_dir.string(), now);
       const int64_t run =
           *(*store)->start_run(job, (job_dir / "log.txt").string(), std::nullopt, now);
       db::FileRow file;

@@ -20,12 +20,13 @@ namespace {
 
 // A job last seen `age` seconds ago whose one run ended `outcome`, with an OOM when it crashed.
 void add_job(db::Store& store, const std::string& name, int64_t age, const std::string& outcome,
-             uint64_t ino) {
+             uint64_t ino, const std::string& folder = "") {
   const int64_t now = daemon::unix_now() - age;
-  const int64_t job = *store.upsert_job(name, "ai-toolkit", "/out/" + name, now);
-  const int64_t run = *store.start_run(job, "/out/" + name + "/log.txt", std::nullopt, now);
+  const std::string home = folder.empty() ? "/out/" + name : folder;
+  const int64_t job = *store.upsert_job(name, home, "ai-toolkit", home, now);
+  const int64_t run = *store.start_run(job, home + "/log.txt", std::nullopt, now);
   db::FileRow file;
-  file.path = "/out/" + name + "/log.txt";
+  file.path = home + "/log.txt";
   file.dev = 1;
   file.ino = ino;
   file.job_id = job;
@@ -123,6 +124,45 @@ TEST_SUITE("daemon::jobs") {
     CHECK(nlohmann::json::parse(out)["job"]["name"] == "new_crash");
     std::tie(rc, out) = oomtriage_says(state, "report");
     CHECK(out.starts_with("job new_crash"));
+  }
+
+  TEST_CASE("two jobs of one name in two folders are two jobs, shown and named apart") {
+    TempDir dir;
+    const fs::path state = dir.path / "state";
+    fs::create_directories(state);
+    {
+      auto store = db::Store::open((state / "oomtriage.db").string());
+      REQUIRE(store);
+      add_job(**store, "my_lora", 120, "crashed_oom", 1, "/data/col/a/my_lora");
+      add_job(**store, "my_lora", 60, "completed", 2, "/data/col/b/my_lora");
+      add_job(**store, "other", 30, "completed", 3, "/data/col/b/other");
+    }
+    auto [rc, out] = oomtriage_says(state, "jobs");
+    REQUIRE(rc == 0);
+    CHECK(out.find("my_lora (col/a)") != std::string::npos);
+    CHECK(out.find("my_lora (col/b)") != std::string::npos);
+    CHECK(out.find("other (") == std::string::npos);  // a name no other job has stays as it is
+    std::tie(rc, out) = oomtriage_says(state, "jobs --json");
+    const auto listed = nlohmann::json::parse(out)["jobs"];
+    REQUIRE(listed.size() == 3);
+    CHECK(listed[1]["display_name"] == "my_lora (col/b)");
+    CHECK(listed[1]["folder"] == "/data/col/b/my_lora");
+
+    // The bare name is refused with both; the shown name or the folder picks one.
+    std::tie(rc, out) = oomtriage_says(state, "report my_lora 2>&1");
+    CHECK(rc == 1);
+    CHECK(out.find("'my_lora' names 2 jobs: my_lora (col/b), my_lora (col/a)") !=
+          std::string::npos);
+    std::tie(rc, out) = oomtriage_says(state, "report 'my_lora (col/a)' --json");
+    REQUIRE(rc == 0);
+    CHECK(nlohmann::json::parse(out)["job"]["log_dir"] == "/data/col/a/my_lora");
+    CHECK(nlohmann::json::parse(out)["job"]["name"] == "my_lora");
+    std::tie(rc, out) = oomtriage_says(state, "report /data/col/b/my_lora/");
+    REQUIRE(rc == 0);
+    CHECK(out.starts_with("job my_lora (col/b)  ai-toolkit  completed"));
+    // No name: the newest crash, which is one of the two.
+    std::tie(rc, out) = oomtriage_says(state, "report");
+    CHECK(out.starts_with("job my_lora (col/a)"));
   }
 
   TEST_CASE("report without a name on an empty store says there are no jobs") {

@@ -339,7 +339,7 @@ TEST_SUITE("daemon::service parts") {
     auto opened = db::Store::open(db_path.string(), 10);
     REQUIRE(opened);
     db::Store& store = **opened;
-    const int64_t job = *store.upsert_job("j", "ai-toolkit", "/out/j", 100);
+    const int64_t job = *store.upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
     const int64_t run = *store.start_run(job, "/out/j/log.txt", std::nullopt, 100);
     db::FileRow file;
     file.path = "/out/j/log.txt";

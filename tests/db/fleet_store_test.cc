@@ -41,7 +41,8 @@ struct Node {
   int64_t crash(
       const std::string& job_name, int events, int64_t now,
       const std::string& config = "config:\n  process:\n    - train:\n        batch_size: 4\n") {
-    const int64_t job = *store->upsert_job(job_name, "ai-toolkit", "/out/" + job_name, now);
+    const int64_t job =
+        *store->upsert_job(job_name, "/out/" + job_name, "ai-toolkit", "/out/" + job_name, now);
     const int64_t snapshot =
         *store->add_config_snapshot(job, "/out/" + job_name + "/config.yaml",
                                     "sha-" + std::to_string(config.size()), config, now);
@@ -178,7 +179,7 @@ TEST_SUITE("db::fleet") {
     CHECK(opened == 3);
     auto fleet = db::FleetStore::open(pg.url());
     REQUIRE(fleet);
-    CHECK(*(*fleet)->schema_version() == 1);
+    CHECK(*(*fleet)->schema_version() == 2);
 
     Node a;
     Node b;

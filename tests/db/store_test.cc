@@ -46,11 +46,11 @@ db::EventRow event_at(uint64_t offset) {
 TEST_SUITE("db::store") {
   TEST_CASE("a new store is migrated to the current schema, and reopening keeps it") {
     TempStore t;
-    CHECK(t.store->schema_version() == 7);
+    CHECK(t.store->schema_version() == 8);
     t.store.reset();
     auto again = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(again);
-    CHECK((*again)->schema_version() == 7);
+    CHECK((*again)->schema_version() == 8);
   }
   TEST_CASE("a store from a newer oomtriage is refused, not damaged") {
     TempStore t;
@@ -63,9 +63,58 @@ TEST_SUITE("db::store") {
     REQUIRE_FALSE(opened);
     CHECK(opened.error().message.find("newer") != std::string::npos);
   }
+  TEST_CASE("a job is its name in its folder; a store of schema 7 keeps its jobs and their runs") {
+    TempStore t;
+    const int64_t a =
+        *t.store->upsert_job("my_lora", "/col/a/my_lora", "ai-toolkit", "/col/a/my_lora", 1);
+    const int64_t b =
+        *t.store->upsert_job("my_lora", "/col/b/my_lora", "ai-toolkit", "/col/b/my_lora", 2);
+    CHECK(a != b);
+    CHECK(*t.store->upsert_job("my_lora", "/col/a/my_lora", "unknown", "/col/a/my_lora", 3) == a);
+    CHECK((*t.store->job_story("my_lora", std::string("/col/b/my_lora")))->job.id == b);
+    const auto ambiguous = t.store->job_story("my_lora");
+    REQUIRE_FALSE(ambiguous);
+    CHECK(ambiguous.error().message ==
+          "job name 'my_lora' is used by 2 jobs, in /col/a/my_lora, /col/b/my_lora");
+
+    // Back to schema 7 (jobs named uniquely, no home), with a run under the job, and reopened.
+    const int64_t run = *t.store->start_run(a, "/col/a/my_lora/log.txt", std::nullopt, 3);
+    t.store.reset();
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open((t.dir / "oomtriage.db").c_str(), &raw) == SQLITE_OK);
+    REQUIRE(
+        sqlite3_exec(
+            raw,
+            "PRAGMA foreign_keys=OFF; BEGIN; DELETE FROM jobs WHERE home = '/col/b/my_lora';"
+            "CREATE TABLE jobs_v7 (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
+            "trainer TEXT NOT NULL DEFAULT 'unknown', log_dir TEXT NOT NULL DEFAULT '', "
+            "first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL) STRICT;"
+            "INSERT INTO jobs_v7 SELECT id, name, trainer, log_dir, first_seen, last_seen FROM "
+            "jobs;"
+            "DROP TABLE jobs; ALTER TABLE jobs_v7 RENAME TO jobs; PRAGMA user_version=7; COMMIT;",
+            nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+    auto reopened = db::Store::open((t.dir / "oomtriage.db").string());
+    REQUIRE(reopened);
+    t.store = std::move(*reopened);
+    CHECK(t.store->schema_version() == 8);
+    const auto story = *t.store->job_story("my_lora");
+    REQUIRE(story);
+    CHECK(story->job.id == a);
+    CHECK(story->job.home.empty());
+    REQUIRE(story->runs.size() == 1);
+    CHECK(story->runs[0].id == run);
+    // The job registered again from its folder is the old one; another folder makes another job.
+    CHECK(*t.store->upsert_job("my_lora", "/col/a/my_lora", "ai-toolkit", "/col/a/my_lora", 4) ==
+          a);
+    CHECK(*t.store->upsert_job("my_lora", "/col/b/my_lora", "ai-toolkit", "/col/b/my_lora", 5) !=
+          a);
+    // Foreign keys are on again: a run of no job is refused.
+    CHECK_FALSE(t.store->start_run(999, "/x/log.txt", std::nullopt, 6));
+  }
   TEST_CASE("config snapshots are taken only when the hash changes") {
     TempStore t;
-    const int64_t job = *t.store->upsert_job("j", "ai-toolkit", "/out/j", 100);
+    const int64_t job = *t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
     const int64_t a = *t.store->add_config_snapshot(job, "/out/j/config.yaml", "aaa", "x: 1", 100);
     const int64_t same =
         *t.store->add_config_snapshot(job, "/out/j/config.yaml", "aaa", "x: 1", 200);
@@ -74,12 +123,12 @@ TEST_SUITE("db::store") {
     CHECK(b != a);
     CHECK((*t.store->job_story("j"))->snapshots.size() == 2);
     // The trainer is kept when a later upsert does not know it.
-    CHECK(*t.store->upsert_job("j", "unknown", "/out/j", 400) == job);
+    CHECK(*t.store->upsert_job("j", "/out/j", "unknown", "/out/j", 400) == job);
     CHECK((*t.store->list_jobs())[0].trainer == "ai-toolkit");
   }
   TEST_CASE("progress, events and outbox rows commit together, and an event is stored once") {
     TempStore t;
-    const int64_t job = *t.store->upsert_job("j", "ai-toolkit", "/out/j", 100);
+    const int64_t job = *t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
     const int64_t run = *t.store->start_run(job, "/out/j/log.txt", std::nullopt, 100);
     db::FileRow file;
     file.path = "/out/j/log.txt";
@@ -127,7 +176,7 @@ TEST_SUITE("db::store") {
   }
   TEST_CASE("a run's heal attempt is kept with its job, and its end updates it") {
     TempStore t;
-    const int64_t job = *t.store->upsert_job("j", "ai-toolkit", "/out/j", 100);
+    const int64_t job = *t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
     const int64_t run = *t.store->start_run(job, "/out/j/log.txt", std::nullopt, 100);
     db::HealAttempt attempt;
     attempt.run_id = run;
@@ -160,7 +209,7 @@ TEST_SUITE("db::store") {
 
   TEST_CASE("a reader sees the committed state while a writer holds a transaction") {
     TempStore t;
-    (void)*t.store->upsert_job("visible", "unknown", "/x", 1);
+    (void)*t.store->upsert_job("visible", "/x", "unknown", "/x", 1);
     sqlite3* writer = nullptr;
     REQUIRE(sqlite3_open((t.dir / "oomtriage.db").c_str(), &writer) == SQLITE_OK);
     REQUIRE(sqlite3_exec(writer,
@@ -201,7 +250,7 @@ TEST_SUITE("db::store") {
     CHECK((*found)[0].fix_json == R"({"id":"cheapen_previews"})");
     CHECK(t.store->applied_fixes("/out/job/log.txt", 1)->empty());
 
-    const auto job = t.store->upsert_job("job", "ai-toolkit", "/out/job", 1);
+    const auto job = t.store->upsert_job("job", "/out/job", "ai-toolkit", "/out/job", 1);
     REQUIRE(job);
     REQUIRE(t.store->start_run(*job, "/out/job/log.txt", std::nullopt, 1));
     const auto story = t.store->job_story_of_log("/out/job/log.txt");
