@@ -38,6 +38,9 @@ echo
 "$bin" --state-dir "$work/state" jobs
 echo
 "$bin" --state-dir "$work/state" report my_lora
+echo
+# The same story as a page to look at (kept after the demo; open it in any browser).
+"$bin" --state-dir "$work/state" report my_lora --html /tmp/oomtriage-demo-my_lora.html
 kill -TERM "$daemon_pid"
 wait "$daemon_pid" || true
 
