@@ -29,7 +29,8 @@ class Receiver(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         now = time.monotonic()
-        job = body.split(b'"job":"', 1)[1].split(b'"', 1)[0].decode()
+        # The job's label (training_job: Prometheus keeps "job" for itself).
+        job = body.split(b'"training_job":"', 1)[1].split(b'"', 1)[0].decode()
         with lock:
             received.setdefault(job, now)
         self.send_response(200)

@@ -3,6 +3,8 @@
 
 #include <sqlite3.h>
 
+#include <cmath>
+
 namespace oomtriage::db {
 
 Result<std::vector<parsers::LossPoint>> read_aitk_loss_log(const std::string& path) {
@@ -25,7 +27,8 @@ Result<std::vector<parsers::LossPoint>> read_aitk_loss_log(const std::string& pa
   if (rc != SQLITE_OK) return failed("read the loss from");
   std::vector<parsers::LossPoint> points;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    points.push_back({sqlite3_column_int64(stmt, 0) + 1, sqlite3_column_double(stmt, 1)});
+    const double loss = sqlite3_column_double(stmt, 1);
+    if (std::isfinite(loss)) points.push_back({sqlite3_column_int64(stmt, 0) + 1, loss});
   }
   sqlite3_finalize(stmt);
   if (rc != SQLITE_DONE) return failed("read the loss from");

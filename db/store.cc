@@ -296,6 +296,9 @@ Result<Ok> Store::migrate() {
   for (int version = current; version < target; ++version) {
     Transaction tx(db_);
     if (!tx.ok()) return busy_or_database(db_, "migrate");
+    // Another process may have migrated since the version was read: under the write lock, only
+    // what is still missing runs.
+    if (schema_version() > version) continue;
     if (auto r = exec(kMigrations[version]); !r) return r.error();
     const std::string bump = "PRAGMA user_version=" + std::to_string(version + 1);
     if (auto r = exec(bump.c_str()); !r) return r.error();
@@ -659,13 +662,12 @@ Result<Ok> Store::record_heal_attempt(int64_t job_id, const HealAttempt& a) {
 
 Result<std::optional<JobStory>> Store::job_story_of_log(const std::string& log_path) {
   Statement s(*statements_,
-              "SELECT j.name FROM runs r JOIN jobs j ON j.id = r.job_id WHERE r.log_path = ?1 "
-              "ORDER BY r.id DESC LIMIT 1");
+              "SELECT r.job_id FROM runs r WHERE r.log_path = ?1 ORDER BY r.id DESC LIMIT 1");
   s.bind(1, log_path);
   const int rc = s.step();
   if (rc == SQLITE_DONE) return std::optional<JobStory>();
   if (rc != SQLITE_ROW) return busy_or_database(db_, "job_story_of_log");
-  return job_story(s.text(0));
+  return job_story_by_id(s.integer(0));
 }
 
 Result<std::optional<std::string>> Store::meta(const std::string& key) {

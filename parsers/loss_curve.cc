@@ -4,6 +4,7 @@
 #include <re2/re2.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 
@@ -37,12 +38,30 @@ bool is_training_bar(const ProgressFrame& frame, const BarClass& bar) {
   return bar.role == BarRole::kTrainingPerEpoch && bar.first_epoch.value_or(false);
 }
 
+// "validation loss: 0.4", "val loss 0.5", "eval loss", "test loss": a loss, not the training one.
+bool after_evaluation_word(std::string_view text, const char* number) {
+  std::string before(text.substr(0, static_cast<size_t>(number - text.data())));
+  for (char& c : before) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const size_t key = before.rfind("loss");
+  if (key == std::string::npos) return false;
+  std::string_view word(before.data(), key);
+  while (!word.empty() && (word.back() == ' ' || word.back() == '\'' || word.back() == '"')) {
+    word.remove_suffix(1);
+  }
+  for (const std::string_view evaluation :
+       {"val", "valid", "validation", "eval", "evaluation", "test"}) {
+    if (word.ends_with(evaluation)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::optional<double> loss_in_text(std::string_view text) {
   re2::StringPiece input(text.data(), text.size());
   re2::StringPiece number;
   while (RE2::FindAndConsume(&input, loss_pattern(), &number)) {
+    if (after_evaluation_word(text, number.data())) continue;
     const std::string digits(number.data(), number.size());
     char* end = nullptr;
     const double value = std::strtod(digits.c_str(), &end);

@@ -166,6 +166,7 @@ std::string attempt_text(const db::HealAttempt& a) {
 ReportView build_view(const db::JobStory& story) {
   ReportView view;
   view.name = story.job.name;
+  view.job_name = story.job.name;
   view.trainer = story.job.trainer;
   view.model_family = story.snapshots.empty() ? "unknown" : family_of(story.snapshots.back());
   view.outcome = story.job.outcome;
@@ -265,8 +266,11 @@ ordered_json report_json(const db::JobStory& story, const ReportView& view) {
 // what the runs' logs show in their bars.
 LossCurve loss_curve_of(const ReportView& view) {
   LossCurve curve;
+  // A fleet store's job ran on another node: the files at its paths here are not its.
+  if (!view.host.empty()) return curve;
+  std::error_code ec;
   const std::string loss_db = (std::filesystem::path(view.log_dir) / "loss_log.db").string();
-  if (!view.log_dir.empty() && std::filesystem::exists(loss_db)) {
+  if (!view.log_dir.empty() && std::filesystem::exists(loss_db, ec)) {
     auto points = db::read_aitk_loss_log(loss_db);
     if (points && !points->empty()) return {std::move(*points), "loss_log.db"};
     if (!points)
@@ -274,10 +278,10 @@ LossCurve loss_curve_of(const ReportView& view) {
   }
   const parsers::Trainer trainer =
       parsers::trainer_from_string(view.trainer).value_or(parsers::Trainer::kUnknown);
-  parsers::LossCurveReader reader(view.name, trainer);
+  parsers::LossCurveReader reader(view.job_name, trainer);
   std::set<std::string> read;
   for (const RunView& run : view.runs) {
-    if (!read.insert(run.log_path).second || !std::filesystem::exists(run.log_path)) continue;
+    if (!read.insert(run.log_path).second || !std::filesystem::exists(run.log_path, ec)) continue;
     // A log that cannot be read leaves the curve without it; the page says where the loss came
     // from.
     (void)read_log_content(run.log_path, [&](std::string_view chunk) { reader.feed(chunk); });
@@ -325,7 +329,7 @@ void print_text_report(const ReportView& view, bool c) {
     fmt::print(
         "note: {} was already there when the daemon first started and was read from its "
         "end; `oomtriage scan {}` reads it all\n",
-        *view.unread_log, *view.unread_log);
+        *view.unread_log, shell_quote(*view.unread_log));
   }
   fmt::print("\n{}\n", bold("runs"));
   for (const RunView& run : view.runs) {
@@ -463,13 +467,23 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
     }
     jobs = std::move(*listed);
   }
+  keep_newest(jobs);
+  // Names over every job, so that what is shown is what `report` takes whatever the filters.
+  const std::vector<std::string> all_names = display_names(jobs);
   const int64_t now = unix_now();
-  std::erase_if(jobs, [&](const db::JobSummary& job) {
-    return (filter.since_seconds && job.last_seen < now - *filter.since_seconds) ||
-           (!filter.outcome.empty() && job.outcome != filter.outcome);
-  });
-  if (filter.limit > 0 && jobs.size() > filter.limit) jobs.resize(filter.limit);
-  const std::vector<std::string> names = display_names(jobs);
+  std::vector<std::string> names;
+  std::vector<db::JobSummary> kept;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const db::JobSummary& job = jobs[i];
+    if ((filter.since_seconds && job.last_seen < now - *filter.since_seconds) ||
+        (!filter.outcome.empty() && job.outcome != filter.outcome)) {
+      continue;
+    }
+    if (filter.limit > 0 && kept.size() == filter.limit) break;
+    kept.push_back(job);
+    names.push_back(all_names[i]);
+  }
+  jobs = std::move(kept);
   // The fleet store's jobs come from many nodes: each says which.
   const bool hosts = std::any_of(jobs.begin(), jobs.end(),
                                  [](const db::JobSummary& job) { return !job.host.empty(); });
@@ -536,6 +550,7 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
     }
     jobs = std::move(*listed);
   }
+  keep_newest(jobs);
   if (jobs.empty()) {
     if (name.empty()) {
       fmt::print(stderr, "oomtriage: no jobs yet in {}\n", target.location);
@@ -556,9 +571,12 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
   } else {
     const JobMatch match = find_job(name, jobs, names);
     if (!match.candidates.empty()) {
+      const bool hosts = std::any_of(jobs.begin(), jobs.end(),
+                                     [](const db::JobSummary& job) { return !job.host.empty(); });
       fmt::print(stderr,
-                 "oomtriage: '{}' names {} jobs: {}; say which, as shown or by its folder\n", name,
-                 match.candidates.size(), fmt::join(match.candidates, ", "));
+                 "oomtriage: '{}' names {} jobs: {}; say which, as shown or by its folder{}\n",
+                 name, match.candidates.size(), fmt::join(match.candidates, ", "),
+                 hosts ? ", with --host for another node's" : "");
       return kExitBadInput;
     }
     if (match.job == nullptr) {
@@ -587,6 +605,8 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
 
   ReportView view = build_view(*story);
   view.name = names[static_cast<size_t>(chosen - jobs.data())];
+  view.report_command = "oomtriage report " + shell_quote(view.name) +
+                        (chosen->host.empty() ? "" : " --host " + shell_quote(chosen->host));
   switch (options.format) {
     case ReportFormat::kJson:
       fmt::print(

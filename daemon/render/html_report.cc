@@ -22,6 +22,9 @@ constexpr size_t kMaxLossPoints = 800;
 constexpr size_t kMaxMessage = 600;
 constexpr size_t kMaxEvidence = 300;
 constexpr size_t kMaxDiffLines = 300;
+constexpr size_t kMaxDiffLine = 300;
+constexpr size_t kMaxRuns = 30;
+constexpr size_t kMaxSnapshots = 10;
 
 std::string escape(std::string_view text) {
   std::string out;
@@ -90,7 +93,7 @@ std::string event_title(const ordered_json& event) {
 // Round tick values covering [lo, hi]: 1, 2 or 5 times a power of ten apart.
 std::vector<double> ticks(double lo, double hi, int wanted) {
   std::vector<double> out;
-  if (!(hi > lo)) return {lo};
+  if (!(hi > lo) || !std::isfinite(hi - lo)) return {lo};
   const double raw = (hi - lo) / wanted;
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
@@ -98,7 +101,11 @@ std::vector<double> ticks(double lo, double hi, int wanted) {
     step = m * power;
     if (step >= raw) break;
   }
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) out.push_back(v);
+  // A step below the values' precision would never move v: a few ticks at most, always.
+  for (double v = std::ceil(lo / step) * step;
+       v <= hi + step * 1e-9 && out.size() < 4 * static_cast<size_t>(wanted); v += step) {
+    out.push_back(v);
+  }
   return out;
 }
 
@@ -194,14 +201,21 @@ void header(std::string& out, const ReportView& r) {
         "from "
         "its end: a crash before that is not in this report. <code>oomtriage scan {}</code> reads "
         "it all.</p>\n",
-        escape(*r.unread_log), escape(*r.unread_log));
+        escape(*r.unread_log), escape(shell_quote(*r.unread_log)));
   }
   out += "</header>\n";
 }
 
 void runs_timeline(std::string& out, const ReportView& r) {
-  out += "<section id=\"runs\"><h2>Runs</h2>\n<ol class=\"timeline\">\n";
-  for (const RunView& run : r.runs) {
+  out += "<section id=\"runs\"><h2>Runs</h2>\n";
+  const size_t first = r.runs.size() > kMaxRuns ? r.runs.size() - kMaxRuns : 0;
+  if (first > 0) {
+    out +=
+        fmt::format("<p class=\"muted\">The newest {} of {} runs.</p>\n", kMaxRuns, r.runs.size());
+  }
+  out += "<ol class=\"timeline\">\n";
+  for (size_t i = first; i < r.runs.size(); ++i) {
+    const RunView& run = r.runs[i];
     if (!run.carried_fixes.empty()) {
       std::string ids;
       for (const auto& id : run.carried_fixes) {
@@ -231,19 +245,20 @@ void runs_timeline(std::string& out, const ReportView& r) {
 }
 
 // The loss over the steps, with a red line at each crash's step.
-void loss_chart(std::string& out, const ReportView& r) {
+void loss_chart(std::string& out, const ReportView& r,
+                const std::vector<const ordered_json*>& shown) {
   constexpr double kWidth = 900, kHeight = 320, kLeft = 64, kRight = 16, kTop = 34, kBottom = 44;
   const double x0 = kLeft, x1 = kWidth - kRight, y0 = kTop, y1 = kHeight - kBottom;
   const std::vector<parsers::LossPoint> points = parsers::thin_curve(r.loss.points, kMaxLossPoints);
   double max_step = 0;
   for (const auto& p : points) max_step = std::max(max_step, static_cast<double>(p.step));
   std::vector<const ordered_json*> crashes;
-  for (const auto& event : r.events) {
-    if (!integer_of(event, "step")) continue;
-    crashes.push_back(&event);
-    max_step = std::max(max_step, static_cast<double>(*integer_of(event, "step")));
+  for (const ordered_json* event : shown) {
+    if (!integer_of(*event, "step")) continue;
+    crashes.push_back(event);
+    max_step = std::max(max_step, static_cast<double>(*integer_of(*event, "step")));
     max_step =
-        std::max(max_step, static_cast<double>(integer_of(event, "total_steps").value_or(0)));
+        std::max(max_step, static_cast<double>(integer_of(*event, "total_steps").value_or(0)));
   }
   if (max_step <= 0) max_step = 1;
   const auto x_of = [&](double step) { return x0 + (x1 - x0) * step / max_step; };
@@ -268,7 +283,9 @@ void loss_chart(std::string& out, const ReportView& r) {
   if (!points.empty()) {
     double lo = points.front().loss, hi = lo;
     for (const auto& p : points) lo = std::min(lo, p.loss), hi = std::max(hi, p.loss);
-    const double pad = hi > lo ? (hi - lo) * 0.08 : std::max(std::abs(hi) * 0.1, 0.01);
+    // A flat curve (equal losses, or means a few ulps apart) gets room around it.
+    const bool flat = hi - lo <= 1e-6 * std::max(1.0, std::abs(hi));
+    const double pad = flat ? std::max(std::abs(hi) * 0.1, 0.01) : (hi - lo) * 0.08;
     lo -= pad;
     hi += pad;
     const auto y_of = [&](double loss) { return y1 - (y1 - y0) * (loss - lo) / (hi - lo); };
@@ -334,7 +351,7 @@ void loss_chart(std::string& out, const ReportView& r) {
       "<span><span class=\"sw\" style=\"background:{}\"></span>out-of-memory crash</span>",
       colors::kCrash);
   size_t stepless = 0;
-  for (const auto& event : r.events) stepless += integer_of(event, "step") ? 0 : 1;
+  for (const ordered_json* event : shown) stepless += integer_of(*event, "step") ? 0 : 1;
   if (stepless > 0) {
     out += fmt::format("<span class=\"muted\">{} event{} at an unknown step, not drawn</span>",
                        stepless, stepless == 1 ? "" : "s");
@@ -420,23 +437,23 @@ void evidence(std::string& out, const ReportView& r,
   if (r.events.empty()) out += "<p class=\"muted\">No out-of-memory event.</p>\n";
   if (r.events.size() > shown.size()) {
     out += fmt::format(
-        "<p class=\"muted\">The newest {} of {} events; <code>oomtriage report {} "
-        "--json</code> has them all.</p>\n",
-        shown.size(), r.events.size(), escape(r.name));
+        "<p class=\"muted\">The newest {} of {} events; <code>{} --json</code> has them "
+        "all.</p>\n",
+        shown.size(), r.events.size(), escape(r.report_command));
   }
   for (const ordered_json* event : shown) {
     out += fmt::format(
         "<div class=\"card\"><h3>{}</h3><div class=\"muted\">run {} · line {} · "
         "stored {}</div>\n<pre>{}</pre>\n<dl>",
         escape(event_title(*event)), r.run_number(integer_of(*event, "run_id").value_or(0)),
-        text_of(*event, "line"), escape(text_of(*event, "stored_at")),
+        escape(text_of(*event, "line")), escape(text_of(*event, "stored_at")),
         escape(cut(text_of(*event, "message"), kMaxMessage)));
     for (const auto& [key, what] :
          {std::pair{"phase_evidence", "phase"}, std::pair{"step_evidence", "step"}}) {
       const auto it = event->find(key);
       if (it == event->end() || !it->is_object()) continue;
       out += fmt::format("<dt>{}</dt><dd>from the {} at line {}: <code>{}</code></dd>", what,
-                         escape(text_of(*it, "source")), text_of(*it, "line"),
+                         escape(text_of(*it, "source")), escape(text_of(*it, "line")),
                          escape(cut(text_of(*it, "text"), kMaxEvidence)));
     }
     out += "</dl></div>\n";
@@ -451,9 +468,10 @@ void fixes(std::string& out, const ReportView& r) {
   for (const auto& fix : r.fixes) {
     if (!fix.is_object()) continue;
     const bool top = integer_of(fix, "rank") == 1;
-    out += fmt::format("<div class=\"card fix{}\"><h3>{}. {} <code>{}</code></h3>\n<p>{}</p>\n",
-                       top ? " top" : "", text_of(fix, "rank"), escape(text_of(fix, "title")),
-                       escape(text_of(fix, "id")), escape(text_of(fix, "why")));
+    out +=
+        fmt::format("<div class=\"card fix{}\"><h3>{}. {} <code>{}</code></h3>\n<p>{}</p>\n",
+                    top ? " top" : "", escape(text_of(fix, "rank")), escape(text_of(fix, "title")),
+                    escape(text_of(fix, "id")), escape(text_of(fix, "why")));
     const auto changes = fix.find("changes");
     if (changes != fix.end() && changes->is_array() && !changes->empty()) {
       out += "<pre class=\"diff\">";
@@ -498,7 +516,13 @@ void fixes(std::string& out, const ReportView& r) {
 void config_diffs(std::string& out, const ReportView& r) {
   out += "<section id=\"config\"><h2>Config between runs</h2>\n";
   if (r.snapshots.empty()) out += "<p class=\"muted\">No config file was seen.</p>\n";
-  for (const SnapshotView& s : r.snapshots) {
+  const size_t first = r.snapshots.size() > kMaxSnapshots ? r.snapshots.size() - kMaxSnapshots : 0;
+  if (first > 0) {
+    out += fmt::format("<p class=\"muted\">The newest {} of {} snapshots.</p>\n", kMaxSnapshots,
+                       r.snapshots.size());
+  }
+  for (size_t i = first; i < r.snapshots.size(); ++i) {
+    const SnapshotView& s = r.snapshots[i];
     out += fmt::format(
         "<div class=\"card\"><h3>snapshot {} <code>{}</code></h3><div "
         "class=\"muted\">taken {} · <span class=\"mono\">{}</span></div>\n",
@@ -519,7 +543,7 @@ void config_diffs(std::string& out, const ReportView& r) {
             : line.starts_with("+")                                                      ? "add"
             : line.starts_with("-")                                                      ? "del"
                                                                                          : "ctx";
-        out += fmt::format("<span class=\"{}\">{}</span>", cls, escape(line));
+        out += fmt::format("<span class=\"{}\">{}</span>", cls, escape(cut(line, kMaxDiffLine)));
       }
       out += "</pre>\n";
     } else if (&s != &r.snapshots.front()) {
@@ -548,7 +572,7 @@ std::string render_html_report(const ReportView& r) {
                   escape(r.name), kStyle);
   header(out, r);
   runs_timeline(out, r);
-  loss_chart(out, r);
+  loss_chart(out, r, shown);
   memory_bars(out, r, shown);
   evidence(out, r, shown);
   fixes(out, r);

@@ -17,9 +17,13 @@ namespace oomtriage::daemon {
 // host shares the name.
 std::vector<std::string> display_names(const std::vector<db::JobSummary>& jobs);
 
+// A fleet store holds a node's job twice when the node's store was made anew: the newest (the
+// list is newest first) stands for both.
+void keep_newest(std::vector<db::JobSummary>& jobs);
+
 struct JobMatch {
   const db::JobSummary* job = nullptr;  // null when none or several matched
-  std::vector<std::string> candidates;  // the display names of several
+  std::vector<std::string> candidates;  // several: their display names (and hosts)
 };
 
 // The job `ref` names: a display name, a name only one job has, or a job's folder (a path,

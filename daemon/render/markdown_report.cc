@@ -153,8 +153,7 @@ std::string render_markdown_report(const ReportView& r) {
       out += fmt::format("   cost: {}\n", md(text_of(fix, "cost")));
     }
     if (r.fixes.size() > shown) {
-      out += fmt::format("\n_{} more: {}_\n", r.fixes.size() - shown,
-                         code("oomtriage report " + r.name));
+      out += fmt::format("\n_{} more: {}_\n", r.fixes.size() - shown, code(r.report_command));
     }
   }
   return out;

@@ -2,6 +2,7 @@
 #include "daemon/render/report_view.h"
 
 #include <algorithm>
+#include <cctype>
 
 namespace oomtriage::daemon {
 namespace {
@@ -31,6 +32,17 @@ MemoryAtCrash memory_at_crash(const nlohmann::ordered_json& event) {
   }
   m.tried = bytes_of(event, "tried_to_allocate_bytes");
   return m;
+}
+
+std::string shell_quote(std::string_view text) {
+  const bool plain = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("_-./:@%+=,").find(c) != std::string_view::npos;
+  });
+  if (plain) return std::string(text);
+  std::string out = "'";
+  for (const char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 }  // namespace oomtriage::daemon

@@ -45,7 +45,10 @@ struct LossCurve {
 };
 
 struct ReportView {
-  std::string name;
+  std::string name;      // as people see it: "my_lora (col/b)" where another job shares the name
+  std::string job_name;  // as the job calls itself ("my_lora"): its training bar's description
+  // How to ask for this job again: "oomtriage report 'my_lora (col/b)' --host gpu07".
+  std::string report_command;
   std::string trainer;
   std::string model_family;
   std::string outcome;
@@ -81,5 +84,8 @@ struct MemoryAtCrash {
   uint64_t tried = 0;
 };
 MemoryAtCrash memory_at_crash(const nlohmann::ordered_json& event);
+
+// `text` as one shell word: as it is when it is plain, else in single quotes.
+std::string shell_quote(std::string_view text);
 
 }  // namespace oomtriage::daemon

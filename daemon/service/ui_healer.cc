@@ -123,7 +123,7 @@ void UiHealer::run_ended(const RunEnded& run) {
 // not healed again, and an episode under way when the daemon restarted goes on with its budget
 // and the fixes it tried. False: nothing to do for this run.
 bool UiHealer::resume_from_store(Episode& episode, const RunEnded& run) {
-  auto story = store_.job_story(run.job);
+  auto story = store_.job_story_by_id(run.job_id);
   if (!story || !*story) return true;
   const std::vector<db::HealAttempt>& rows = (*story)->attempts;
   size_t chain = rows.size();  // the latest episode's first row
@@ -366,7 +366,7 @@ void UiHealer::record(const Episode& episode, int64_t run_id, const std::string&
   row.ended_at = row.started_at;
   if (resumed_step) {
     row.resumed_step = resumed_step;
-  } else if (auto story = store_.job_story(episode.last.job); story && *story) {
+  } else if (auto story = store_.job_story_by_id(episode.last.job_id); story && *story) {
     // An update keeps the step the run resumed at.
     for (const db::HealAttempt& known : (*story)->attempts) {
       if (known.run_id == run_id) {

@@ -408,6 +408,51 @@ TEST_SUITE("daemon::html_report") {
   }
 
   TEST_CASE(
+      "odd curves draw and big stories stay small: a flat loss, means a few ulps apart, one "
+      "point, a thousand runs, a one-line config") {
+    for (const std::vector<parsers::LossPoint>& points :
+         {std::vector<parsers::LossPoint>(3000, parsers::LossPoint{0, 0.1}),
+          std::vector<parsers::LossPoint>{{1, 0.7}, {2, std::nextafter(0.7, 1.0)}},
+          std::vector<parsers::LossPoint>{{5, 0.3456}}, std::vector<parsers::LossPoint>{}}) {
+      daemon::ReportView view;
+      view.name = "flat";
+      view.loss.points = points;
+      if (view.loss.points.size() > 2) {
+        for (size_t i = 0; i < view.loss.points.size(); ++i) {
+          view.loss.points[i].step = static_cast<int64_t>(i);
+        }
+      }
+      view.loss.source = "test";
+      const std::string html = daemon::render_html_report(view);
+      CHECK(html.find("nan") == std::string::npos);
+      CHECK(html.find("inf") == std::string::npos);
+      CHECK(html.size() < 100'000);
+    }
+    daemon::ReportView big;
+    big.name = "big";
+    for (int i = 1; i <= 1000; ++i) {
+      daemon::RunView run;
+      run.number = i;
+      run.id = i;
+      run.log_path = "/out/big/log.txt";
+      run.outcome = "crashed_oom";
+      big.runs.push_back(run);
+      big.snapshots.push_back({i, "/out/big/.job_config.json", "abc", "t",
+                               "-" + std::string(50'000, 'a') + "\n+" + std::string(50'000, 'b')});
+      big.events.push_back({{"kind", "cuda"},
+                            {"phase", "train_step"},
+                            {"step", i},
+                            {"recovered", false},
+                            {"line", i},
+                            {"run_id", i}});
+    }
+    const std::string html = daemon::render_html_report(big);
+    CHECK(html.size() < 1'000'000);
+    CHECK(html.find("The newest 30 of 1000 runs") != std::string::npos);
+    CHECK(html.find("The newest 10 of 1000 snapshots") != std::string::npos);
+  }
+
+  TEST_CASE(
       "Markdown of the README's example job: the verdict, the memory, the runs and the top "
       "fix as a diff") {
     TempDir dir;

@@ -10,6 +10,7 @@
 
 #include "daemon/cli/report_command.h"
 #include "daemon/common/clock.h"
+#include "daemon/render/job_names.h"
 #include "db/store.h"
 #include "tests/support/e2e.h"
 
@@ -163,6 +164,41 @@ TEST_SUITE("daemon::jobs") {
     // No name: the newest crash, which is one of the two.
     std::tie(rc, out) = oomtriage_says(state, "report");
     CHECK(out.starts_with("job my_lora (col/a)"));
+  }
+
+  TEST_CASE(
+      "display names: just enough of the folder, the folder named like the job when that is "
+      "the difference, hosts kept apart, a store made anew counted once") {
+    const auto job = [](std::string name, std::string home, std::string host = "") {
+      db::JobSummary j;
+      j.name = std::move(name);
+      j.home = std::move(home);
+      j.log_dir = j.home;
+      j.host = std::move(host);
+      return j;
+    };
+    std::vector<db::JobSummary> jobs = {job("my_lora", "/srv/x/col/a/my_lora"),
+                                        job("my_lora", "/srv/x/col/b/my_lora"),
+                                        job("solo", "/srv/solo")};
+    CHECK(daemon::display_names(jobs) ==
+          std::vector<std::string>{"my_lora (col/a)", "my_lora (col/b)", "solo"});
+    // {parent} of /data/runs/my_lora/log.txt and {stem} of /data/runs/my_lora.log.
+    jobs = {job("my_lora", "/data/runs/my_lora"), job("my_lora", "/data/runs")};
+    const auto names = daemon::display_names(jobs);
+    CHECK(names[0] != names[1]);
+    CHECK(daemon::find_job(names[1], jobs, names).job == &jobs[1]);
+    CHECK(daemon::find_job("/data/runs/my_lora/", jobs, names).job == &jobs[0]);
+    // Two nodes' jobs of one name: each is plain, and asking by name lists both hosts.
+    jobs = {job("my_lora", "/out/my_lora", "gpu1"), job("my_lora", "/out/my_lora", "gpu2"),
+            job("my_lora", "/out/my_lora", "gpu1")};
+    daemon::keep_newest(jobs);
+    REQUIRE(jobs.size() == 2);
+    const auto fleet = daemon::display_names(jobs);
+    CHECK(fleet == std::vector<std::string>{"my_lora", "my_lora"});
+    const auto match = daemon::find_job("my_lora", jobs, fleet);
+    CHECK(match.job == nullptr);
+    CHECK(match.candidates ==
+          std::vector<std::string>{"my_lora on host gpu1", "my_lora on host gpu2"});
   }
 
   TEST_CASE("report without a name on an empty store says there are no jobs") {

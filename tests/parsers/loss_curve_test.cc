@@ -42,6 +42,10 @@ TEST_SUITE("parsers::loss_curve") {
         {"[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536", std::nullopt},
         {"[01:23<10:12,  1.44it/s, loss=nan]", std::nullopt},
         {"Training loss became NaN.", std::nullopt},
+        {"step 120/1000 | validation loss: 0.4", std::nullopt},
+        {"iter 100: val loss 0.5", std::nullopt},
+        {"epoch 3 | eval loss=0.61 | loss=0.52", 0.52},
+        {"Step 200: train loss 0.33", 0.33},
     };
     for (const Case& c : cases) {
       CAPTURE(c.text);
