@@ -6,6 +6,7 @@
 #include "daemon/service/daemon.h"
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -278,6 +279,60 @@ class Daemon {
     for (const std::string& path : paths) check_identity(path);
   }
 
+  // Whether a rule's logs may sit in `dir` or below it: its folders match the first folders of
+  // the rule's pattern (/out/*/*/log.txt: /out/a and /out/a/b, not /out/a/b/c).
+  bool may_hold_logs(const std::string& dir) const {
+    const auto parts_of = [](const fs::path& path) {
+      std::vector<std::string> parts;
+      for (const auto& part : path) {
+        if (const std::string text = part.string(); !text.empty() && text != "/")
+          parts.push_back(text);
+      }
+      return parts;
+    };
+    const std::vector<std::string> folders = parts_of(dir);
+    for (const WatchRule& rule : config_.watch) {
+      if (rule.source == "slurm") continue;
+      const std::vector<std::string> pattern = parts_of(fs::path(rule.logs).parent_path());
+      if (folders.size() > pattern.size()) continue;
+      bool match = true;
+      for (size_t i = 0; i < folders.size() && match; ++i) {
+        match = ::fnmatch(pattern[i].c_str(), folders[i].c_str(), 0) == 0;
+      }
+      if (match) return true;
+    }
+    return false;
+  }
+
+  // A folder appeared (a new job's): watch it and what below it may hold logs, and follow the
+  // logs already there. Only that folder is looked at; a full rescan would stat and read every
+  // followed log, which under 1,000 busy logs delays the alert this folder may be about to need.
+  void discover_under(const std::string& folder) {
+    constexpr size_t kMaxFolders = 256;  // more than a job's tree: the full rescan does the rest
+    std::vector<std::string> pending = {folder};
+    size_t looked = 0;
+    while (!pending.empty()) {
+      if (++looked > kMaxFolders) {
+        scan_all();
+        return;
+      }
+      const std::string dir = std::move(pending.back());
+      pending.pop_back();
+      if (!may_hold_logs(dir)) continue;
+      ensure_watch(dir);
+      std::error_code ec;
+      for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string path = it->path().string();
+        std::error_code type_ec;
+        if (it->is_directory(type_ec)) {
+          pending.push_back(path);
+        } else if (!files_.count(path)) {
+          if (const WatchRule* rule = rule_of(path)) track(path, *rule, StartAt::kBeginning);
+        }
+      }
+    }
+  }
+
   // The rule a path belongs to: a Slurm job's output file squeue named, or a rule's glob.
   const WatchRule* rule_of(const std::string& path) const {
     if (auto it = slurm_paths_.find(path); it != slurm_paths_.end()) return it->second;
@@ -388,11 +443,15 @@ class Daemon {
 
   void on_changes(const std::vector<FsChange>& changes) {
     std::vector<std::string> written;
+    std::vector<std::string> folders;
     bool rescan = false;
     for (const FsChange& change : changes) {
       switch (change.kind) {
         case FsChange::kRescan:
           rescan = true;
+          break;
+        case FsChange::kFolderAppeared:
+          folders.push_back(change.path);
           break;
         case FsChange::kAppeared:
         case FsChange::kVanished:
@@ -417,7 +476,11 @@ class Daemon {
       if (auto it = files_.find(path); it != files_.end()) it->second->queued = false;
     }
     // A rescan may drop files (rotation): read only those still followed.
-    if (rescan) scan_all();
+    if (rescan) {
+      scan_all();
+    } else {
+      for (const std::string& folder : folders) discover_under(folder);
+    }
     const auto now = Clock::now();
     for (const std::string& path : written) {
       auto it = files_.find(path);

@@ -93,12 +93,16 @@ void DirectoryWatcher::translate(size_t bytes, std::vector<FsChange>& changes) {
       changes.push_back({FsChange::kRescan, ""});
       continue;
     }
+    std::string path = dir->second + '/' + (event->len > 0 ? event->name : "");
     if (event->mask & IN_ISDIR) {
-      // A new job folder: watch it and pick up what is already inside.
-      changes.push_back({FsChange::kRescan, ""});
+      // A new job folder is looked into alone; one that went away may have taken followed logs.
+      if (event->mask & (IN_CREATE | IN_MOVED_TO)) {
+        changes.push_back({FsChange::kFolderAppeared, std::move(path)});
+      } else {
+        changes.push_back({FsChange::kRescan, ""});
+      }
       continue;
     }
-    std::string path = dir->second + '/' + (event->len > 0 ? event->name : "");
     if (event->mask & (IN_CREATE | IN_MOVED_TO)) {
       changes.push_back({FsChange::kAppeared, std::move(path)});
     } else if (event->mask & (IN_DELETE | IN_MOVED_FROM)) {

@@ -23,12 +23,13 @@ namespace oomtriage::daemon {
 
 struct FsChange {
   enum Kind {
-    kFileWritten,  // IN_MODIFY on a watched log (see watch_file)
-    kAppeared,     // IN_CREATE, IN_MOVED_TO
-    kVanished,     // IN_DELETE, IN_MOVED_FROM
-    kRescan,       // overflow, a folder created, deleted or unwatched
+    kFileWritten,     // IN_MODIFY on a watched log (see watch_file)
+    kAppeared,        // IN_CREATE, IN_MOVED_TO
+    kVanished,        // IN_DELETE, IN_MOVED_FROM
+    kFolderAppeared,  // IN_CREATE, IN_MOVED_TO of a folder (a new job's)
+    kRescan,          // overflow, a folder deleted, moved away or unwatched
   } kind;
-  std::string path;  // kAppeared, kVanished
+  std::string path;  // kAppeared, kVanished, kFolderAppeared
   int watch = -1;    // kFileWritten: the log's watch descriptor
 };
 

@@ -548,6 +548,29 @@ TEST_SUITE("daemon::e2e") {
     CHECK(slurp(dir.path / "err").find(conf.string() + ":3: unknown trainer `pytorch-lightning`") !=
           std::string::npos);
   }
+  TEST_CASE("a new folder is looked into at once, level by level, without a full rescan") {
+    // /out/<group>/<job>/log.txt: the group folder comes first, the job's later, then its log.
+    // Each is found from inotify alone (the periodic rescan is an hour away).
+    TempDir dir;
+    const fs::path out = dir.path / "out";
+    fs::create_directories(out);
+    const fs::path conf = dir.path / "oomtriage.yaml";
+    std::ofstream(conf) << "rescan_seconds: 3600\nwatch:\n  - logs: "
+                        << (out / "*" / "*" / "log.txt").string() << "\n";
+    DaemonProcess daemon(dir.path / "state", {"--verbose", "daemon", "--config", conf.string()},
+                         dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    fs::create_directories(out / "group");
+    std::this_thread::sleep_for(200ms);
+    fs::create_directories(out / "group" / "job");
+    std::this_thread::sleep_for(200ms);
+    write_slowly(out / "group" / "job" / "log.txt", "Killed\n");
+    CHECK(wait_until([&] { return view.events("job") == 1; }, 3s));
+    // A folder and its log made at once (mkdir -p, then a write before the watch is there).
+    fs::create_directories(out / "group2" / "job2");
+    std::ofstream(out / "group2" / "job2" / "log.txt") << "Killed\n";
+    CHECK(wait_until([&] { return view.events("job2") == 1; }, 3s));
+  }
   TEST_CASE("SIGHUP reloads the config, and keeps the old one when the new one is bad") {
     TempDir dir;
     const fs::path a = dir.path / "a";
