@@ -12,8 +12,9 @@ command -v rg >/dev/null || apt-get install -y -qq ripgrep >/dev/null
 
 scan=$(bash bench/scan_vs_rg.sh "$size" 5 | grep ratio)
 alerts=$(python3 bench/alert_latency.py 200 1000 10)
-load10=$(python3 bench/daemon_load.py 1000 10 20 30 | sed -n 2p)
-load1=$(python3 bench/daemon_load.py 1000 1 20 30 | sed -n 2p)
+# 60 s: two of the daemon's 30 s progress checkpoints in every window, not zero or one.
+load10=$(python3 bench/daemon_load.py 1000 10 60 30 | sed -n 2p)
+load1=$(python3 bench/daemon_load.py 1000 1 60 30 | sed -n 2p)
 
 # Idle: a daemon with 100 quiet logs, its context switches over 60 s (each is a wake-up).
 work=$(mktemp -d /tmp/oomtriage-idle-XXXXXX)

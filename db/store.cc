@@ -276,6 +276,18 @@ Result<Ok> Store::exec(const char* sql) {
   return Ok{};
 }
 
+Result<Ok> Store::set_auto_checkpoint(int pages) {
+  return exec(("PRAGMA wal_autocheckpoint=" + std::to_string(pages)).c_str());
+}
+
+Result<Ok> Store::checkpoint_wal() {
+  const int rc =
+      sqlite3_wal_checkpoint_v2(db_, nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr, nullptr);
+  // Busy: a writer's checkpoint or a reader's snapshot holds what it needs; the next one goes on.
+  if (rc != SQLITE_OK && rc != SQLITE_BUSY) return busy_or_database(db_, "checkpoint the WAL");
+  return Ok{};
+}
+
 int Store::schema_version() const {
   Statement s(*statements_, "PRAGMA user_version");
   return s.step() == SQLITE_ROW ? static_cast<int>(s.integer(0)) : -1;

@@ -227,6 +227,13 @@ class Store : public JobReader {
 
   int schema_version() const;
 
+  // SQLite checkpoints the WAL into the database in the committing thread once the WAL holds
+  // `pages` pages, with an fsync or two: tens of milliseconds on a slow disk. The daemon's loop
+  // raises this to a safety net and checkpoints on its own thread (checkpoint_wal).
+  Result<Ok> set_auto_checkpoint(int pages);
+  // Copies what it can of the WAL into the database without waiting for readers or writers.
+  Result<Ok> checkpoint_wal();
+
   // The job named `name` whose home is `home` (see JobSummary), made if new. A job stored before
   // jobs had homes (home "") is taken as this one's the first time its name is seen again.
   Result<int64_t> upsert_job(const std::string& name, const std::string& home,

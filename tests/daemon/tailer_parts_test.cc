@@ -19,6 +19,7 @@
 #include "daemon/service/file_identity.h"
 #include "daemon/service/read_pacer.h"
 #include "daemon/service/service_manager.h"
+#include "daemon/service/wal_checkpointer.h"
 #include "tests/support/e2e.h"
 
 using namespace oomtriage;
@@ -69,6 +70,26 @@ std::vector<parsers::OomEvent> read_all(FileFollower& follower, std::vector<char
 }  // namespace
 
 TEST_SUITE("daemon::service parts") {
+  TEST_CASE("the WAL is checkpointed on the checkpointer's thread, not by the writer") {
+    TempDir dir;
+    const fs::path path = dir.path / "oomtriage.db";
+    auto store = db::Store::open(path.string());
+    REQUIRE(store);
+    REQUIRE((*store)->set_auto_checkpoint(daemon::WalCheckpointer::kLoopAutoCheckpointPages));
+    const auto db_size = [&] { return fs::file_size(path); };
+    const uintmax_t before = db_size();
+    for (int i = 0; i < 2000; ++i) {
+      REQUIRE((*store)->upsert_job("job" + std::to_string(i), "/out/" + std::to_string(i),
+                                   "ai-toolkit", "/out/" + std::string(200, 'x'), i));
+    }
+    // Every page is in the WAL: the writer did not checkpoint (SQLite's default would have at
+    // 1,000 pages).
+    CHECK(fs::file_size(dir.path / "oomtriage.db-wal") > 1000 * 4096);
+    CHECK(db_size() == before);
+    daemon::WalCheckpointer checkpointer(path.string(), 20ms);
+    CHECK(wait_until([&] { return db_size() > before + 100 * 4096; }, 5s));
+  }
+
   TEST_CASE("file follower: a log read in budgets of any size gives its OOM once") {
     TempDir dir;
     const fs::path log = dir.path / "log.txt";
