@@ -54,26 +54,6 @@ std::string escape(std::string_view text) {
   return out;
 }
 
-// Cuts at a character boundary, never inside a UTF-8 sequence.
-std::string cut(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  size_t end = max;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return std::string(text.substr(0, end)) + "…";
-}
-
-std::string text_of(const ordered_json& object, const char* key) {
-  const auto it = object.find(key);
-  if (it == object.end()) return "";
-  return it->is_string() ? it->get<std::string>() : it->is_null() ? "" : it->dump();
-}
-
-std::optional<int64_t> integer_of(const ordered_json& object, const char* key) {
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int64_t>();
-}
-
 bool recovered(const ordered_json& event) { return event.value("recovered", false); }
 
 // "crashed", "completed", "running" or "other": the class an outcome is coloured by.
@@ -82,12 +62,6 @@ std::string outcome_class(std::string_view outcome) {
   if (outcome == "completed" || outcome == "healed") return "completed";
   if (outcome == "running") return "running";
   return "other";
-}
-
-std::string event_title(const ordered_json& event) {
-  return fmt::format("{} in {}, {}{}", text_of(event, "kind"), text_of(event, "phase"),
-                     step_text(integer_of(event, "step"), integer_of(event, "total_steps")),
-                     recovered(event) ? " (recovered)" : "");
 }
 
 // Round tick values covering [lo, hi]: 1, 2 or 5 times a power of ten apart.

@@ -39,30 +39,6 @@ std::string code(std::string_view text) {
   return "`" + out + "`";
 }
 
-std::string text_of(const ordered_json& object, const char* key) {
-  const auto it = object.find(key);
-  if (it == object.end() || it->is_null()) return "";
-  return it->is_string() ? it->get<std::string>() : it->dump();
-}
-
-std::optional<int64_t> integer_of(const ordered_json& object, const char* key) {
-  const auto it = object.find(key);
-  if (it == object.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int64_t>();
-}
-
-std::string event_title(const ordered_json& event) {
-  return fmt::format("{} in {}, {}", text_of(event, "kind"), text_of(event, "phase"),
-                     step_text(integer_of(event, "step"), integer_of(event, "total_steps")));
-}
-
-std::string cut(std::string_view text, size_t max) {
-  if (text.size() <= max) return std::string(text);
-  size_t end = max;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  return std::string(text.substr(0, end)) + "…";
-}
-
 }  // namespace
 
 std::string render_markdown_report(const ReportView& r) {

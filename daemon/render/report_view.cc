@@ -4,6 +4,10 @@
 #include <algorithm>
 #include <cctype>
 
+#include <fmt/format.h>
+
+#include "daemon/render/text_output.h"
+
 namespace oomtriage::daemon {
 namespace {
 
@@ -32,6 +36,31 @@ MemoryAtCrash memory_at_crash(const nlohmann::ordered_json& event) {
   }
   m.tried = bytes_of(event, "tried_to_allocate_bytes");
   return m;
+}
+
+std::string text_of(const nlohmann::ordered_json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return "";
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+std::optional<int64_t> integer_of(const nlohmann::ordered_json& object, const char* key) {
+  const auto it = object.find(key);
+  if (it == object.end() || !it->is_number_integer()) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+std::string event_title(const nlohmann::ordered_json& event) {
+  return fmt::format("{} in {}, {}{}", text_of(event, "kind"), text_of(event, "phase"),
+                     step_text(integer_of(event, "step"), integer_of(event, "total_steps")),
+                     event.value("recovered", false) ? " (recovered)" : "");
+}
+
+std::string cut(std::string_view text, size_t max) {
+  if (text.size() <= max) return std::string(text);
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return std::string(text.substr(0, end)) + "…";
 }
 
 std::string shell_quote(std::string_view text) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -84,6 +85,15 @@ struct MemoryAtCrash {
   uint64_t tried = 0;
 };
 MemoryAtCrash memory_at_crash(const nlohmann::ordered_json& event);
+
+// An event's or a fix's field as text ("" when absent or null; numbers as JSON writes them), and
+// as an integer when it is one.
+std::string text_of(const nlohmann::ordered_json& object, const char* key);
+std::optional<int64_t> integer_of(const nlohmann::ordered_json& object, const char* key);
+// "cuda in sampling, step 500/3000", with " (recovered)" for a recovered one.
+std::string event_title(const nlohmann::ordered_json& event);
+// At most `max` bytes, cut at a character boundary (never inside a UTF-8 sequence), with "…".
+std::string cut(std::string_view text, size_t max);
 
 // `text` as one shell word: as it is when it is plain, else in single quotes.
 std::string shell_quote(std::string_view text);
