@@ -31,15 +31,7 @@ std::string shell_quoted(const std::string& text) {
   return out + "'";
 }
 
-std::string run_capture(const std::string& command) {
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  ::pclose(pipe);
-  return out;
-}
+std::string run_capture(const std::string& command) { return run_shell(command).second; }
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;

@@ -22,15 +22,8 @@ const fs::path kTrainerLogs = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testda
 const fs::path kConfigs = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata" / "configs";
 
 std::string scan_json(const fs::path& log) {
-  const std::string command = std::string(OOMTRIAGE_BINARY) + " scan --json " + log.string() +
-                              " 2>/dev/null";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  ::pclose(pipe);
-  return out;
+  return run_shell(std::string(OOMTRIAGE_BINARY) + " scan --json " + log.string() + " 2>/dev/null")
+      .second;
 }
 
 // The incident scan's fixes answer: the last one not recovered, else the last.

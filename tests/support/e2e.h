@@ -135,9 +135,8 @@ struct StoreView {
   }
 };
 
-// What `oomtriage ARGS` prints (stdout and stderr) and its exit code.
-inline std::pair<int, std::string> oomtriage_says(const std::string& args) {
-  const std::string command = std::string(OOMTRIAGE_BINARY) + " " + args + " 2>&1";
+// What a shell command prints on stdout, and its exit code.
+inline std::pair<int, std::string> run_shell(const std::string& command) {
   FILE* pipe = ::popen(command.c_str(), "r");
   REQUIRE(pipe != nullptr);
   std::string out;
@@ -145,6 +144,11 @@ inline std::pair<int, std::string> oomtriage_says(const std::string& args) {
   for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
   const int status = ::pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// What `oomtriage ARGS` prints (stdout and stderr) and its exit code.
+inline std::pair<int, std::string> oomtriage_says(const std::string& args) {
+  return run_shell(std::string(OOMTRIAGE_BINARY) + " " + args + " 2>&1");
 }
 
 // An environment variable set for the processes a test starts (PATH for a fake squeue), put
