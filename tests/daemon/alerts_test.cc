@@ -185,10 +185,12 @@ TEST_SUITE("daemon::alerts") {
     AlertRig rig(receiver("hook", "webhook", "http://127.0.0.1:" + std::to_string(port) + "/oom"));
     DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
                          rig.dir.path / "err");
-    rig.crash("job_a");
-    rig.crash("job_b", "aitk_host_sigkill.log");
     StoreView view{rig.dir.path / "state" / "oomtriage.db"};
-    REQUIRE(wait_until([&] { return view.events("job_a") == 1 && view.events("job_b") == 1; }));
+    // One after the other: two logs written in bursts are both polled, in either order.
+    rig.crash("job_a");
+    REQUIRE(wait_until([&] { return view.events("job_a") == 1; }));
+    rig.crash("job_b", "aitk_host_sigkill.log");
+    REQUIRE(wait_until([&] { return view.events("job_b") == 1; }));
     std::this_thread::sleep_for(1500ms);  // retries fail meanwhile
     HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; }, port);
     REQUIRE(wait_until([&] { return server.count() >= 2; }, 15s));
