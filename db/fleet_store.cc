@@ -3,13 +3,12 @@
 // values.
 #include "db/fleet_store.h"
 
-#include <libpq-fe.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
 
+#include "db/libpq.h"
 #include "parsers/job_config.h"
 
 namespace oomtriage::db {
@@ -105,7 +104,10 @@ ALTER TABLE oomtriage.jobs ADD COLUMN IF NOT EXISTS home text NOT NULL DEFAULT '
 // Any 64-bit number will do, as long as it stays the same: it names oomtriage's migration lock.
 constexpr const char* kMigrationLock = "7307286135170301";
 
-using PgResult = std::unique_ptr<PGresult, decltype(&PQclear)>;
+struct ClearResult {
+  void operator()(PGresult* result) const { libpq().PQclear(result); }
+};
+using PgResult = std::unique_ptr<PGresult, ClearResult>;
 using Params = std::vector<std::optional<std::string>>;
 
 // libpq's messages end in a newline and may run on over lines: the first line is the reason.
@@ -183,22 +185,24 @@ class Connection {
     std::vector<const char*> values;
     values.reserve(params.size());
     for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
-    PgResult result(PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr,
-                                 values.data(), nullptr, nullptr, 0),
-                    &PQclear);
-    const ExecStatusType status = PQresultStatus(result.get());
+    PgResult result(libpq().PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr,
+                                         values.data(), nullptr, nullptr, 0),
+                    ClearResult());
+    const ExecStatusType status = libpq().PQresultStatus(result.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-      return make_error(ErrorCode::kDatabase, "fleet store: " + first_line(PQerrorMessage(conn_)));
+      return make_error(ErrorCode::kDatabase,
+                        "fleet store: " + first_line(libpq().PQerrorMessage(conn_)));
     }
     return result;
   }
 
   // Several statements without parameters (a migration).
   Result<Ok> script(const char* sql) {
-    PgResult result(PQexec(conn_, sql), &PQclear);
-    const ExecStatusType status = PQresultStatus(result.get());
+    PgResult result(libpq().PQexec(conn_, sql));
+    const ExecStatusType status = libpq().PQresultStatus(result.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK) {
-      return make_error(ErrorCode::kDatabase, "fleet store: " + first_line(PQerrorMessage(conn_)));
+      return make_error(ErrorCode::kDatabase,
+                        "fleet store: " + first_line(libpq().PQerrorMessage(conn_)));
     }
     return Ok{};
   }
@@ -228,13 +232,14 @@ class PgTransaction {
 };
 
 std::string text_at(const PGresult* r, int row, int col) {
-  return std::string(PQgetvalue(r, row, col), static_cast<size_t>(PQgetlength(r, row, col)));
+  return std::string(libpq().PQgetvalue(r, row, col),
+                     static_cast<size_t>(libpq().PQgetlength(r, row, col)));
 }
 int64_t integer_at(const PGresult* r, int row, int col) {
-  return std::stoll(std::string(PQgetvalue(r, row, col)));
+  return std::stoll(std::string(libpq().PQgetvalue(r, row, col)));
 }
 std::optional<int64_t> optional_at(const PGresult* r, int row, int col) {
-  if (PQgetisnull(r, row, col)) return std::nullopt;
+  if (libpq().PQgetisnull(r, row, col)) return std::nullopt;
   return integer_at(r, row, col);
 }
 
@@ -278,11 +283,12 @@ Result<Ok> check_fleet_url(const std::string& url) {
     return make_error(ErrorCode::kBadInput,
                       "a fleet store is a postgresql:// URL, not `" + url + "`");
   }
+  if (auto loaded = load_libpq(); !loaded) return loaded.error();
   char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(url.c_str(), &error);
+  PQconninfoOption* options = libpq().PQconninfoParse(url.c_str(), &error);
   if (options == nullptr) {
     std::string reason = first_line(error);
-    PQfreemem(error);
+    libpq().PQfreemem(error);
     return make_error(ErrorCode::kBadInput, "store URL: " + reason);
   }
   bool has_password = false;
@@ -291,7 +297,7 @@ Result<Ok> check_fleet_url(const std::string& url) {
       has_password = true;
     }
   }
-  PQconninfoFree(options);
+  libpq().PQconninfoFree(options);
   if (has_password) {
     return make_error(ErrorCode::kBadInput,
                       "the store URL carries a password: put it in a password file (PGPASSFILE, "
@@ -320,11 +326,11 @@ Result<std::unique_ptr<FleetStore>> FleetStore::open(const std::string& url,
                           "3",
                           "30000",
                           nullptr};
-  PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
+  PGconn* conn = libpq().PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (conn == nullptr) return make_error(ErrorCode::kIo, "fleet store: out of memory");
-  if (PQstatus(conn) != CONNECTION_OK) {
-    std::string reason = first_line(PQerrorMessage(conn));
-    PQfinish(conn);
+  if (libpq().PQstatus(conn) != CONNECTION_OK) {
+    std::string reason = first_line(libpq().PQerrorMessage(conn));
+    libpq().PQfinish(conn);
     return make_error(ErrorCode::kIo, "fleet store unreachable: " + reason);
   }
   std::unique_ptr<FleetStore> store(new FleetStore(conn));
@@ -332,13 +338,13 @@ Result<std::unique_ptr<FleetStore>> FleetStore::open(const std::string& url,
   return store;
 }
 
-FleetStore::~FleetStore() { PQfinish(conn_); }
+FleetStore::~FleetStore() { libpq().PQfinish(conn_); }
 
 Result<int> FleetStore::schema_version() {
   Connection c(conn_);
   auto r = c.run("SELECT value FROM oomtriage.meta WHERE key = 'schema_version'");
   if (!r) return r.error();
-  return PQntuples(r->get()) ? std::stoi(text_at(r->get(), 0, 0)) : 0;
+  return libpq().PQntuples(r->get()) ? std::stoi(text_at(r->get(), 0, 0)) : 0;
 }
 
 Result<Ok> FleetStore::migrate() {
@@ -354,7 +360,7 @@ Result<Ok> FleetStore::migrate() {
   // administrator made for oomtriage is looked for first.
   auto exists = c.run("SELECT 1 FROM pg_namespace WHERE nspname = 'oomtriage'");
   if (!exists) return exists.error();
-  if (PQntuples(exists->get()) == 0) {
+  if (libpq().PQntuples(exists->get()) == 0) {
     if (auto r = c.script("CREATE SCHEMA oomtriage"); !r) return r.error();
   }
   // The same for the meta table: a role without the right to create (a reporting user) finds
@@ -370,7 +376,7 @@ Result<Ok> FleetStore::migrate() {
   }
   auto current = c.run("SELECT value FROM oomtriage.meta WHERE key = 'schema_version'");
   if (!current) return current.error();
-  const int from = PQntuples(current->get()) ? std::stoi(text_at(current->get(), 0, 0)) : 0;
+  const int from = libpq().PQntuples(current->get()) ? std::stoi(text_at(current->get(), 0, 0)) : 0;
   const int target = static_cast<int>(std::size(kMigrations));
   if (from > target) {
     return make_error(ErrorCode::kDatabase,
@@ -396,7 +402,7 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
   Connection c(conn_);
   PgTransaction tx(c);
   if (!tx.ok())
-    return make_error(ErrorCode::kIo, "fleet store: " + first_line(PQerrorMessage(conn_)));
+    return make_error(ErrorCode::kIo, "fleet store: " + first_line(libpq().PQerrorMessage(conn_)));
   const std::string h = pg_text(host);
   for (const FleetJob& j : batch.jobs) {
     auto r = c.run(
@@ -470,7 +476,8 @@ Result<std::vector<JobSummary>> FleetStore::list_jobs() {
                  {host_filter_});
   if (!r) return r.error();
   std::vector<JobSummary> jobs;
-  for (int row = 0; row < PQntuples(r->get()); ++row) jobs.push_back(job_summary_at(r->get(), row));
+  for (int row = 0; row < libpq().PQntuples(r->get()); ++row)
+    jobs.push_back(job_summary_at(r->get(), row));
   return jobs;
 }
 
@@ -485,9 +492,9 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
                       home ? std::optional<std::string>(pg_text(*home)) : std::nullopt});
   if (!found) return found.error();
   const PGresult* jobs = found->get();
-  if (PQntuples(jobs) == 0) return std::optional<JobStory>();
+  if (libpq().PQntuples(jobs) == 0) return std::optional<JobStory>();
   std::vector<std::string> hosts;
-  for (int row = 0; row < PQntuples(jobs); ++row) {
+  for (int row = 0; row < libpq().PQntuples(jobs); ++row) {
     const std::string host = text_at(jobs, row, 8);
     if (std::find(hosts.begin(), hosts.end(), host) == hosts.end()) hosts.push_back(host);
   }
@@ -498,7 +505,7 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
                                   hosts.size(), fmt::join(hosts, ", ")));
   }
   std::vector<std::string> homes;
-  for (int row = 0; row < PQntuples(jobs); ++row) {
+  for (int row = 0; row < libpq().PQntuples(jobs); ++row) {
     const std::string job_home = text_at(jobs, row, 12);
     if (std::find(homes.begin(), homes.end(), job_home) == homes.end()) homes.push_back(job_home);
   }
@@ -519,7 +526,7 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
       "ORDER BY id",
       key);
   if (!runs) return runs.error();
-  for (int row = 0; row < PQntuples(runs->get()); ++row) {
+  for (int row = 0; row < libpq().PQntuples(runs->get()); ++row) {
     const PGresult* r = runs->get();
     story.runs.push_back({integer_at(r, row, 0), text_at(r, row, 1), text_at(r, row, 2),
                           integer_at(r, row, 3), integer_at(r, row, 4), optional_at(r, row, 5)});
@@ -529,7 +536,7 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
       "oomtriage.config_snapshots WHERE store_id = $1 AND job_id = $2 ORDER BY id",
       key);
   if (!snaps) return snaps.error();
-  for (int row = 0; row < PQntuples(snaps->get()); ++row) {
+  for (int row = 0; row < libpq().PQntuples(snaps->get()); ++row) {
     const PGresult* r = snaps->get();
     story.snapshots.push_back({integer_at(r, row, 0), text_at(r, row, 1), text_at(r, row, 2),
                                text_at(r, row, 3), integer_at(r, row, 4)});
@@ -539,7 +546,7 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
       "created_at)::bigint FROM oomtriage.events WHERE store_id = $1 AND job_id = $2 ORDER BY id",
       key);
   if (!events) return events.error();
-  for (int row = 0; row < PQntuples(events->get()); ++row) {
+  for (int row = 0; row < libpq().PQntuples(events->get()); ++row) {
     const PGresult* r = events->get();
     story.events.push_back({integer_at(r, row, 0), integer_at(r, row, 1), optional_at(r, row, 2),
                             text_at(r, row, 3), text_at(r, row, 4), integer_at(r, row, 5)});
@@ -550,7 +557,7 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
       "FROM oomtriage.heal_attempts WHERE store_id = $1 AND job_id = $2 ORDER BY run_id",
       key);
   if (!attempts) return attempts.error();
-  for (int row = 0; row < PQntuples(attempts->get()); ++row) {
+  for (int row = 0; row < libpq().PQntuples(attempts->get()); ++row) {
     const PGresult* r = attempts->get();
     HealAttempt a;
     a.run_id = integer_at(r, row, 0);
