@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -20,6 +21,8 @@ namespace {
 constexpr size_t kPartBytes = 256 << 10;
 // Parts read ahead of the analyzer, plus the one it is working on.
 constexpr size_t kRingParts = 12;
+// A helper that found the ring full sleeps until this many parts are free again.
+constexpr size_t kRefillParts = kRingParts / 2;
 // Fewer frames in a row are left to the analyzer's own loop.
 constexpr int64_t kMinRunRecords = 4;
 
@@ -45,9 +48,16 @@ class PartRing {
   void prepare_ahead() {
     std::unique_lock lock(mutex_);
     while (true) {
-      changed_.wait(lock, [&] { return stopping_ || claimable(); });
       if (stopping_ || next_ == parts_total_) return;
-      prepare(next_++, lock);
+      if (claimable()) {
+        prepare(next_++, lock);
+        continue;
+      }
+      // A full ring: sleep until a few parts are free, not at every release, so that the two
+      // threads trade one wake-up per kRefillParts parts, not one per part.
+      helper_sleeping_ = true;
+      space_.wait(lock, [&] { return stopping_ || free_parts() >= kRefillParts; });
+      helper_sleeping_ = false;
     }
   }
 
@@ -59,7 +69,9 @@ class PartRing {
       if (claimable()) {
         prepare(next_++, lock);
       } else {
-        changed_.wait(lock);
+        awaited_ = k;
+        ready_.wait(lock);
+        awaited_ = kNone;
       }
     }
     return part;
@@ -69,17 +81,20 @@ class PartRing {
     std::lock_guard lock(mutex_);
     ring_[k % kRingParts].ready = false;
     released_ = k + 1;
-    changed_.notify_all();
+    if (helper_sleeping_ && free_parts() >= kRefillParts) space_.notify_one();
   }
 
   void stop() {
     std::lock_guard lock(mutex_);
     stopping_ = true;
-    changed_.notify_all();
+    space_.notify_one();
   }
 
  private:
-  bool claimable() const { return next_ < parts_total_ && next_ < released_ + kRingParts; }
+  static constexpr size_t kNone = SIZE_MAX;
+
+  size_t free_parts() const { return released_ + kRingParts - next_; }
+  bool claimable() const { return next_ < parts_total_ && free_parts() > 0; }
 
   void prepare(size_t k, std::unique_lock<std::mutex>& lock) {
     Part& part = ring_[k % kRingParts];
@@ -102,14 +117,17 @@ class PartRing {
     parsers::find_frame_runs(bytes.substr(first), offset + first, kMinRunRecords, part.runs);
     lock.lock();
     part.ready = true;
-    changed_.notify_all();
+    if (awaited_ == k) ready_.notify_one();
   }
 
   int fd_;
   size_t parts_total_;
   std::vector<Part> ring_;
   std::mutex mutex_;
-  std::condition_variable changed_;
+  std::condition_variable space_;  // the helper waits for free parts
+  std::condition_variable ready_;  // the analyzer waits for part awaited_
+  bool helper_sleeping_ = false;
+  size_t awaited_ = kNone;
   size_t next_ = 0;      // the first part no thread has claimed
   size_t released_ = 0;  // parts the analyzer is done with
   bool stopping_ = false;
