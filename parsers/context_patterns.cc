@@ -3,11 +3,13 @@
 #include "parsers/context_patterns.h"
 
 #include "parsers/ascii.h"
+#include "parsers/digit_shape.h"
 #include "parsers/stage_lexicon.h"
 
 #include <re2/re2.h>
 #include <re2/set.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <memory>
@@ -191,23 +193,72 @@ const std::vector<ContextPattern>& context_patterns() {
 
 namespace {
 
+// Where a row's named groups are (-1: it has none of that name).
+struct RowGroups {
+  int n = -1;
+  int job = -1;
+  int flag = -1;
+};
+
+// Rows that test digits only as a class are matched once per digit shape of a line
+// (parsers/digit_shape.h: "Saving at step 250" and "... 500" match the same rows at the same
+// places); the few others, on every line. A set's index maps to its row.
+struct RowSet {
+  std::unique_ptr<RE2::Set> set;
+  std::vector<int> rows;
+};
+
 struct CompiledContext {
   std::vector<std::unique_ptr<RE2>> regexes;
-  std::unique_ptr<RE2::Set> set;
+  std::vector<RowGroups> groups;
+  RowSet digits_alike;
+  RowSet digits_matter;
 };
 
 const CompiledContext& compiled_context() {
   static const CompiledContext kCompiled = [] {
     CompiledContext compiled;
-    compiled.set = std::make_unique<RE2::Set>(quiet_options(), RE2::UNANCHORED);
-    for (const ContextPattern& pattern : context_patterns()) {
-      compiled.regexes.push_back(std::make_unique<RE2>(pattern.regex, quiet_options()));
-      compiled.set->Add(pattern.regex, nullptr);
+    compiled.digits_alike.set = std::make_unique<RE2::Set>(quiet_options(), RE2::UNANCHORED);
+    compiled.digits_matter.set = std::make_unique<RE2::Set>(quiet_options(), RE2::UNANCHORED);
+    const auto& patterns = context_patterns();
+    for (size_t row = 0; row < patterns.size(); ++row) {
+      const ContextPattern& pattern = patterns[row];
+      auto regex = std::make_unique<RE2>(pattern.regex, quiet_options());
+      const auto& names = regex->NamedCapturingGroups();
+      const auto index = [&](const char* name) {
+        const auto it = names.find(name);
+        return it == names.end() ? -1 : it->second;
+      };
+      compiled.groups.push_back({index("n"), index("job"), index("flag")});
+      compiled.regexes.push_back(std::move(regex));
+      RowSet& into =
+          tests_digits_alike(pattern.regex) ? compiled.digits_alike : compiled.digits_matter;
+      into.set->Add(pattern.regex, nullptr);
+      into.rows.push_back(static_cast<int>(row));
     }
-    compiled.set->Compile();
+    for (RowSet* row_set : {&compiled.digits_alike, &compiled.digits_matter}) {
+      if (row_set->rows.empty() || !row_set->set->Compile()) row_set->set.reset();
+    }
     return compiled;
   }();
   return kCompiled;
+}
+
+// The rows of `row_set` that match `line`, with where their groups matched.
+void append_matching_rows(const CompiledContext& compiled, const RowSet& row_set,
+                          std::string_view line, std::vector<RowMatch>& out) {
+  thread_local std::vector<int> hits;
+  hits.clear();
+  if (!row_set.set || !row_set.set->Match(line, &hits)) return;
+  std::vector<re2::StringPiece> groups;
+  for (const int hit : hits) {
+    const int row = row_set.rows[static_cast<size_t>(hit)];
+    const RE2& regex = *compiled.regexes[static_cast<size_t>(row)];
+    const int ngroups = regex.NumberOfCapturingGroups() + 1;
+    groups.assign(static_cast<size_t>(ngroups), re2::StringPiece());
+    if (!regex.Match(line, 0, line.size(), RE2::UNANCHORED, groups.data(), ngroups)) continue;
+    out.push_back(RowMatch::of(row, line, groups));
+  }
 }
 
 std::optional<int64_t> parse_number(std::string_view digits) {
@@ -224,7 +275,7 @@ std::optional<int64_t> parse_number(std::string_view digits) {
 
 }  // namespace
 
-bool may_be_context(std::string_view line) {
+const RE2& context_literals() {
   static const RE2 kLiterals(
       R"(Running|running training|Trainer\.fit|done|epochs? completed|terminate called|ChildFailed|exitcode|Aborted|Segmentation|received by PID|accelerate launch|Loading|uantiz|Model Loaded|create LoRA|Caching|UNLOADING|Skipping first|)"
       R"(baseline|first sample|Found step|Sampling|Saving|Saved|Removing old|Error running|)"
@@ -237,31 +288,33 @@ bool may_be_context(std::string_view line) {
       R"([Cc]omplete|finished|Stop signal|File "|File ~|frame #|Error|Exception|Interrupt|)"
       R"([Nn]ode[ _][Tt]ype|node \d|\.py:\d+ in )",
       quiet_options());
-  return RE2::PartialMatch(line, kLiterals);
+  return kLiterals;
 }
+
+bool may_be_context(std::string_view line) { return RE2::PartialMatch(line, context_literals()); }
 
 void match_context(std::string_view line, std::vector<ContextMatch>& out) {
   const CompiledContext& compiled = compiled_context();
-  std::vector<int> hits;
-  if (!compiled.set->Match(line, &hits)) return;
+  thread_local DigitShapeMemo<std::vector<RowMatch>> memo;
+  thread_local std::vector<RowMatch> matches;
+  matches = memo.get(line, [&] {
+    std::vector<RowMatch> found;
+    append_matching_rows(compiled, compiled.digits_alike, line, found);
+    return found;
+  });
+  append_matching_rows(compiled, compiled.digits_matter, line, matches);
+  // In the table's order, whichever set found them.
+  std::sort(matches.begin(), matches.end(),
+            [](const RowMatch& a, const RowMatch& b) { return a.row < b.row; });
   const auto& patterns = context_patterns();
-  for (int index : hits) {
-    const RE2& regex = *compiled.regexes[static_cast<size_t>(index)];
-    const auto& groups = regex.NamedCapturingGroups();
-    const int ngroups = regex.NumberOfCapturingGroups() + 1;
-    std::vector<re2::StringPiece> submatch(static_cast<size_t>(ngroups));
-    if (!regex.Match(line, 0, line.size(), RE2::UNANCHORED, submatch.data(), ngroups)) continue;
+  for (const RowMatch& row_match : matches) {
+    const std::vector<re2::StringPiece> groups = row_match.groups_in(line);
+    const RowGroups& named = compiled.groups[static_cast<size_t>(row_match.row)];
     ContextMatch match;
-    match.pattern = &patterns[static_cast<size_t>(index)];
-    if (auto it = groups.find("n"); it != groups.end()) {
-      match.n = parse_number(submatch[static_cast<size_t>(it->second)]);
-    }
-    if (auto it = groups.find("job"); it != groups.end()) {
-      match.job = submatch[static_cast<size_t>(it->second)];
-    }
-    if (auto it = groups.find("flag"); it != groups.end()) {
-      match.flag = submatch[static_cast<size_t>(it->second)];
-    }
+    match.pattern = &patterns[static_cast<size_t>(row_match.row)];
+    if (named.n >= 0) match.n = parse_number(groups[static_cast<size_t>(named.n)]);
+    if (named.job >= 0) match.job = groups[static_cast<size_t>(named.job)];
+    if (named.flag >= 0) match.flag = groups[static_cast<size_t>(named.flag)];
     out.push_back(match);
   }
 }

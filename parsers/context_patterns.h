@@ -15,6 +15,10 @@
 
 #include "parsers/event.h"
 
+namespace re2 {
+class RE2;
+}
+
 namespace oomtriage::parsers {
 
 enum class MarkerEffect {
@@ -63,6 +67,8 @@ void match_context(std::string_view line, std::vector<ContextMatch>& out);
 
 // Cheap literal check: false means no row can match.
 bool may_be_context(std::string_view line);
+// Its regex, an alternation of literals.
+const re2::RE2& context_literals();
 
 // The trainer whose output a row was written from (its name's prefix: "aitk-", "kohya-", ...);
 // kUnknown for rows that hold for any trainer. The leave-one-trainer-out test switches a

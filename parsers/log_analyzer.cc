@@ -17,6 +17,7 @@
 #include "parsers/context_patterns.h"
 #include "parsers/frame_runs.h"
 #include "parsers/line_cleaner.h"
+#include "parsers/line_literals.h"
 #include "parsers/oom_figures.h"
 #include "parsers/oom_patterns.h"
 #include "parsers/printed_arguments.h"
@@ -382,9 +383,10 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
     return;
   }
   const bool awaiting = open_ && open_->awaiting_continuation;
-  const bool oom_literal = may_mention_oom(text);
-  const bool context_literal = may_be_context(text);
-  const bool counter_literal = may_be_counter(text);
+  const LineLiterals literals = line_literals(text);
+  const bool oom_literal = literals.oom;
+  const bool context_literal = literals.context;
+  const bool counter_literal = literals.counter;
   const bool announcing = text.substr(0, 96).find("ing ") != std::string_view::npos;
   // While an incident is open every line may name the stage that failed (the epilogue).
   if (!awaiting && !oom_literal && !context_literal && !counter_literal && !announcing &&
@@ -1192,7 +1194,8 @@ LogAnalyzer::LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, u
 bool parser_patterns_ok(std::string* error) {
   // The OOM table last: a caller may be compiling it on another thread meanwhile (main.cc).
   return oom_figures_ok(error) && line_cleaner_ok(error) && context_patterns_ok(error) &&
-         counter_patterns_ok(error) && progress_patterns_ok(error) && oom_patterns_ok(error);
+         counter_patterns_ok(error) && progress_patterns_ok(error) && line_literals_ok(error) &&
+         oom_patterns_ok(error);
 }
 
 LogAnalysis analyze_log(std::string_view bytes, AnalyzerOptions options) {

@@ -564,18 +564,6 @@ std::optional<OomMatch> try_row(const CompiledPattern& entry, std::string_view l
   return match;
 }
 
-const RE2& literals_regex() {
-  // Every row above contains one of these literals; RE2 turns the alternation into one DFA pass.
-  // Add one only for a row that none of these covers.
-  static const RE2 kLiterals(
-      R"(emory|EMORY|OOM|ALLOC_FAILED|Killed|KILL|Allocation on device|Bus error|Signal 9|)"
-      R"(exitcode|return code = -9|137|/dev/shm|oom-kill|Failed to CUDA|OM [Dd]etected|)"
-      R"(bad_alloc|executable batch size|Unable to allocate|[Bb]atch size \d+ failed|)"
-      R"(RESOURCE_EXHAUSTED|OUT_OF_DEVICE_MEMORY|low on memory|memory pressure)",
-      quiet_options());
-  return kLiterals;
-}
-
 const RE2& class_regex() {
   static const RE2 kClass(R"(^((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)\b))",
                           quiet_options());
@@ -618,9 +606,9 @@ bool oom_patterns_ok(std::string* error) {
     ok = false;
     report(error, "oom pattern set", "RE2::Set did not compile");
   }
-  if (!literals_regex().ok()) {
+  if (!oom_literals().ok()) {
     ok = false;
-    report(error, "may_mention_oom literals", literals_regex().error());
+    report(error, "may_mention_oom literals", oom_literals().error());
   }
   if (!class_regex().ok()) {
     ok = false;
@@ -635,9 +623,19 @@ bool oom_table_ok(const std::vector<OomPattern>& table, std::string* error) {
   return check_rows(rows, error);
 }
 
-bool may_mention_oom(std::string_view text) {
-  return RE2::PartialMatch(text, literals_regex());
+const RE2& oom_literals() {
+  // Every row above contains one of these literals; RE2 turns the alternation into one DFA pass.
+  // Add one only for a row that none of these covers.
+  static const RE2 kLiterals(
+      R"(emory|EMORY|OOM|ALLOC_FAILED|Killed|KILL|Allocation on device|Bus error|Signal 9|)"
+      R"(exitcode|return code = -9|137|/dev/shm|oom-kill|Failed to CUDA|OM [Dd]etected|)"
+      R"(bad_alloc|executable batch size|Unable to allocate|[Bb]atch size \d+ failed|)"
+      R"(RESOURCE_EXHAUSTED|OUT_OF_DEVICE_MEMORY|low on memory|memory pressure)",
+      quiet_options());
+  return kLiterals;
 }
+
+bool may_mention_oom(std::string_view text) { return RE2::PartialMatch(text, oom_literals()); }
 
 std::optional<OomMatch> match_oom(std::string_view line) {
   CompiledTable& table = compiled_table();

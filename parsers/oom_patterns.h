@@ -13,6 +13,10 @@
 
 #include "parsers/event.h"
 
+namespace re2 {
+class RE2;
+}
+
 namespace oomtriage::parsers {
 
 struct OomPattern {
@@ -44,6 +48,8 @@ const std::vector<std::string_view>& oom_near_misses();
 
 // Cheap literal check: false means no row can match `text`.
 bool may_mention_oom(std::string_view text);
+// Its regex, an alternation of literals.
+const re2::RE2& oom_literals();
 
 // Matches a cleaned line against the table; the first matching row wins. One RE2::Set pass finds
 // the rows that can match, so a line that matches none costs a single DFA pass.

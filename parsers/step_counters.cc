@@ -208,11 +208,13 @@ const std::vector<std::string_view>& counter_near_misses() {
   return kNearMisses;
 }
 
-bool may_be_counter(std::string_view line) {
+const RE2& counter_literals() {
   static const RE2 kLiterals(
       R"((?i)iter|step|epoch|loss|checkpoint-|safetensors|\] - |num_updates)", counter_options());
-  return RE2::PartialMatch(line, kLiterals);
+  return kLiterals;
 }
+
+bool may_be_counter(std::string_view line) { return RE2::PartialMatch(line, counter_literals()); }
 
 namespace {
 

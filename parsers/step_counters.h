@@ -13,6 +13,10 @@
 #include <string_view>
 #include <vector>
 
+namespace re2 {
+class RE2;
+}
+
 namespace oomtriage::parsers {
 
 enum class CounterKind {
@@ -46,6 +50,8 @@ const std::vector<std::string_view>& counter_near_misses();
 
 // Cheap literal check: false means no row can match.
 bool may_be_counter(std::string_view line);
+// Its regex, an alternation of literals (case-insensitive).
+const re2::RE2& counter_literals();
 
 // The first row that matches the cleaned line.
 std::optional<StepCounter> match_counter(std::string_view line);
