@@ -3,9 +3,10 @@
 // A regular file fed to the analyzer in parts read with pread(2) into page-aligned buffers on
 // both cores: a helper thread and the analyzer's own, whichever is free, read a part and find
 // its runs of progress frames (parsers/frame_runs.h) a few parts ahead of the analyzer, which
-// then jumps over each run in one step. Reads, not a mapping: on the machines measured here a
-// page fault costs more than the kernel's copy into a buffer that stays in the cache
-// (bench/scan_vs_rg.sh). Memory stays at a ring of a few parts whatever the file's size.
+// then jumps over each run in one step. Reads, not a mapping: a log written in small pieces sits in
+// 4 KiB page-cache folios, and mapping it costs ~6x the copy here (bench/read_chunks); read back
+// into large folios, the two cost the same; and a mapped log truncated by a rotation meanwhile
+// would kill scan with SIGBUS. Memory stays at a ring of a few parts whatever the file's size.
 #pragma once
 
 #include <cstdint>
