@@ -157,11 +157,6 @@ OOMTRIAGE_ALWAYS_INLINE void find_runs_with(Masks masks_of, std::string_view par
   close();
 }
 
-void find_runs_portable(std::string_view part, uint64_t offset, int64_t min_records,
-                        std::vector<FrameRun>& runs) {
-  find_runs_with(masks_portable, part, offset, min_records, runs);
-}
-
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) void find_runs_avx2(std::string_view part, uint64_t offset,
                                                     int64_t min_records,
@@ -172,7 +167,7 @@ __attribute__((target("avx2"))) void find_runs_avx2(std::string_view part, uint6
 using FindRuns = void (*)(std::string_view, uint64_t, int64_t, std::vector<FrameRun>&);
 const FindRuns kFindRuns = [] {
   __builtin_cpu_init();  // this runs among the static constructors
-  return __builtin_cpu_supports("avx2") ? find_runs_avx2 : find_runs_portable;
+  return __builtin_cpu_supports("avx2") ? find_runs_avx2 : find_frame_runs_portable;
 }();
 #endif
 
@@ -187,8 +182,13 @@ void find_frame_runs(std::string_view part, uint64_t offset, int64_t min_records
 #if defined(__x86_64__)
   kFindRuns(part, offset, min_records, runs);
 #else
-  find_runs_portable(part, offset, min_records, runs);
+  find_frame_runs_portable(part, offset, min_records, runs);
 #endif
+}
+
+void find_frame_runs_portable(std::string_view part, uint64_t offset, int64_t min_records,
+                              std::vector<FrameRun>& runs) {
+  find_runs_with(masks_portable, part, offset, min_records, runs);
 }
 
 size_t record_boundary_after(std::string_view bytes, size_t at) {

@@ -42,6 +42,10 @@ struct FrameRun {
 void find_frame_runs(std::string_view part, uint64_t offset, int64_t min_records,
                      std::vector<FrameRun>& runs);
 
+// find_frame_runs() as a CPU without AVX2 runs it (tests: both must find the same runs).
+void find_frame_runs_portable(std::string_view part, uint64_t offset, int64_t min_records,
+                              std::vector<FrameRun>& runs);
+
 // Where to cut `bytes` near `at` so that no record and no "\r\n" straddles the cut: just past the
 // first terminator at or after `at` that is not a '\r' followed by '\n'. bytes.size() if none.
 size_t record_boundary_after(std::string_view bytes, size_t at);
