@@ -117,8 +117,12 @@ parsers::LogAnalysis head_facts(const fs::path& log, Trainer trainer,
   if (log == "-" || !in || !in.read(magic, 2) || (magic[0] == '\x1f' && magic[1] == '\x8b')) {
     return fallback;  // standard input or gzip: the caller's own reading is all there is
   }
+  // Sized by the file: a 1 MiB buffer filled with zeros costs a small log's whole scan time again.
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(log, ec);
   in.seekg(0);
-  std::string head(kHeadBytes, '\0');
+  std::string head(ec ? kHeadBytes : static_cast<size_t>(std::min<uintmax_t>(size, kHeadBytes)),
+                   '\0');
   in.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<size_t>(in.gcount()));
   parsers::AnalyzerOptions options;
