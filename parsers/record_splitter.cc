@@ -33,63 +33,7 @@ const char* find_record_end_portable(const char* p, const char* end) {
   return end;
 }
 
-// The record end and, on the way, the last '[' before it: a frame's time field opens there, and
-// the frame-run search needs both for every frame (one pass instead of two).
-const char* find_record_end_bracket_portable(const char* p, const char* end, const char** bracket) {
-  *bracket = nullptr;
-#if defined(__SSE2__)
-  const __m128i cr = _mm_set1_epi8('\r');
-  const __m128i lf = _mm_set1_epi8('\n');
-  const __m128i open = _mm_set1_epi8('[');
-  while (end - p >= 16) {
-    const __m128i block = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const unsigned ends = static_cast<unsigned>(
-        _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(block, cr), _mm_cmpeq_epi8(block, lf))));
-    unsigned opens = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(block, open)));
-    if (ends != 0) {
-      const unsigned at = static_cast<unsigned>(__builtin_ctz(ends));
-      opens &= (1u << at) - 1;
-      if (opens != 0) *bracket = p + (31 - __builtin_clz(opens));
-      return p + at;
-    }
-    if (opens != 0) *bracket = p + (31 - __builtin_clz(opens));
-    p += 16;
-  }
-#endif
-  for (; p != end; ++p) {
-    if (*p == '\n' || *p == '\r') return p;
-    if (*p == '[') *bracket = p;
-  }
-  return end;
-}
-
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) const char* find_record_end_bracket_avx2(const char* p,
-                                                                         const char* end,
-                                                                         const char** bracket) {
-  const char* last = nullptr;
-  const __m256i cr = _mm256_set1_epi8('\r');
-  const __m256i lf = _mm256_set1_epi8('\n');
-  const __m256i open = _mm256_set1_epi8('[');
-  while (end - p >= 32) {
-    const __m256i block = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-    const unsigned ends = static_cast<unsigned>(_mm256_movemask_epi8(
-        _mm256_or_si256(_mm256_cmpeq_epi8(block, cr), _mm256_cmpeq_epi8(block, lf))));
-    unsigned opens = static_cast<unsigned>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(block, open)));
-    if (ends != 0) {
-      const unsigned at = static_cast<unsigned>(__builtin_ctz(ends));
-      opens &= at == 0 ? 0u : 0xffffffffu >> (32 - at);
-      *bracket = opens != 0 ? p + (31 - __builtin_clz(opens)) : last;
-      return p + at;
-    }
-    if (opens != 0) last = p + (31 - __builtin_clz(opens));
-    p += 32;
-  }
-  const char* eol = find_record_end_bracket_portable(p, end, bracket);
-  if (*bracket == nullptr) *bracket = last;
-  return eol;
-}
-
 __attribute__((target("avx2"))) const char* find_record_end_avx2(const char* p, const char* end) {
   const __m256i cr = _mm256_set1_epi8('\r');
   const __m256i lf = _mm256_set1_epi8('\n');
@@ -110,12 +54,6 @@ const FindRecordEnd kFindRecordEnd = [] {
   __builtin_cpu_init();  // this runs among the static constructors
   return __builtin_cpu_supports("avx2") ? find_record_end_avx2 : find_record_end_portable;
 }();
-using FindRecordEndBracket = const char* (*)(const char*, const char*, const char**);
-const FindRecordEndBracket kFindRecordEndBracket = [] {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") ? find_record_end_bracket_avx2
-                                        : find_record_end_bracket_portable;
-}();
 #endif
 
 }  // namespace
@@ -125,14 +63,6 @@ const char* find_record_end(const char* p, const char* end) {
   return kFindRecordEnd(p, end);
 #else
   return find_record_end_portable(p, end);
-#endif
-}
-
-const char* find_record_end(const char* p, const char* end, const char** last_bracket) {
-#if defined(__x86_64__)
-  return kFindRecordEndBracket(p, end, last_bracket);
-#else
-  return find_record_end_bracket_portable(p, end, last_bracket);
 #endif
 }
 

@@ -24,8 +24,6 @@ struct Record {
 
 // Returns a pointer to the first '\r' or '\n' in [p, end), or end.
 const char* find_record_end(const char* p, const char* end);
-// The same, and the last '[' before it in `*last_bracket` (null if none).
-const char* find_record_end(const char* p, const char* end, const char** last_bracket);
 // Returns a pointer to the last `c` in [begin, end), or null (a tqdm frame's time field is
 // found from its end).
 const char* find_last(const char* begin, const char* end, char c);

@@ -18,6 +18,15 @@ using namespace oomtriage::parsers;
 
 namespace {
 
+// `line` with each digit drawn at random: the same digit shape.
+std::string with_other_digits(const std::string& line, std::mt19937& random) {
+  std::string other = line;
+  for (char& c : other) {
+    if (c >= '0' && c <= '9') c = static_cast<char>('0' + random() % 10);
+  }
+  return other;
+}
+
 // match_counter on a thread of its own: its memo starts empty, so the answer is computed.
 std::optional<StepCounter> fresh(const std::string& line) {
   std::optional<StepCounter> answer;
@@ -78,10 +87,7 @@ TEST_SUITE("parsers::digit_shape") {
     std::mt19937 random(11);
     for (const std::string& line : lines) {
       for (int variant = 0; variant < 8; ++variant) {
-        std::string other = line;
-        for (char& c : other) {
-          if (c >= '0' && c <= '9') c = static_cast<char>('0' + random() % 10);
-        }
+        const std::string other = with_other_digits(line, random);
         (void)match_counter(line);  // the shape is now known on this thread
         INFO(line << " -> " << other);
         CHECK(same(match_counter(other), fresh(other)));
@@ -106,10 +112,7 @@ TEST_SUITE("parsers::digit_shape") {
     size_t matched = 0;
     for (const std::string& line : lines) {
       for (int variant = 0; variant < 8; ++variant) {
-        std::string other = line;
-        for (char& c : other) {
-          if (c >= '0' && c <= '9') c = static_cast<char>('0' + random() % 10);
-        }
+        const std::string other = with_other_digits(line, random);
         (void)context_answer(line);  // the shape is now known on this thread
         INFO(line << " -> " << other);
         const ContextAnswer answer = context_answer(other);
