@@ -763,8 +763,14 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       if (match.n && arguments_.batch_size && *match.n < *arguments_.batch_size) {
         static const OomPattern kSilentRetry{.name = "batch-size-adjusted",
                                              .kind = OomKind::kCuda,
+                                             .regex = {},
+                                             .also = {},
+                                             .veto = {},
                                              .recovered = true,
-                                             .phase = Phase::kTrainStep};
+                                             .phase = Phase::kTrainStep,
+                                             .allocator_message = false,
+                                             .gpu_index = std::nullopt,
+                                             .samples = {}};
         // The banner reprints after the retry: the attempt before it is what ran out of memory.
         step_ = attempt_step_;
         on_signal(OomMatch{&kSilentRetry, OomKind::kCuda, 0}, text, std::nullopt,

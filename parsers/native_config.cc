@@ -344,7 +344,7 @@ std::optional<JobConfig> config_from_printed_arguments(
   config.trainer = trainer;
   config.format = ConfigFormat::kJson;
   config.process_path = "";
-  config.targets.push_back({TargetKind::kArgs, log});
+  config.targets.push_back({TargetKind::kArgs, log, ""});
   config.datasets.clear();
   if (const auto it = doc.flat.find("pretrained_model_name_or_path");
       it != doc.flat.end() && it->second.value.is_string()) {

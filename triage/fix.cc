@@ -29,8 +29,8 @@ bool Fix::changes_config() const {
 }
 
 parsers::ConfigTarget Fix::target() const {
-  if (changes.empty()) return {parsers::TargetKind::kOps, ""};
-  return {changes.front().kind, changes.front().file};
+  if (changes.empty()) return {parsers::TargetKind::kOps, "", ""};
+  return {changes.front().kind, changes.front().file, ""};
 }
 
 bool is_known_fix_id(std::string_view id) {

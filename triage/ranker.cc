@@ -80,6 +80,8 @@ bool big_text_encoder(ModelFamily f) {
 }  // namespace
 
 const std::vector<RankingRow>& ranking_table() {
+  // A table, one entry per row as written:
+  // clang-format off
   static const std::vector<RankingRow> kTable = {
       {Situation::kShm, "`/dev/shm` too small", {{"increase_shm", 0}}},
       {Situation::kHost,
@@ -129,6 +131,7 @@ const std::vector<RankingRow>& ranking_table() {
         {"cache_text_embeddings", 22}, {"layer_offloading", 26}, {"cache_latents_to_disk", 28},
         {"use_8bit_optimizer", 30}}},
   };
+  // clang-format on
   return kTable;
 }
 
@@ -940,23 +943,22 @@ const OomEvent* incident_to_fix(const parsers::LogAnalysis& analysis) {
   return analysis.events.empty() ? nullptr : &analysis.events.back();
 }
 
-parsers::JobConfig config_from_log(const parsers::LogAnalysis& analysis) {
+parsers::JobConfig config_from_log(parsers::Trainer trainer,
+                                   const parsers::PrintedArguments& args) {
   // Nothing is known but what the log prints; the target is the trainer's command line.
   JobConfig config;
-  config.trainer = analysis.trainer == parsers::Trainer::kUnknown ? parsers::Trainer::kUnknown
-                                                                  : analysis.trainer;
+  config.trainer = trainer;
   config.process_path = "";
   config.datasets.clear();
   config.unknown.set();
   if (config.trainer == parsers::Trainer::kAiToolkit) {
     config.process_path = "config.process[0]";
-    config.targets.push_back({parsers::TargetKind::kYaml, ""});
+    config.targets.push_back({parsers::TargetKind::kYaml, "", ""});
   } else if (parsers::writes_flags(config.trainer)) {
-    config.targets.push_back({parsers::TargetKind::kArgs, ""});
+    config.targets.push_back({parsers::TargetKind::kArgs, "", ""});
   } else {
-    config.targets.push_back({parsers::TargetKind::kJson, ""});  // OneTrainer: its UI's JSON
+    config.targets.push_back({parsers::TargetKind::kJson, "", ""});  // OneTrainer: its UI's JSON
   }
-  const parsers::PrintedArguments& args = analysis.arguments;
   if (args.batch_size) {
     config.batch_size = *args.batch_size;
     config.unknown.reset(static_cast<size_t>(Knob::kBatchSize));
@@ -980,16 +982,14 @@ parsers::JobConfig config_from_log(const parsers::LogAnalysis& analysis) {
 }
 
 std::vector<Fix> rank_fixes(const TriageInput& input) {
-  if (input.analysis == nullptr) return {};
-  const OomEvent* event = incident_to_fix(*input.analysis);
-  if (event == nullptr) return {};
-  if (input.config != nullptr) return Planner(input, *event, *input.config, false).plan();
+  if (input.event == nullptr) return {};
+  if (input.config != nullptr) return Planner(input, *input.event, *input.config, false).plan();
   TriageInput with_note = input;
-  if (input.analysis->arguments.any()) {
+  if (input.arguments.any()) {
     with_note.config_problem += "; using the training arguments the log prints";
   }
-  const JobConfig from_log = config_from_log(*input.analysis);
-  return Planner(with_note, *event, from_log, true).plan();
+  const JobConfig from_log = config_from_log(input.trainer, input.arguments);
+  return Planner(with_note, *input.event, from_log, true).plan();
 }
 
 }  // namespace oomtriage::triage

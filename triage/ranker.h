@@ -53,8 +53,12 @@ const std::vector<RankingRow>& ranking_table();
 // The table as the README shows it (a Markdown table).
 std::string ranking_table_markdown();
 
+// What the ranker needs of one incident. Commands and the daemon do not fill it themselves: they
+// call triage/triage_job.h, the one path from an analysis, a job and its history to fixes.
 struct TriageInput {
-  const parsers::LogAnalysis* analysis = nullptr;
+  const parsers::OomEvent* event = nullptr;
+  parsers::Trainer trainer = parsers::Trainer::kUnknown;
+  parsers::PrintedArguments arguments;  // what the log prints of the training arguments
   const parsers::JobConfig* config = nullptr;  // null: no config, or it did not parse
   std::string config_problem;  // why there is no config, in words, for the fixes' "why"
   // Fixes the job's previous run carried before it crashed again in the same phase: they go
@@ -68,7 +72,8 @@ const parsers::OomEvent* incident_to_fix(const parsers::LogAnalysis& analysis);
 // The config a log alone shows when the job has no config: the trainer, the training arguments
 // it prints (batch, accumulation, checkpointing, resolution), every other knob unknown; fixes
 // are written for the trainer's command line (AI Toolkit: its YAML paths).
-parsers::JobConfig config_from_log(const parsers::LogAnalysis& analysis);
+parsers::JobConfig config_from_log(parsers::Trainer trainer,
+                                   const parsers::PrintedArguments& args);
 
 std::vector<Fix> rank_fixes(const TriageInput& input);
 

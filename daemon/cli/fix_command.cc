@@ -20,7 +20,7 @@
 #include "daemon/cli/log_reader.h"
 #include "daemon/render/text_output.h"
 #include "triage/config_patch.h"
-#include "triage/ranker.h"
+#include "triage/triage_job.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -118,18 +118,16 @@ int run_fix(const FixOptions& options) {
   JobLookup& lookup = *located;
   if (!lookup.warning.empty()) fmt::print(stderr, "oomtriage: {}\n", lookup.warning);
 
-  triage::TriageInput input{&analysis, lookup.config ? &*lookup.config : nullptr,
-                            lookup.config_problem, {}};
-  if (const parsers::OomEvent* incident = triage::incident_to_fix(analysis)) {
-    input.tried_and_failed =
-        tried_and_failed_for_log(options.store, options.log, *incident, lookup.files);
-  }
-  const std::vector<triage::Fix> fixes = triage::rank_fixes(input);
+  const triage::JobView job{lookup.config ? &*lookup.config : nullptr, lookup.config_problem,
+                            &lookup.files};
+  const triage::Triage triage = triage::triage_log(
+      analysis, job, history_of_log(options.store, options.log, analysis, lookup.files));
+  const std::vector<triage::Fix>& fixes = triage.fixes;
   if (fixes.empty()) {
     fmt::print(stderr, "oomtriage: {}: no out-of-memory incident, nothing to fix\n", options.log);
     return kExitOk;
   }
-  const uint64_t incident_offset = triage::incident_to_fix(analysis)->offset;
+  const uint64_t incident_offset = triage.incident->offset;
   const AlreadyApplied applied = already_applied(options, lookup, incident_offset);
   if (!applied.ids.empty() && !options.fix_id && !options.rank) {
     fmt::print(stderr,

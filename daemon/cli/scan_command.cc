@@ -27,7 +27,7 @@
 #include "daemon/render/json_output.h"
 #include "daemon/render/text_output.h"
 #include "parsers/log_analyzer.h"
-#include "triage/ranker.h"
+#include "triage/triage_job.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -153,12 +153,12 @@ int run_scan(const ScanOptions& options) {
     }
     JobLookup& lookup = *located;
     if (!lookup.warning.empty()) report(lookup.warning);
-    triage::TriageInput input{&log.analysis, lookup.config ? &*lookup.config : nullptr,
-                              lookup.config_problem, {}};
-    if (const parsers::OomEvent* incident = triage::incident_to_fix(log.analysis)) {
-      input.tried_and_failed = tried_and_failed_for_log(options.store, path, *incident, lookup.files);
-    }
-    log.fixes = triage::rank_fixes(input);
+    const triage::JobView job{lookup.config ? &*lookup.config : nullptr, lookup.config_problem,
+                              &lookup.files};
+    log.fixes = triage::triage_log(
+                    log.analysis, job,
+                    history_of_log(options.store, path, log.analysis, lookup.files))
+                    .fixes;
     log.job = std::move(lookup.job);
     scanned.push_back(std::move(log));
   }

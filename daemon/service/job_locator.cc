@@ -232,7 +232,7 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
         log.string() + " (the config printed at its top)");
     if (load.config) {
       lookup.config = std::move(load.config);
-      lookup.config->targets = {{TargetKind::kYaml, ""}};
+      lookup.config->targets = {{TargetKind::kYaml, "", ""}};
     } else {
       lookup.config_problem = "the config printed in the log did not parse";
     }

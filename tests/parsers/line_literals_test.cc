@@ -60,7 +60,7 @@ TEST_SUITE("parsers::line literals") {
     for (std::string_view miss : parsers::counter_near_misses()) lines.emplace_back(miss);
     const fs::path testdata = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata";
     size_t logs = 0;
-    for (const fs::path dir : {testdata / "logs", testdata / "trainer-logs"}) {
+    for (const fs::path& dir : {testdata / "logs", testdata / "trainer-logs"}) {
       for (const auto& entry : fs::directory_iterator(dir)) {
         if (entry.path().extension() != ".log") continue;
         const std::string text = testing::slurp(entry.path());

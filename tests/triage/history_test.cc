@@ -3,6 +3,7 @@
 // After a crash: which proposed fixes the config now carries (a patch that changes nothing), and
 // the escalation when a run carried a fix and crashed again in the same phase.
 #include "triage/history.h"
+#include "triage/triage_job.h"
 
 #include <doctest/doctest.h>
 
@@ -36,9 +37,7 @@ std::vector<triage::Fix> rank_sampling(const std::string& yaml,
   analysis.events.push_back(event);
   auto load = parsers::parse_job_config(yaml, parsers::ConfigFormat::kYaml, "config.yaml");
   REQUIRE(load.config);
-  triage::TriageInput input{&analysis, &*load.config, ""};
-  input.tried_and_failed = std::move(tried);
-  return triage::rank_fixes(input);
+  return triage::triage_log(analysis, {&*load.config, ""}, {std::nullopt, std::move(tried)}).fixes;
 }
 
 }  // namespace
@@ -74,5 +73,45 @@ TEST_SUITE("triage::history") {
     CHECK(again.front().id == "disable_sampling");
     CHECK(again.back().id == "cheapen_previews");
     CHECK(again.back().why.find("the previous run carried this fix") != std::string::npos);
+  }
+
+  TEST_CASE("the one triage path: the previous crash's fixes the config carries count as tried "
+            "only in the same phase and only for a fatal crash") {
+    const auto first = rank_sampling(kYaml);
+    REQUIRE(first.front().id == "cheapen_previews");
+    const auto patched = triage::patch_file(TargetKind::kYaml, kYaml, first.front().changes);
+    REQUIRE(patched.text);
+    auto load = parsers::parse_job_config(*patched.text, parsers::ConfigFormat::kYaml, "config.yaml");
+    REQUIRE(load.config);
+    const std::vector<parsers::NativeFile> files{{TargetKind::kYaml, "config.yaml", *patched.text}};
+    const triage::JobView job{&*load.config, "", &files};
+    parsers::OomEvent event;
+    event.phase = parsers::Phase::kSampling;
+    event.step = 250;
+    parsers::LogAnalysis analysis;
+    analysis.trainer = parsers::Trainer::kAiToolkit;
+    analysis.events.push_back(event);
+
+    const triage::History same_phase{triage::StoredCrash{"sampling", first}, {}};
+    const triage::Triage again = triage::triage_log(analysis, job, same_phase);
+    REQUIRE(again.incident == &analysis.events.back());
+    REQUIRE(again.fixes.size() >= 2);
+    CHECK(again.fixes.front().id == "disable_sampling");
+    CHECK(again.fixes.back().id == "cheapen_previews");
+
+    // The same fixes after a crash in another phase say nothing about this one.
+    const triage::History other_phase{triage::StoredCrash{"train_step", first}, {}};
+    CHECK(triage::triage_log(analysis, job, other_phase).fixes.front().id != "disable_sampling");
+    // Nor for a recovered OOM, nor without the job's files to compare.
+    analysis.events.back().recovered = true;
+    CHECK(triage::triage_log(analysis, job, same_phase).fixes.back().id != "cheapen_previews");
+    analysis.events.back().recovered = false;
+    CHECK(triage::triage_log(analysis, {&*load.config, "", nullptr}, same_phase)
+              .fixes.back()
+              .id != "cheapen_previews");
+    // An analysis without an OOM has no incident and no fixes.
+    const triage::Triage none = triage::triage_log(parsers::LogAnalysis{}, job, same_phase);
+    CHECK(none.incident == nullptr);
+    CHECK(none.fixes.empty());
   }
 }

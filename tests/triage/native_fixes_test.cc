@@ -16,6 +16,7 @@
 #include "parsers/printed_arguments.h"
 #include "triage/config_patch.h"
 #include "triage/ranker.h"
+#include "triage/triage_job.h"
 #include "tests/support/files.h"
 
 using oomtriage::testing::slurp;
@@ -64,7 +65,7 @@ TEST_SUITE("triage::native fixes") {
                               file(TargetKind::kToml, "kohya_dataset.toml")});
     REQUIRE(load.config);
     const auto analysis = incident(Trainer::kSdScripts, Phase::kTrainStep, 2);
-    const auto fixes = triage::rank_fixes({&analysis, &*load.config, ""});
+    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
     REQUIRE(!fixes.empty());
     const triage::Fix& gc = fixes.front();
     CHECK(gc.id == "enable_gradient_checkpointing");
@@ -115,7 +116,7 @@ TEST_SUITE("triage::native fixes") {
         Trainer::kSdScripts, {file(TargetKind::kToml, "kohya_flux_lora.toml")});
     REQUIRE(load.config);
     const auto analysis = incident(Trainer::kSdScripts, Phase::kSampling, 250);
-    const auto fixes = triage::rank_fixes({&analysis, &*load.config, ""});
+    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
     const triage::Fix* previews = find(fixes, "cheapen_previews");
     REQUIRE(previews);
     CHECK(previews->changes.empty());
@@ -136,7 +137,7 @@ TEST_SUITE("triage::native fixes") {
 
   TEST_CASE("a kohya log without config: unknowns are checks, nothing is claimed") {
     const auto analysis = incident(Trainer::kSdScripts, Phase::kTrainStep, 2);
-    const auto fixes = triage::rank_fixes({&analysis, nullptr, "no job config was found"});
+    const auto fixes = triage::triage_log(analysis, {nullptr, "no job config was found"}).fixes;
     REQUIRE(fixes.size() >= 2);
     CHECK(fixes[0].id == "enable_gradient_checkpointing");  // an early OOM: check GC first
     CHECK(fixes[0].check.find("--gradient_checkpointing") != std::string::npos);
@@ -161,7 +162,7 @@ TEST_SUITE("triage::native fixes") {
         Trainer::kOneTrainer, {file(TargetKind::kJson, "onetrainer_config.json")});
     REQUIRE(load.config);
     const auto analysis = incident(Trainer::kOneTrainer, Phase::kTrainStep, 3);
-    const auto fixes = triage::rank_fixes({&analysis, &*load.config, ""});
+    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
     REQUIRE(!fixes.empty());
     CHECK(fixes[0].id == "enable_gradient_checkpointing");
     CHECK(fixes[0].changes.at(0).to_json == "\"ON\"");
@@ -180,7 +181,7 @@ TEST_SUITE("triage::native fixes") {
         Trainer::kTransformers, {file(TargetKind::kJson, "hf_training_args.json")});
     REQUIRE(load.config);
     const auto analysis = incident(Trainer::kTransformers, Phase::kSampling, 200);
-    const auto fixes = triage::rank_fixes({&analysis, &*load.config, ""});
+    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
     REQUIRE(!fixes.empty());
     CHECK(fixes[0].id == "cheapen_previews");
     REQUIRE(fixes[0].changes.size() == 1);
@@ -197,7 +198,7 @@ TEST_SUITE("triage::native fixes") {
         Trainer::kSimpleTuner, {file(TargetKind::kJson, "simpletuner_config.json")});
     REQUIRE(load.config);
     const auto analysis = incident(Trainer::kSimpleTuner, Phase::kSampling, 100);
-    const auto fixes = triage::rank_fixes({&analysis, &*load.config, ""});
+    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
     REQUIRE(!fixes.empty());
     CHECK(fixes[0].id == "cheapen_previews");
     std::set<std::string> paths;
@@ -222,7 +223,7 @@ TEST_SUITE("triage::native fixes") {
     const auto config = parsers::config_from_printed_arguments(Trainer::kDiffusers, args, true, "log");
     REQUIRE(config);
     const auto analysis = incident(Trainer::kDiffusers, Phase::kTrainStep, 3);
-    const auto fixes = triage::rank_fixes({&analysis, &*config, ""});
+    const auto fixes = triage::triage_log(analysis, {&*config, ""}).fixes;
     REQUIRE(!fixes.empty());
     CHECK(fixes[0].id == "lower_batch_size");
     CHECK(fixes[0].why.find("with gradient checkpointing already on") != std::string::npos);
@@ -250,7 +251,7 @@ TEST_SUITE("triage::native fixes") {
         "        is_flux: true\n      train:\n        dtype: bf16\n",
         parsers::ConfigFormat::kYaml, "config.yaml");
     REQUIRE(load.config);
-    const auto fixes = triage::rank_fixes({&analysis, &*load.config, ""});
+    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
     REQUIRE(!fixes.empty());
     const triage::Fix* expandable = find(fixes, "expandable_segments");
     REQUIRE(expandable);
@@ -277,12 +278,12 @@ TEST_SUITE("triage::native fixes") {
         "config:\n  process:\n    - train:\n        batch_size: 2\n", parsers::ConfigFormat::kYaml,
         "config.yaml");
     REQUIRE(load.config);
-    auto fixes = triage::rank_fixes({&analysis, &*load.config, ""});
+    auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
     CHECK(find(fixes, "free_gpu") == nullptr);
     // Two processes: they are others.
     auto busy = analysis;
     busy.events[0].figures.other_processes.push_back({700000, 6 * kGiB});
-    fixes = triage::rank_fixes({&busy, &*load.config, ""});
+    fixes = triage::triage_log(busy, {&*load.config, ""}).fixes;
     REQUIRE(find(fixes, "free_gpu"));
   }
 

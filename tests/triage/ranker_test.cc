@@ -6,6 +6,7 @@
 // nothing already applied, and a boolean fix, once applied to the config text, is not proposed
 // again.
 #include "triage/ranker.h"
+#include "triage/triage_job.h"
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -73,12 +74,12 @@ parsers::LogAnalysis analysis_of(const Incident& incident) {
 std::vector<triage::Fix> rank(const std::string& yaml, const Incident& incident) {
   const parsers::LogAnalysis analysis = analysis_of(incident);
   if (yaml.empty()) {
-    return triage::rank_fixes({&analysis, nullptr, "no job config was found"});
+    return triage::triage_log(analysis, {nullptr, "no job config was found"}).fixes;
   }
   auto load = parsers::parse_job_config(yaml, parsers::ConfigFormat::kYaml, "config.yaml");
   INFO(load.error);
   REQUIRE(load.config);
-  return triage::rank_fixes({&analysis, &*load.config, ""});
+  return triage::triage_log(analysis, {&*load.config, ""}).fixes;
 }
 
 std::vector<std::string> ids(const std::vector<triage::Fix>& fixes) {
@@ -403,7 +404,7 @@ TEST_SUITE("triage::ranker") {
     CHECK(analysis.arguments.gradient_accumulation == 1);
     CHECK(analysis.arguments.resolution == 1024);
     CHECK(analysis.arguments.gradient_checkpointing == false);
-    const auto fixes = triage::rank_fixes({&analysis, nullptr, "no job config was found"});
+    const auto fixes = triage::triage_log(analysis, {nullptr, "no job config was found"}).fixes;
     REQUIRE(fixes.size() >= 2);
     CHECK(fixes[0].id == "enable_gradient_checkpointing");
     REQUIRE(fixes[0].changes.size() == 1);

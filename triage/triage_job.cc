@@ -1,0 +1,55 @@
+// triage/triage_job.cc: a job's history turned into the fixes tried, then the ranker.
+#include "triage/triage_job.h"
+
+#include <algorithm>
+
+#include "triage/history.h"
+#include "triage/ranker.h"
+
+namespace oomtriage::triage {
+
+namespace {
+
+// A fix the previous run carried from its crash, when this run crashed again in the same phase,
+// did not work: it goes last, so the next lever leads.
+std::vector<std::string> tried_and_failed(const parsers::OomEvent& event, const JobView& job,
+                                          const History& history) {
+  std::vector<std::string> tried = history.tried_and_failed;
+  const std::optional<StoredCrash>& previous = history.previous_crash;
+  if (event.recovered || job.files == nullptr || job.files->empty() || !previous ||
+      previous->phase != parsers::to_string(event.phase)) {
+    return tried;
+  }
+  for (std::string& id : carried_fixes(previous->fixes, *job.files)) {
+    if (std::find(tried.begin(), tried.end(), id) == tried.end()) tried.push_back(std::move(id));
+  }
+  return tried;
+}
+
+}  // namespace
+
+std::vector<Fix> triage_event(const parsers::OomEvent& event, parsers::Trainer trainer,
+                              const parsers::PrintedArguments& arguments, const JobView& job,
+                              const History& history) {
+  TriageInput input;
+  input.event = &event;
+  input.trainer = trainer;
+  input.arguments = arguments;
+  input.config = job.config;
+  input.config_problem = job.config_problem;
+  input.tried_and_failed = tried_and_failed(event, job, history);
+  return rank_fixes(input);
+}
+
+Triage triage_log(const parsers::LogAnalysis& analysis, const JobView& job,
+                  const History& history) {
+  Triage triage;
+  triage.incident = incident_to_fix(analysis);
+  if (triage.incident != nullptr) {
+    triage.fixes =
+        triage_event(*triage.incident, analysis.trainer, analysis.arguments, job, history);
+  }
+  return triage;
+}
+
+}  // namespace oomtriage::triage
