@@ -189,8 +189,4 @@ Result<Ok> read_log_content(const std::string& path, const ContentSink& sink) {
   return read_content(*log, path, sink, [](uint64_t) {});
 }
 
-int exit_code_for(const Error& error) {
-  return error.code == ErrorCode::kBadInput ? kExitBadInput : kExitEnvironment;
-}
-
 }  // namespace oomtriage::daemon

@@ -9,12 +9,11 @@
 #include <string>
 #include <string_view>
 
+#include "daemon/common/exit_codes.h"
 #include "parsers/log_analyzer.h"
 #include "parsers/result.h"
 
 namespace oomtriage::daemon {
-
-enum ExitCode { kExitOk = 0, kExitBadInput = 1, kExitEnvironment = 2, kExitFatalOom = 3 };
 
 // Feeds `path` ("-": standard input) to `analyzer`; an error is one line naming the file and
 // the reason.
@@ -26,8 +25,5 @@ using ContentSink = std::function<void(std::string_view)>;
 // Reads `path` ("-": standard input) into `sink` as the trainer wrote it: a gzip file through
 // zlib, a container log decoded from kubelet's CRI lines.
 Result<Ok> read_log_content(const std::string& path, const ContentSink& sink);
-
-// What the command exits with for `error`: bad input 1, the environment 2.
-int exit_code_for(const Error& error);
 
 }  // namespace oomtriage::daemon

@@ -86,10 +86,6 @@ Result<std::unique_ptr<db::JobReader>> open_reader(const StoreTarget& target) {
   return std::unique_ptr<db::JobReader>(std::move(*store));
 }
 
-int exit_code_of(const Error& error) {
-  return error.code == ErrorCode::kBadInput ? kExitBadInput : kExitEnvironment;
-}
-
 std::string family_of(const db::SnapshotRow& snapshot) {
   const auto format = snapshot.path.ends_with(".json") ? parsers::ConfigFormat::kJson
                                                        : parsers::ConfigFormat::kYaml;
@@ -456,7 +452,7 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
   auto store = open_reader(target);
   if (!store) {
     fmt::print(stderr, "oomtriage: {}\n", store.error().message);
-    return exit_code_of(store.error());
+    return exit_code_for(store.error());
   }
   std::vector<db::JobSummary> jobs;
   if (*store) {
@@ -539,7 +535,7 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
   auto store = open_reader(target);
   if (!store) {
     fmt::print(stderr, "oomtriage: {}\n", store.error().message);
-    return exit_code_of(store.error());
+    return exit_code_for(store.error());
   }
   std::vector<db::JobSummary> jobs;
   if (*store) {
@@ -595,7 +591,7 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
   auto found = (*store)->job_story(chosen->name, chosen->home);
   if (!found) {
     fmt::print(stderr, "oomtriage: {}\n", found.error().message);
-    return exit_code_of(found.error());
+    return exit_code_for(found.error());
   }
   std::optional<db::JobStory> story = std::move(*found);
   if (!story) {

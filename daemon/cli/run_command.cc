@@ -18,6 +18,7 @@
 #include "daemon/cli/child_process.h"
 #include "daemon/cli/run_alerts.h"
 #include "daemon/common/digest.h"
+#include "daemon/common/exit_codes.h"
 #include "daemon/render/json_output.h"
 #include "daemon/service/event_sink.h"
 #include "daemon/service/job_locator.h"
@@ -26,7 +27,7 @@
 #include "parsers/log_analyzer.h"
 #include "triage/config_patch.h"
 #include "triage/heal_plan.h"
-#include "triage/ranker.h"
+#include "triage/triage_job.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -241,7 +242,7 @@ bool wait_or_interrupted(std::chrono::seconds delay) {
 int run_supervised(const RunOptions& options) {
   if (options.command.empty()) {
     say("no command given (oomtriage run [options] -- COMMAND [ARG...])");
-    return 1;
+    return kExitBadInput;
   }
   take_over_signals();
   std::vector<std::string> argv = options.command;
@@ -259,7 +260,7 @@ int run_supervised(const RunOptions& options) {
   std::ofstream log(log_path, std::ios::binary | std::ios::app);
   if (!log) {
     say("cannot write " + log_path);
-    return 1;
+    return kExitEnvironment;
   }
   RunAlerts alerts(options.alerts, options.store);
   RunStore store(options.store, alerts.receivers());
@@ -285,7 +286,7 @@ int run_supervised(const RunOptions& options) {
     auto child = ChildProcess::start(argv, env);
     if (!child) {
       say(child.error().message);
-      return 1;
+      return exit_code_for(child.error());
     }
     std::optional<int64_t> resumed_at;
     bool did_not_resume = false;
@@ -322,9 +323,10 @@ int run_supervised(const RunOptions& options) {
     if (config) explicit_config = *config;
     auto located = locate_job(log_path, explicit_config, trainer, analysis);
     JobLookup lookup = located ? std::move(*located) : JobLookup{};
-    triage::TriageInput input{&analysis, lookup.config ? &*lookup.config : nullptr,
-                              lookup.config_problem, tried};
-    const std::vector<triage::Fix> fixes = triage::rank_fixes(input);
+    const triage::JobView job_view{lookup.config ? &*lookup.config : nullptr,
+                                   lookup.config_problem, &lookup.files};
+    const triage::Triage triage = triage::triage_log(analysis, job_view, {std::nullopt, tried});
+    const std::vector<triage::Fix>& fixes = triage.fixes;
     const std::optional<RunIds> ids =
         store.record_attempt(job, analysis, log_path, end_offset, lookup, fixes);
     alerts.poke();
@@ -419,8 +421,7 @@ int run_supervised(const RunOptions& options) {
                       step.fix->id));
     }
     const triage::Fix& fix = *step.fix;
-    const parsers::OomEvent* incident = triage::incident_to_fix(analysis);
-    const uint64_t incident_offset = incident ? incident->offset : base_offset;
+    const uint64_t incident_offset = triage.incident ? triage.incident->offset : base_offset;
 
     // The fix, in the trainer's own channel: a patched copy of each config file it edits (beside
     // the original, so that relative paths inside it still hold), its flags, its environment.
