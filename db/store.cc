@@ -534,7 +534,7 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
     fp.bind(1, p.file_id).bind(2, p.fingerprint->first).bind(3, p.fingerprint->second);
     if (fp.step() != SQLITE_DONE) return fp.error("update file fingerprint");
   }
-  if (p.run_id != 0) {
+  if (p.run_id != 0 && !p.outcome.empty()) {
     Statement r(*statements_, "UPDATE runs SET outcome = ?2, updated_at = ?3 WHERE id = ?1");
     r.bind(1, p.run_id).bind(2, p.outcome).bind(3, now);
     if (r.step() != SQLITE_DONE) return r.error("update run");

@@ -63,7 +63,7 @@ struct Progress {
   std::string analyzer_state;
   std::string anchor;                                          // of `offset`
   std::optional<std::pair<std::string, int64_t>> fingerprint;  // set once the first KiB exists
-  std::string outcome;
+  std::string outcome;  // the run's outcome; empty: keep the stored one
   std::vector<EventRow> events;
   std::vector<std::string> receivers;  // an outbox row per event and receiver
 };

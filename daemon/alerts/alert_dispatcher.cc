@@ -245,6 +245,13 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
     const auto count = [&](const char* result) {
       if (metrics_) ++metrics_->alerts[{r.name, result}];
     };
+    // A verdict the store did not keep: the row stays as it was and is sent again when due (a
+    // receiver may see a repeat, with the same idempotency key); counted and logged once.
+    const auto keep = [&](const Result<Ok>& marked) {
+      if (marked) return;
+      if (metrics_) ++metrics_->store_errors["mark_alerts"];
+      log_once(kWarning, "the store did not keep the delivery result: " + marked.error().message);
+    };
     const double jitter = std::uniform_real_distribution<double>(0.5, 1.5)(lane.jitter);
     DeliveryVerdict verdict =
         judge_response(response, r, attempts, now - group.front().created_at, jitter);
@@ -255,14 +262,14 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
     switch (verdict.kind) {
       case DeliveryVerdict::kDelivered:
         count("delivered");
-        (void)store_.mark_alerts(ids, "delivered", attempts, now, "");
+        keep(store_.mark_alerts(ids, "delivered", attempts, now, ""));
         break;
       case DeliveryVerdict::kFailed:
         count("failed");
         log_once(kError, verdict.log + (response.body.empty()
                                             ? std::string()
                                             : " (" + response_excerpt(response.body) + ")"));
-        (void)store_.mark_alerts(ids, "failed", attempts, now, verdict.reason);
+        keep(store_.mark_alerts(ids, "failed", attempts, now, verdict.reason));
         break;
       case DeliveryVerdict::kRetry: {
         count("retry");
@@ -272,8 +279,8 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
         const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count();
-        (void)store_.mark_alerts(ids, "pending", attempts, (now_ms + verdict.delay.count()) / 1000,
-                                 verdict.reason);
+        keep(store_.mark_alerts(ids, "pending", attempts,
+                                (now_ms + verdict.delay.count()) / 1000, verdict.reason));
         arm_after(lane, verdict.delay);
         return;
       }

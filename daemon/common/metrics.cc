@@ -39,6 +39,13 @@ std::string Metrics::render() const {
          "Commits the store refused (disk full, locked); the logs are read again from the last "
          "commit.");
   out += fmt::format("oomtriage_store_failures_total {}\n", store_failures);
+  family("oomtriage_store_errors_total", "counter",
+         "Store calls besides event commits that failed, by operation (job rows, snapshots, "
+         "history reads, alert bookkeeping).");
+  for (const auto& [operation, n] : store_errors) {
+    out += fmt::format("oomtriage_store_errors_total{{operation=\"{}\"}} {}\n",
+                       escape_label(operation), n);
+  }
   family("oomtriage_parse_errors_total", "counter",
          "Input that could not be used as it was, by reason.");
   for (const auto& [reason, n] : parse_errors) {

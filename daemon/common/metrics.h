@@ -21,6 +21,9 @@ struct Metrics {
   std::map<std::pair<std::string, std::string>, uint64_t> alerts;  // (receiver, result)
   uint64_t outbox_pending = 0;
   uint64_t store_failures = 0;     // commits the store refused (each is retried, nothing is lost)
+  // Store calls other than event commits that failed (a job row, a snapshot, a history read),
+  // by operation: each is retried at the next event or told in a log line, never silent.
+  std::map<std::string, uint64_t> store_errors;
   uint64_t files_closed_idle = 0;  // idle logs closed to stay within the descriptor budget
   bool fleet_configured = false;   // the fleet figures are shown only with a fleet store
   uint64_t fleet_backlog = 0;

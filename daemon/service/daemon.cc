@@ -46,7 +46,7 @@
 #include "daemon/service/ui_healer.h"
 #include "db/store.h"
 #include "parsers/log_analyzer.h"
-#include "triage/ranker.h"
+#include "triage/triage_job.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -112,6 +112,14 @@ struct Tracked {
 
   const std::string& path() const { return follower->path(); }
   parsers::LogAnalyzer& analyzer() { return follower->analyzer(); }
+
+  // The outcome a commit stores. An open incident's event is not stored yet (its traceback may
+  // still be coming), so the run keeps the outcome it had: a reader of the store never sees a
+  // run crashed_oom without the event that decided it (the two share one transaction).
+  std::optional<parsers::Outcome> storable_outcome() {
+    if (analyzer().has_open_incident()) return committed_outcome;
+    return analyzer().outcome_so_far();
+  }
 };
 
 enum class StartAt { kBeginning, kEnd, kStored };
@@ -138,7 +146,10 @@ class Daemon {
   bool start() {
     metrics_.version = kVersion;
     // The WAL is checkpointed off the loop; SQLite's own checkpoint stays as a safety net.
-    (void)store_.set_auto_checkpoint(WalCheckpointer::kLoopAutoCheckpointPages);
+    // SQLite's own checkpoint is only a safety net under the checkpointer thread: a store that
+    // refuses the setting keeps SQLite's default (1,000 pages), which is also safe.
+    note_store_failure("set_auto_checkpoint",
+                       store_.set_auto_checkpoint(WalCheckpointer::kLoopAutoCheckpointPages));
     wal_checkpointer_ = std::make_unique<WalCheckpointer>(store_path_, kWalCheckpointInterval);
     for (const std::string& warning : config_.warnings) log_line(kWarning, "{}", warning);
     max_open_ = log_descriptor_budget();
@@ -174,7 +185,7 @@ class Daemon {
     if (!start_fleet_shipper()) return false;
     scan_all();
     start_slurm_poller();
-    if (first_start_) (void)store_.set_meta("first_scan_done", std::to_string(unix_now()));
+    if (first_start_) mark_first_scan_done();
     first_start_ = false;
     drain_rotated_while_down();
     arm_rescan();
@@ -700,7 +711,8 @@ class Daemon {
                : std::nullopt;
       const int fd = found ? open_log(*found) : -1;
       if (fd < 0) {
-        (void)store_.set_file_state(row.id, "gone", unix_now());
+        // Unmarked, it is looked for again at the next start: counted, nothing lost.
+        note_store_failure("set_file_state", store_.set_file_state(row.id, "gone", unix_now()));
         continue;
       }
       Tracked file;
@@ -854,8 +866,7 @@ class Daemon {
       if (const auto step = follower.analyzer().training_step())
         healer_->training_step(file.job.name, file.job.run_id, *step, file.path());
     }
-    const parsers::Outcome outcome = follower.analyzer().outcome_so_far();
-    if (!events.empty() || outcome != file.committed_outcome) {
+    if (!events.empty() || file.storable_outcome() != file.committed_outcome) {
       if (!commit(file, std::move(events))) return read.bytes;  // rewound: read again later
     } else if (read.bytes > 0) {
       file.dirty = true;
@@ -930,7 +941,8 @@ class Daemon {
       if (commit(old, old.analyzer().take_events(), /*can_rewind=*/false)) {
         carried = old.follower->checkpoint();
       }
-      (void)store_.set_file_state(old.file_id, "rotated", unix_now());
+      note_store_failure("set_file_state",
+                         store_.set_file_state(old.file_id, "rotated", unix_now()));
       leaving_.erase(it);
       return carried;
     }
@@ -942,7 +954,7 @@ class Daemon {
     drain(file);
     parsers::LogAnalysis last = file.analyzer().finish();
     commit(file, std::move(last.events), /*can_rewind=*/false);
-    (void)store_.set_file_state(file.file_id, state, unix_now());
+    note_store_failure("set_file_state", store_.set_file_state(file.file_id, state, unix_now()));
   }
 
   // Reads everything a file not followed by its name holds now. Its progress cannot be read
@@ -957,7 +969,7 @@ class Daemon {
     }
     metrics_.records += follower.take_new_records();
     std::vector<parsers::OomEvent> events = follower.analyzer().take_events();
-    if (!events.empty() || follower.analyzer().outcome_so_far() != file.committed_outcome) {
+    if (!events.empty() || file.storable_outcome() != file.committed_outcome) {
       commit(file, std::move(events), /*can_rewind=*/false);
     }
   }
@@ -1098,16 +1110,36 @@ class Daemon {
 
   void committed(Tracked& file, const db::Progress& progress) {
     file.dirty = false;
-    const parsers::Outcome outcome = file.analyzer().outcome_so_far();
-    if (healer_ && (outcome != file.committed_outcome || file.fatal_untold)) {
+    if (first_scan_marker_pending_) mark_first_scan_done();
+    const std::optional<parsers::Outcome> outcome = file.storable_outcome();
+    if (healer_ && outcome && (outcome != file.committed_outcome || file.fatal_untold)) {
       file.fatal_untold = false;
-      run_changed(file, outcome);
+      run_changed(file, *outcome);
     }
     file.committed_outcome = outcome;
     file.follower->committed(
         {progress.offset, progress.line, progress.analyzer_state, progress.generation});
     if (progress.fingerprint && progress.fingerprint->second > 0)
       file.follower->set_fingerprinted();
+  }
+
+  // A store call the daemon survives failing: counted by operation, logged the first time.
+  template <class T>
+  void note_store_failure(const char* operation, const Result<T>& result) {
+    if (result) return;
+    if (metrics_.store_errors[operation]++ == 0) {
+      log_line(kWarning, "store: {}: {} (counted in oomtriage_store_errors_total)", operation,
+               result.error().message);
+    }
+  }
+
+  // The marker that makes every later start read present logs from their stored offsets. A
+  // write the store refuses is tried again at the next commit: left unwritten, the next start
+  // would be a first start and skip what the logs got while the daemon was down.
+  void mark_first_scan_done() {
+    auto marked = store_.set_meta("first_scan_done", std::to_string(unix_now()));
+    first_scan_marker_pending_ = !marked;
+    note_store_failure("set_first_scan_done", marked);
   }
 
   // Offsets move only after the store accepted the events: the analyzer and the read position
@@ -1164,15 +1196,19 @@ class Daemon {
                                    head ? static_cast<int64_t>(kFingerprintBytes) : 0);
     }
     parsers::LogAnalyzer& analyzer = follower.analyzer();
-    progress.outcome = std::string(parsers::to_string(analyzer.outcome_so_far()));
+    if (const auto outcome = file.storable_outcome()) {
+      progress.outcome = std::string(parsers::to_string(*outcome));
+    }
     for (const auto& alert : config_.alerts) progress.receivers.push_back(alert.name);
     if (const parsers::Trainer trainer = analyzer.trainer();
         trainer != parsers::Trainer::kUnknown && trainer != file.stored_trainer) {
       // The trainer is known once the log shows it; the job row follows.
-      if (store_.upsert_job(file.job.name, home_of(file), std::string(parsers::to_string(trainer)),
-                            fs::path(file.path()).parent_path().string(), unix_now())) {
-        file.stored_trainer = trainer;
-      }
+      // Tried again at the next commit until the store keeps it.
+      auto upserted =
+          store_.upsert_job(file.job.name, home_of(file), std::string(parsers::to_string(trainer)),
+                            fs::path(file.path()).parent_path().string(), unix_now());
+      if (upserted) file.stored_trainer = trainer;
+      note_store_failure("upsert_job", upserted);
     }
     if (!events.empty()) {
       // The config as it is now: a new snapshot when it changed since the last event.
@@ -1182,15 +1218,12 @@ class Daemon {
     }
     const std::string family =
         file.job.config ? std::string(parsers::to_string(file.job.config->family)) : "unknown";
+    const triage::JobView job{file.job.config ? &*file.job.config : nullptr,
+                              file.job.config_problem, &file.job.files};
+    const triage::History history = history_of(file, events);
     for (const parsers::OomEvent& event : events) {
-      parsers::LogAnalysis single;
-      single.trainer = analyzer.trainer();
-      single.arguments = analyzer.arguments();
-      single.events = {event};
-      triage::TriageInput input{&single, file.job.config ? &*file.job.config : nullptr,
-                                file.job.config_problem, {}};
-      input.tried_and_failed = tried_and_failed(file, event);
-      std::vector<triage::Fix> fixes = triage::rank_fixes(input);
+      std::vector<triage::Fix> fixes =
+          triage::triage_event(event, analyzer.trainer(), analyzer.arguments(), job, history);
       progress.events.push_back(event_row(event, fixes, family));
       if (!event.recovered) {
         file.fatal_event = event;
@@ -1203,13 +1236,19 @@ class Daemon {
     return progress;
   }
 
-  // The fixes this run carried from the previous run's crash, when it crashed again in the same
-  // phase: the ranker puts them last so that the next lever leads.
-  std::vector<std::string> tried_and_failed(const Tracked& file, const parsers::OomEvent& event) {
-    if (event.recovered || file.job.files.empty()) return {};
+  // The job's story before this run, read only when a crash of this run can use it: the fixes
+  // the run carried from the previous run's crash go last when it crashed again in that phase.
+  triage::History history_of(const Tracked& file, const std::vector<parsers::OomEvent>& events) {
+    const bool any_fatal = std::any_of(events.begin(), events.end(),
+                                       [](const parsers::OomEvent& e) { return !e.recovered; });
+    if (!any_fatal || file.job.files.empty()) return {};
     auto story = store_.job_story_by_id(file.job.job_id);
-    if (!story || !*story) return {};
-    return daemon::tried_and_failed(**story, file.job.run_id, event, file.job.files);
+    if (!story) {
+      ++metrics_.store_errors["read_story"];
+      return {};  // ranked as a first crash; the store's failure is counted
+    }
+    if (!*story) return {};
+    return {previous_crash(**story, file.job.run_id), {}};
   }
 
   void arm_checkpoint() {
@@ -1391,6 +1430,7 @@ class Daemon {
   std::set<std::string> warned_configs_;
   std::map<std::string, std::string> config_texts_;
   bool first_start_ = false;
+  bool first_scan_marker_pending_ = false;  // its write failed: tried again at the next commit
   bool watch_limit_logged_ = false;
   size_t max_open_ = 4096;       // log descriptors open at once (start() derives it from the limit)
   bool open_hit_limit_ = false;  // the last reopen failed for want of descriptors

@@ -83,6 +83,44 @@ TEST_SUITE("daemon::e2e") {
     CHECK(report.find("in generate_images") != std::string::npos);
     CHECK(report.find("step from bar at line") != std::string::npos);
   }
+  TEST_CASE("a reader of the store never sees a run crashed_oom without its event") {
+    // The OOM line opens an incident that settles settle_ms after the log goes quiet (its
+    // traceback may still come). Reads commit meanwhile; the run's outcome must wait for the
+    // event, in the same transaction. A long settle makes the window wide enough to look into.
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    fs::create_directories(out / "my_lora");
+    const fs::path config = dir.path / "oomtriage.yaml";
+    std::ofstream(config) << "state_dir: " << (dir.path / "state").string()
+                          << "\nsettle_ms: 3000\nwatch:\n  - logs: " << out.string()
+                          << "/*/log.txt\n    job: \"{parent}\"\n";
+    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", config.string()},
+                         dir.path / "err");
+    const std::string log = slurp(kGolden / "aitk_sampling_oom_step500.log");
+    const size_t crash = log.find("torch.OutOfMemoryError");
+    REQUIRE(crash != std::string::npos);
+    write_slowly(out / "my_lora" / "log.txt", log, log.size());  // one burst, crash included
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    size_t looks_before_the_event = 0;
+    bool stored = false;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (!stored && std::chrono::steady_clock::now() < deadline) {
+      const auto story = view.story("my_lora");
+      if (story && !story->runs.empty()) {
+        stored = !story->events.empty();
+        if (!stored) {
+          ++looks_before_the_event;
+          INFO("the run's outcome before its event: " << story->runs.back().outcome);
+          CHECK(story->runs.back().outcome != "crashed_oom");
+        }
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    REQUIRE(stored);
+    CHECK(looks_before_the_event > 0);  // the window was seen, so the check above could fail
+    CHECK(view.story("my_lora")->runs.back().outcome == "crashed_oom");
+  }
+
   TEST_CASE("kill -9 mid-stream and a restart store every event exactly once") {
     TempDir dir;
     const fs::path out = dir.path / "output";
