@@ -72,9 +72,12 @@ class DaemonProcess {
     posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     REQUIRE(posix_spawn(&pid_, raw[0], &actions, nullptr, raw.data(), environ) == 0);
     posix_spawn_file_actions_destroy(&actions);
-    // Ready once it says so on stderr.
-    REQUIRE(wait_until(
-        [&] { return stderr_text().find("store ready") != std::string::npos || !alive(); }));
+    // Ready once it says so on stderr; a daemon that exited first is a failure, not readiness.
+    const auto ready = [&] { return stderr_text().find("store ready") != std::string::npos; };
+    wait_until([&] { return ready() || !alive(); });
+    INFO("the daemon's stderr: " << stderr_text());
+    REQUIRE_MESSAGE(alive(), "the daemon exited before it was ready");
+    REQUIRE_MESSAGE(ready(), "the daemon did not say it was ready within the wait");
   }
   ~DaemonProcess() {
     if (pid_ > 0) {
