@@ -21,6 +21,7 @@
 #include <map>
 #include <vector>
 
+#include "daemon/common/daemon_config.h"
 #include "daemon/service/job_history.h"
 #include "daemon/service/job_locator.h"
 #include "daemon/cli/log_reader.h"
@@ -138,9 +139,10 @@ int run_scan(const ScanOptions& options) {
     if (a.bytes == 0) {
       report(fmt::format("{}: empty file, nothing to analyse", path));
     } else if (a.binary_bytes * 10 > std::min<uint64_t>(a.bytes, 64 * 1024)) {
-      report(fmt::format("{}: does not look like a text log ({} control bytes in the first {}); "
-                         "scanned anyway",
-                         path, a.binary_bytes, std::min<uint64_t>(a.bytes, 64 * 1024)));
+      report(
+          fmt::format("{}: does not look like a text log ({} control bytes in the first {}); "
+                      "scanned anyway",
+                      path, a.binary_bytes, std::min<uint64_t>(a.bytes, 64 * 1024)));
     }
     if (a.truncated_records > 0) {
       report(fmt::format("{}: {} record(s) longer than {} bytes were cut", path,
@@ -155,9 +157,8 @@ int run_scan(const ScanOptions& options) {
     if (!lookup.warning.empty()) report(lookup.warning);
     const triage::JobView job{lookup.config ? &*lookup.config : nullptr, lookup.config_problem,
                               &lookup.files};
-    log.fixes = triage::triage_log(
-                    log.analysis, job,
-                    history_of_log(options.store, path, log.analysis, lookup.files))
+    log.fixes = triage::triage_log(log.analysis, job,
+                                   history_of_log(options.store, path, log.analysis, lookup.files))
                     .fixes;
     log.job = std::move(lookup.job);
     scanned.push_back(std::move(log));
@@ -171,8 +172,8 @@ int run_scan(const ScanOptions& options) {
     }
   }
   if (options.json) {
-    fmt::print("{}\n", scan_to_json(scanned).dump(2, ' ', false,
-                                                   nlohmann::json::error_handler_t::replace));
+    fmt::print("{}\n",
+               scan_to_json(scanned).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     const bool color = color_enabled(options.color);
     for (size_t i = 0; i < scanned.size(); ++i) {
@@ -198,7 +199,28 @@ int run_follow(const std::string& path, const ScanOptions& options) {
   const bool color = color_enabled(options.color);
   std::vector<char> buffer(1 << 20);
   int fatal = 0;
+  // The daemon's settle time: an incident is printed once its log has been quiet this long.
+  const auto settle = std::chrono::milliseconds(DaemonConfig{}.settle_ms);
   auto quiet_since = std::chrono::steady_clock::now();
+  // The job is located at the first incident, when the log has shown its trainer and arguments.
+  std::optional<JobLookup> lookup;
+  const auto fixes_for = [&](const parsers::OomEvent& event) {
+    if (!lookup) {
+      parsers::LogAnalysis facts;
+      facts.trainer = analyzer.trainer();
+      facts.arguments = analyzer.arguments();
+      std::optional<std::filesystem::path> explicit_config;
+      if (options.config) explicit_config = *options.config;
+      auto located = locate_job(path, explicit_config, facts.trainer, facts);
+      if (!located) report(located.error().message);
+      lookup = located ? std::move(*located) : JobLookup{};
+      if (!lookup->warning.empty()) report(lookup->warning);
+    }
+    const triage::JobView job{lookup->config ? &*lookup->config : nullptr, lookup->config_problem,
+                              &lookup->files};
+    // The store's history is not read here: each incident is ranked as the log alone shows it.
+    return triage::triage_event(event, analyzer.trainer(), analyzer.arguments(), job, {});
+  };
   // Each incident once it settled: the traceback after an OOM line names its phase, in one burst.
   const auto print = [&](std::vector<parsers::OomEvent> events) {
     for (parsers::OomEvent& event : events) {
@@ -207,6 +229,7 @@ int run_follow(const std::string& path, const ScanOptions& options) {
       log.path = path;
       log.analysis.trainer = analyzer.trainer();
       log.analysis.outcome = analyzer.outcome_so_far();
+      log.fixes = fixes_for(event);
       log.analysis.events.push_back(std::move(event));
       if (options.json) {
         auto json = scan_to_json({log})["logs"][0];
@@ -229,12 +252,12 @@ int run_follow(const std::string& path, const ScanOptions& options) {
       print(analyzer.take_events());
       continue;
     }
-    if (analyzer.has_open_incident() &&
-        std::chrono::steady_clock::now() - quiet_since >= std::chrono::milliseconds(100)) {
+    if (analyzer.has_open_incident() && std::chrono::steady_clock::now() - quiet_since >= settle) {
       analyzer.settle();
       print(analyzer.take_events());
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(analyzer.has_open_incident() ? settle
+                                                             : std::chrono::milliseconds(100));
   }
   analyzer.settle();
   print(analyzer.take_events());

@@ -38,7 +38,6 @@ struct TempDir {
   }
 };
 
-
 void write(const fs::path& path, std::string_view bytes) {
   std::ofstream out(path, std::ios::binary);
   out << bytes;
@@ -88,12 +87,26 @@ TEST_SUITE("daemon::scan") {
     CHECK(log["fixes"].is_array());
     REQUIRE(log["events"].size() == 1);
     const auto& event = log["events"][0];
-    for (const char* key :
-         {"kind", "recovered", "phase", "step", "total_steps", "gpu_index",
-          "tried_to_allocate_bytes", "total_capacity_bytes", "free_bytes",
-          "allocated_by_pytorch_bytes", "reserved_unallocated_bytes", "reserved_total_bytes",
-          "this_process_in_use_bytes", "other_processes", "line", "offset", "exception",
-          "message", "phase_evidence", "step_evidence"}) {
+    for (const char* key : {"kind",
+                            "recovered",
+                            "phase",
+                            "step",
+                            "total_steps",
+                            "gpu_index",
+                            "tried_to_allocate_bytes",
+                            "total_capacity_bytes",
+                            "free_bytes",
+                            "allocated_by_pytorch_bytes",
+                            "reserved_unallocated_bytes",
+                            "reserved_total_bytes",
+                            "this_process_in_use_bytes",
+                            "other_processes",
+                            "line",
+                            "offset",
+                            "exception",
+                            "message",
+                            "phase_evidence",
+                            "step_evidence"}) {
       CAPTURE(key);
       CHECK(event.contains(key));
     }
@@ -108,7 +121,8 @@ TEST_SUITE("daemon::scan") {
     CHECK(event["phase_evidence"]["source"] == "frame");
     CHECK(event["phase_evidence"]["text"].get<std::string>().find("generate_images") !=
           std::string::npos);
-    CHECK(event["phase_evidence"]["line"].get<int64_t>() > event["step_evidence"]["line"].get<int64_t>());
+    CHECK(event["phase_evidence"]["line"].get<int64_t>() >
+          event["step_evidence"]["line"].get<int64_t>());
     CHECK(event["step_evidence"]["source"] == "bar");
     CHECK(event["step_evidence"]["text"].get<std::string>().find("500/3000") != std::string::npos);
     CHECK(doc["logs"][1]["outcome"] == "completed");
@@ -341,6 +355,10 @@ TEST_SUITE("daemon::scan") {
     CHECK(line["events"].size() == 1);
     CHECK(line["events"][0]["phase"] == "sampling");
     CHECK(line["events"][0]["step"] == 500);
+    // Ranked on the same path as scan's: the same fixes for the same incident.
+    const auto scanned = nlohmann::json::parse(run("scan --json " + log.string()).out)["logs"][0];
+    REQUIRE(!line["fixes"].empty());
+    CHECK(line["fixes"] == scanned["fixes"]);
   }
   TEST_CASE("fix prints a unified diff of the top fix and --write writes the patched config") {
     TempDir dir;
@@ -361,7 +379,8 @@ TEST_SUITE("daemon::scan") {
     CHECK(r.err.find("cheapen_previews") != std::string::npos);
 
     const fs::path out = dir.path / "patched.yaml";
-    r = run("fix " + (job / "log.txt").string() + " --fix disable_sampling --write " + out.string());
+    r = run("fix " + (job / "log.txt").string() + " --fix disable_sampling --write " +
+            out.string());
     REQUIRE(r.exit_code == 0);
     const std::string patched = slurp(out);
     CHECK(patched.find("        disable_sampling: true\n") != std::string::npos);
@@ -408,7 +427,8 @@ TEST_SUITE("daemon::scan") {
     CHECK(r.err.find("only printed in the log") != std::string::npos);
     CHECK(r.err.find("--config FILE") != std::string::npos);
 
-    write(dir.path / "config.yaml", "config:\n  name: x\n  process:\n    - train:\n        batch_size: 1\n");
+    write(dir.path / "config.yaml",
+          "config:\n  name: x\n  process:\n    - train:\n        batch_size: 1\n");
     r = run("fix " + (dir.path / "log.txt").string() + " --fix frobnicate");
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("not a known fix id") != std::string::npos);
@@ -421,11 +441,13 @@ TEST_SUITE("daemon::scan") {
     CHECK(r.exit_code == 1);
 
     // A log whose top fix is not a config change.
-    write(dir.path / "busy.log",
-          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-          "capacity of 23.55 GiB of which 10.00 MiB is free. Process 11 has 12.00 GiB memory in use. "
-          "Including non-PyTorch memory, this process has 11.00 GiB memory in use.\n");
-    r = run("fix " + (dir.path / "busy.log").string() + " --config " + (dir.path / "config.yaml").string());
+    write(
+        dir.path / "busy.log",
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+        "capacity of 23.55 GiB of which 10.00 MiB is free. Process 11 has 12.00 GiB memory in use. "
+        "Including non-PyTorch memory, this process has 11.00 GiB memory in use.\n");
+    r = run("fix " + (dir.path / "busy.log").string() + " --config " +
+            (dir.path / "config.yaml").string());
     CHECK(r.exit_code == 1);
     CHECK(r.err.find("free_gpu") != std::string::npos);
     CHECK(r.err.find("not a config change") != std::string::npos);
