@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
     json[fast] = oomtriage::daemon::scan_to_json({scanned}).dump();
   }
   const bool same = json[0] == json[1] && records[0] == records[1];
-  fmt::print("scan's reader and the slow path: {} ({} records)\n", same ? "identical JSON" : "DIFFERENT JSON",
-             records[1]);
+  fmt::print("scan's reader and the slow path: {} ({} records)\n",
+             same ? "identical JSON" : "DIFFERENT JSON", records[1]);
   return same ? 0 : 3;
 }

@@ -30,6 +30,8 @@ using T = Trainer;
 }  // namespace
 
 const std::vector<ContextPattern>& context_patterns() {
+  // A table, one entry per row as written:
+  // clang-format off
   static const std::vector<ContextPattern> kPatterns = {
       // AI Toolkit (ostris/ai-toolkit), in the order a run prints them.
       {"aitk-running-job", R"(^# Running job: (?P<job>\S.*?)\s*$)", E::kRunStart, P::kUnknown,
@@ -188,6 +190,7 @@ const std::vector<ContextPattern>& context_patterns() {
        P::kUnknown, T::kUnknown,
        {"|                  PyTorch CUDA memory summary, device ID 0                 |"}},
   };
+  // clang-format on
   return kPatterns;
 }
 
@@ -344,8 +347,8 @@ std::string_view last_name(std::string_view function) {
 // sampling, "calibration/minmax" quantizing); the rest of a path is installation detail.
 std::string_view module_tail(std::string_view path) {
   size_t end = path.size();
-  if (const size_t dot = path.rfind('.'); dot != std::string_view::npos &&
-                                          path.find_first_of("/\\", dot) == std::string_view::npos) {
+  if (const size_t dot = path.rfind('.');
+      dot != std::string_view::npos && path.find_first_of("/\\", dot) == std::string_view::npos) {
     end = dot;
   }
   size_t from = end;
@@ -420,8 +423,8 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
   FrameEvidence by_function{Phase::kUnknown, false, python};
   if (!RE2::FullMatch(name, kEntryPoint)) {
     const Phase phase = stage_of(function, false);
-    const bool strong = phase != Phase::kTrainStep ||
-                        RE2::PartialMatch(stage_tokens(function), kSpecificTraining);
+    const bool strong =
+        phase != Phase::kTrainStep || RE2::PartialMatch(stage_tokens(function), kSpecificTraining);
     if (phase != Phase::kUnknown && strong) return FrameEvidence{phase, true, false};
     if (phase != Phase::kUnknown) by_function = FrameEvidence{phase, false, false};
   } else if (name == "train" || name == "fit" || name == "training") {
@@ -489,7 +492,8 @@ Phase announced_stage(std::string_view line) {
 }
 
 Phase failed_stage(std::string_view line) {
-  static const RE2 kFailure(R"((?i)\bfail|\berror\b|\bexception\b|\babort|\bcrash)", quiet_options());
+  static const RE2 kFailure(R"((?i)\bfail|\berror\b|\bexception\b|\babort|\bcrash)",
+                            quiet_options());
   if (line.size() > 300 || line.find(".py") != std::string_view::npos ||
       !RE2::PartialMatch(line, kFailure)) {
     return Phase::kUnknown;

@@ -32,7 +32,7 @@ enum class MarkerEffect {
   kStop,            // a user stop, not a failure
   kCompleted,       // the run finished
   kTracebackHeader,
-  kGpuIndex,        // group "n" names the GPU of the error printed just before
+  kGpuIndex,  // group "n" names the GPU of the error printed just before
   // Arguments that kohya, diffusers and HF Trainer print (group "n" or "flag"):
   kArgBatchSize,
   kArgGradientAccumulation,

@@ -83,8 +83,7 @@ bool looks_like_cri(std::string_view head) {
 
 void CriDecoder::feed(std::string_view chunk, std::string& out) {
   while (!chunk.empty()) {
-    const char* newline =
-        static_cast<const char*>(std::memchr(chunk.data(), '\n', chunk.size()));
+    const char* newline = static_cast<const char*>(std::memchr(chunk.data(), '\n', chunk.size()));
     if (newline == nullptr) {
       partial_raw_.append(chunk);
       if (partial_raw_.size() > kMaxRawLine) {
@@ -158,9 +157,8 @@ void CriDecoder::finish(std::string& out) {
 }
 
 std::string CriDecoder::state() const {
-  return nlohmann::json{{"stdout", hex(held_[0])},
-                        {"stderr", hex(held_[1])},
-                        {"malformed_lines", malformed_lines_}}
+  return nlohmann::json{
+      {"stdout", hex(held_[0])}, {"stderr", hex(held_[1])}, {"malformed_lines", malformed_lines_}}
       .dump();
 }
 

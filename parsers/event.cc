@@ -83,9 +83,9 @@ std::optional<Trainer> trainer_from_string(std::string_view name) {
       {"huggingface", Trainer::kTransformers},
       {"hf-trainer", Trainer::kTransformers},
       {"comfy", Trainer::kComfyUi}};
-  for (Trainer t : {Trainer::kUnknown, Trainer::kAiToolkit, Trainer::kSdScripts,
-                    Trainer::kDiffusers, Trainer::kSimpleTuner, Trainer::kOneTrainer,
-                    Trainer::kTransformers, Trainer::kComfyUi}) {
+  for (Trainer t :
+       {Trainer::kUnknown, Trainer::kAiToolkit, Trainer::kSdScripts, Trainer::kDiffusers,
+        Trainer::kSimpleTuner, Trainer::kOneTrainer, Trainer::kTransformers, Trainer::kComfyUi}) {
     if (to_string(t) == key) return t;
   }
   for (const auto& [alias, trainer] : kAliases) {

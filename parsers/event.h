@@ -106,7 +106,7 @@ struct OomEvent {
   std::optional<int64_t> step;
   std::optional<int64_t> total_steps;
   MemoryFigures figures;
-  int64_t line = 0;    // 1-based; lines end at '\n'
+  int64_t line = 0;     // 1-based; lines end at '\n'
   uint64_t offset = 0;  // byte offset of the record holding the message
   std::optional<std::string> exception;
   std::string message;
@@ -121,14 +121,17 @@ struct PrintedArguments {
   std::optional<int> gradient_accumulation;
   std::optional<int> resolution;
   std::optional<bool> gradient_checkpointing;
-  bool any() const { return batch_size || gradient_accumulation || resolution || gradient_checkpointing; }
+  bool any() const {
+    return batch_size || gradient_accumulation || resolution || gradient_checkpointing;
+  }
 };
 
 struct LogAnalysis {
   Trainer trainer = Trainer::kUnknown;
   Outcome outcome = Outcome::kUnknown;
   std::vector<OomEvent> events;
-  std::optional<std::string> job_name;  // as the log itself names it (AI Toolkit's "# Running job:")
+  std::optional<std::string>
+      job_name;                // as the log itself names it (AI Toolkit's "# Running job:")
   std::string printed_config;  // the process config AI Toolkit prints as JSON at start, if any
   PrintedArguments arguments;
   // Every argument a printed `Namespace(...)` or `TrainingArguments(` block shows, as printed.

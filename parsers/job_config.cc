@@ -56,10 +56,8 @@ ordered_json convert(const YAML::Node& node, const std::string& path,
       }
       return array;
     }
-    case YAML::NodeType::Scalar:
-      return yaml_scalar(node);
-    default:
-      return nullptr;
+    case YAML::NodeType::Scalar: return yaml_scalar(node);
+    default: return nullptr;
   }
 }
 
@@ -185,7 +183,6 @@ ModelFamily family_from_arch(std::string arch, const std::string& name_or_path) 
   if (arch == "sd1" || arch == "sd15" || arch == "sd2") return ModelFamily::kSd1;
   return ModelFamily::kOther;
 }
-
 
 // Inline prompt flags AI Toolkit honours: "--w 768 --h 1024 --s 20 --frames 41".
 void apply_inline_flags(const std::string& prompt, int& width, int& height, int& steps,
@@ -313,10 +310,21 @@ ModelFamily family_from_name(const std::string& name_or_path) {
 }
 
 std::string_view to_string(Knob knob) {
-  static constexpr std::string_view kNames[kKnobCount] = {
-      "gradient_checkpointing", "batch_size", "gradient_accumulation", "resolution", "dtype",
-      "optimizer", "sampling", "preview_size", "num_workers", "quantize", "low_vram",
-      "text_encoder", "latent_cache", "offloading", "num_frames"};
+  static constexpr std::string_view kNames[kKnobCount] = {"gradient_checkpointing",
+                                                          "batch_size",
+                                                          "gradient_accumulation",
+                                                          "resolution",
+                                                          "dtype",
+                                                          "optimizer",
+                                                          "sampling",
+                                                          "preview_size",
+                                                          "num_workers",
+                                                          "quantize",
+                                                          "low_vram",
+                                                          "text_encoder",
+                                                          "latent_cache",
+                                                          "offloading",
+                                                          "num_frames"};
   return kNames[static_cast<size_t>(knob)];
 }
 
@@ -427,12 +435,16 @@ bool yaml_nesting_ok(std::string_view text, std::string* error) {
         break;
       }
       if (indent / 2 + dashes + flow > kMaxDepth) {
-        if (error) *error = std::to_string(line) + ": nested deeper than " + std::to_string(kMaxDepth) + " levels";
+        if (error)
+          *error = std::to_string(line) + ": nested deeper than " + std::to_string(kMaxDepth) +
+                   " levels";
         return false;
       }
     }
     if (indent / 2 + dashes + flow > kMaxDepth) {
-      if (error) *error = std::to_string(line) + ": nested deeper than " + std::to_string(kMaxDepth) + " levels";
+      if (error)
+        *error =
+            std::to_string(line) + ": nested deeper than " + std::to_string(kMaxDepth) + " levels";
       return false;
     }
     ++i;
@@ -492,7 +504,8 @@ ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::str
     if (!section.contains("process") || !section["process"].is_array() ||
         section["process"].empty() || !section["process"][0].is_object()) {
       const auto it = lines.find("config");
-      load.error = std::string(source) + ":" + (it != lines.end() ? std::to_string(it->second) + ":" : "") +
+      load.error = std::string(source) + ":" +
+                   (it != lines.end() ? std::to_string(it->second) + ":" : "") +
                    " config.process is missing or empty";
       return load;
     }
@@ -506,8 +519,8 @@ ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::str
   std::set<std::string> failed_paths;
   Reader r(lines, source, config.problems, failed_paths);
   const std::string p = config.process_path;
-  config.targets.push_back({format == ConfigFormat::kJson ? TargetKind::kJson : TargetKind::kYaml,
-                            std::string(source)});
+  config.targets.push_back(
+      {format == ConfigFormat::kJson ? TargetKind::kJson : TargetKind::kYaml, std::string(source)});
   if (config.name.empty()) r.read(process, p, "name", config.name);
 
   const ordered_json empty = ordered_json::object();
@@ -562,9 +575,8 @@ ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::str
     r.read(model, mp, "is_flux", is_flux);
     r.read(model, mp, "is_xl", is_xl);
     if (is_flux) {
-      config.family = config.name_or_path.find("Flex.1") != std::string::npos
-                          ? ModelFamily::kFlex1
-                          : ModelFamily::kFlux1;
+      config.family = config.name_or_path.find("Flex.1") != std::string::npos ? ModelFamily::kFlex1
+                                                                              : ModelFamily::kFlux1;
     } else if (is_xl) {
       config.family = ModelFamily::kSdxl;
     } else {

@@ -83,9 +83,9 @@ struct ConfigTarget {
 
 // Where a native key was read, so that an edit lands in the same file and table.
 struct NativeSlot {
-  size_t target = 0;  // index into JobConfig::targets
-  std::string table;  // TOML table ("" at the root, "datasets[0]" for an array of tables)
-  std::string key;    // the native key as written ("--train_batch_size" in SimpleTuner's JSON)
+  size_t target = 0;     // index into JobConfig::targets
+  std::string table;     // TOML table ("" at the root, "datasets[0]" for an array of tables)
+  std::string key;       // the native key as written ("--train_batch_size" in SimpleTuner's JSON)
   nlohmann::json value;  // the native value as written
   int line = 0;
 };
@@ -95,19 +95,19 @@ struct SampleView {
   int height = 512;
   int steps = 20;
   int every = 100;
-  int count = 0;       // number of preview prompts
+  int count = 0;  // number of preview prompts
   int num_frames = 1;
-  int max_width = 512;   // the largest preview, inline --w/--h and samples[] overrides included
+  int max_width = 512;  // the largest preview, inline --w/--h and samples[] overrides included
   int max_height = 512;
   int max_steps = 20;
   int max_frames = 1;
-  int batch_size = 1;  // evaluation batch (HF Trainer's per_device_eval_batch_size)
+  int batch_size = 1;              // evaluation batch (HF Trainer's per_device_eval_batch_size)
   bool uses_samples_list = false;  // `samples:` (objects) rather than `prompts:` (strings)
   bool has_control_images = false;
 };
 
 struct DatasetView {
-  std::vector<int> resolutions;  // distinct values, ascending
+  std::vector<int> resolutions;   // distinct values, ascending
   std::optional<int> batch_size;  // per-dataset override of train.batch_size
   int num_frames = 1;
   bool cache_latents = false;
@@ -120,10 +120,10 @@ struct DatasetView {
 struct JobConfig {
   ConfigFormat format = ConfigFormat::kYaml;
   Trainer trainer = Trainer::kAiToolkit;
-  std::vector<ConfigTarget> targets;         // [0] is the main file
-  std::map<std::string, NativeSlot> slots;   // other trainers: neutral path -> where it was read
-  std::bitset<kKnobCount> unknown;           // knobs whose value the job does not show
-  std::vector<std::string> problems;         // "config.yaml:12: train.batch_size must be ..."
+  std::vector<ConfigTarget> targets;        // [0] is the main file
+  std::map<std::string, NativeSlot> slots;  // other trainers: neutral path -> where it was read
+  std::bitset<kKnobCount> unknown;          // knobs whose value the job does not show
+  std::vector<std::string> problems;        // "config.yaml:12: train.batch_size must be ..."
   std::string name;
   std::string process_path = "config.process[0]";  // prefix of every change path
   ModelFamily family = ModelFamily::kOther;

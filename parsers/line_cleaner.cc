@@ -137,8 +137,9 @@ std::optional<int> to_int(re2::StringPiece digits) {
 }
 
 const RE2& ansi_regex() {
-  static const RE2 kAnsi(R"(\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_])",
-                         quiet_options());
+  static const RE2 kAnsi(
+      R"(\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_])",
+      quiet_options());
   return kAnsi;
 }
 
@@ -154,8 +155,8 @@ std::string strip_ansi(std::string_view raw) {
 
 bool line_cleaner_ok(std::string* error) {
   bool ok = true;
-  for (const auto& [name, regex] : {std::pair<const char*, const RE2*>{"prefix", &prefix_regex()},
-                                    {"ansi", &ansi_regex()}}) {
+  for (const auto& [name, regex] :
+       {std::pair<const char*, const RE2*>{"prefix", &prefix_regex()}, {"ansi", &ansi_regex()}}) {
     if (regex->ok()) continue;
     ok = false;
     if (error != nullptr) {

@@ -137,12 +137,12 @@ class LogAnalyzer {
     int64_t last_signal_seq = 0;
     int64_t traceback_from_seq = 0;
     Phase signal_phase = Phase::kUnknown;
-    std::optional<Clue> context;     // the newest marker or bar before the signal
-    std::optional<Clue> step;        // the newest step evidence before the signal
-    std::optional<Clue> node;        // a UI node type
-    std::optional<Clue> epilogue;    // the first failure line after the signal naming a stage
-    std::optional<Clue> after_bar;   // a training bar first drawn after the signal
-    bool own_incident = false;  // a recovered banner: never merged with other signals
+    std::optional<Clue> context;    // the newest marker or bar before the signal
+    std::optional<Clue> step;       // the newest step evidence before the signal
+    std::optional<Clue> node;       // a UI node type
+    std::optional<Clue> epilogue;   // the first failure line after the signal naming a stage
+    std::optional<Clue> after_bar;  // a training bar first drawn after the signal
+    bool own_incident = false;      // a recovered banner: never merged with other signals
     bool awaiting_continuation = false;
     int continuation_lines = 0;
     std::vector<int> ranks;
@@ -154,7 +154,8 @@ class LogAnalyzer {
   void capture_printed_config(std::string_view text);
   void capture_job_arguments(std::string_view text);
   bool defer_frame(const Record& record);
-  RecordSplitter::Skipped skip_frame_run(const char* p, const char* end, uint64_t offset, int64_t line);
+  RecordSplitter::Skipped skip_frame_run(const char* p, const char* end, uint64_t offset,
+                                         int64_t line);
   const FrameRun* known_run(uint64_t at, ptrdiff_t left_in_chunk);
   void flush_pending_frame();
   void process_text(std::string_view text, uint64_t offset, int64_t line, int depth);

@@ -294,7 +294,8 @@ ConfigLoad read_native_config(Trainer trainer, const std::vector<NativeFile>& fi
   config.process_path = "";
   for (const NativeFile& file : files) {
     // SimpleTuner's config.json spells its keys like the command line: "--resolution".
-    const bool dashes = file.kind == TargetKind::kJson && file.text.find("\"--") != std::string::npos;
+    const bool dashes =
+        file.kind == TargetKind::kJson && file.text.find("\"--") != std::string::npos;
     config.targets.push_back({file.kind, file.path, dashes ? "--" : ""});
   }
   config.datasets.clear();
@@ -302,16 +303,16 @@ ConfigLoad read_native_config(Trainer trainer, const std::vector<NativeFile>& fi
     config.problems.push_back(load.error + "; the dataset settings are unknown");
     load.error.clear();
   }
-  for (const char* key : {"pretrained_model_name_or_path", "model_name_or_path",
-                          "base_model_name", "pretrained_model", "dit"}) {
+  for (const char* key : {"pretrained_model_name_or_path", "model_name_or_path", "base_model_name",
+                          "pretrained_model", "dit"}) {
     if (const auto it = doc.flat.find(key); it != doc.flat.end() && it->second.value.is_string()) {
       config.name_or_path = it->second.value.get<std::string>();
       break;
     }
   }
   config.family = family_from_name(config.name_or_path);
-  if (const auto it = doc.flat.find("output_name"); it != doc.flat.end() &&
-                                                     it->second.value.is_string()) {
+  if (const auto it = doc.flat.find("output_name");
+      it != doc.flat.end() && it->second.value.is_string()) {
     config.name = it->second.value.get<std::string>();
   }
   apply_rows(trainer, doc, true, names, config);

@@ -50,7 +50,7 @@ OomKind kind_for_device(std::string_view dev, OomKind fallback) {
 #define BACKOFF_VERB                                                                            \
   R"((?i:\b(?:reducing|reduced to|retrying|re-trying|retry|skipping|skipped|skip|halving|)"     \
   R"(halved to|decreasing|decreased to|lowering|lowered to|fall(?:ing)? back|fell back|)"       \
-  R"(trying (?:again )?with (?:a )?smaller|trying (?:a )?smaller batch|trying batch size \d+|)"    \
+  R"(trying (?:again )?with (?:a )?smaller|trying (?:a )?smaller batch|trying batch size \d+|)" \
   R"(recover(?:ing)? from)\b))"
 // The token and the verb within a clause's reach of each other, in either order.
 #define BACKOFF_CORE \
@@ -59,24 +59,26 @@ OomKind kind_for_device(std::string_view dev, OomKind fallback) {
 // recommend decreasing", "not retrying"), giving up or a failed retry ("cudaMalloc retry failed:
 // out of memory" is fatal), and Python source quoting the message
 // (`if "out of memory" in str(e):`, `print("OOM, skipping")`).
-#define BACKOFF_VETO                                                                            \
-  R"((?i:\b(?:try|consider|please|recommend\w*|suggest\w*|should|could|you (?:can|may|might)|)" \
+#define BACKOFF_VETO                                                                               \
+  R"((?i:\b(?:try|consider|please|recommend\w*|suggest\w*|should|could|you (?:can|may|might)|)"    \
   R"(need to|not|no longer|cannot|can't|couldn't|unable to|failed to|without)\s+(?:\w+\s+){0,2}?)" \
-  R"((?:reduc|retry|re-try|skip|halv|decreas|lower|fall)|)"                                   \
-  R"(\b(?:giving up|gave up|give up|no more retries|out of retries|retries exhausted)\b|)"      \
-  R"(\bretry(?: \d+(?:/\d+)?)? failed\b|)"                                                     \
-  R"(["'](?:cuda |hip )?(?:oom|out of memory|ran out of memory)["']))"                         \
-  R"(|\bin str\(|\b(?:print|warn|\w+\.(?:debug|info|warning|error|exception|critical))\()"   \
-  R"(|^\s*(?:if|elif|except|raise|assert|return|while|for|def)\b)"                           \
+  R"((?:reduc|retry|re-try|skip|halv|decreas|lower|fall)|)"                                        \
+  R"(\b(?:giving up|gave up|give up|no more retries|out of retries|retries exhausted)\b|)"         \
+  R"(\bretry(?: \d+(?:/\d+)?)? failed\b|)"                                                         \
+  R"(["'](?:cuda |hip )?(?:oom|out of memory|ran out of memory)["']))"                             \
+  R"(|\bin str\(|\b(?:print|warn|\w+\.(?:debug|info|warning|error|exception|critical))\()"         \
+  R"(|^\s*(?:if|elif|except|raise|assert|return|while|for|def)\b)"                                 \
   R"(|(?i:\b(?:if|when|whenever|in case|may|might|would|to enable|can be)\b)|(?:^|\s)#\s|--\w)"
-#define SAMPLING_WORDS                                                                          \
-  R"((?i:VAE decod|\bduring (?:sampling|validation|evaluation|inference|generation)\b|)"        \
-  R"(\b(?:generating|sampling) (?:samples?|images?|previews?)\b|)"                             \
+#define SAMPLING_WORDS                                                                   \
+  R"((?i:VAE decod|\bduring (?:sampling|validation|evaluation|inference|generation)\b|)" \
+  R"(\b(?:generating|sampling) (?:samples?|images?|previews?)\b|)"                       \
   R"(\bvalidation (?:steps?|batch(?:es)?|images?|samples?)\b))"
 #define TRAIN_WORDS \
   R"((?i:\btrain(?:ing)? (?:step|batch|iteration)|\bduring training\b|\bin training loop\b))"
 
 const std::vector<OomPattern>& oom_patterns() {
+  // A table, one entry per row as written:
+  // clang-format off
   static const std::vector<OomPattern> kPatterns = {
       {.name = "aitk-skip-batch",
        .kind = OomKind::kCuda,
@@ -425,10 +427,13 @@ const std::vector<OomPattern>& oom_patterns() {
                    "Bus error (core dumped)",
                    "OSError: [Errno 28] No space left on device: '/dev/shm/torch_12_345'"}},
   };
+  // clang-format on
   return kPatterns;
 }
 
 const std::vector<std::string_view>& oom_near_misses() {
+  // A table, one entry per row as written:
+  // clang-format off
   static const std::vector<std::string_view> kNearMisses = {
       "RuntimeError: CUDA error: device-side assert triggered",
       "RuntimeError: CUDA error: an illegal memory access was encountered",
@@ -479,6 +484,7 @@ const std::vector<std::string_view>& oom_near_misses() {
       "Check failed: status == CUDNN_STATUS_SUCCESS (4 vs. 0)  CUDNN_STATUS_INTERNAL_ERROR",
       "torch.cuda.memory_summary(): reserved 3.00 GiB, allocated 2.50 GiB",
   };
+  // clang-format on
   return kNearMisses;
 }
 
@@ -549,8 +555,7 @@ CompiledTable& compiled_table() {
 // The row's full check: its regex (for where the match starts and the device), `also`, `veto`.
 std::optional<OomMatch> try_row(const CompiledPattern& entry, std::string_view line) {
   re2::StringPiece submatch[kMaxGroups];  // no allocation per row
-  const int ngroups =
-      entry.dev_group > 0 && entry.dev_group < kMaxGroups ? entry.dev_group + 1 : 1;
+  const int ngroups = entry.dev_group > 0 && entry.dev_group < kMaxGroups ? entry.dev_group + 1 : 1;
   if (!entry.regex->Match(line, 0, line.size(), RE2::UNANCHORED, submatch, ngroups)) {
     return std::nullopt;
   }
@@ -582,9 +587,9 @@ bool check_rows(const std::vector<CompiledPattern>& rows, std::string* error) {
   bool ok = true;
   for (const CompiledPattern& entry : rows) {
     const std::string name = "oom pattern " + std::string(entry.pattern->name);
-    for (const auto& [what, regex] : {std::pair{"", entry.regex.get()},
-                                      std::pair{" (also)", entry.also.get()},
-                                      std::pair{" (veto)", entry.veto.get()}}) {
+    for (const auto& [what, regex] :
+         {std::pair{"", entry.regex.get()}, std::pair{" (also)", entry.also.get()},
+          std::pair{" (veto)", entry.veto.get()}}) {
       if (regex != nullptr && !regex->ok()) {
         ok = false;
         report(error, name + what, regex->error());

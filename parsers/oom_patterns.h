@@ -28,8 +28,8 @@ struct OomPattern {
   // reducing the batch size", a line of Python source quoting the message, ...).
   std::string_view also = {};
   std::string_view veto = {};
-  bool recovered = false;  // the trainer caught it and went on
-  Phase phase = Phase::kUnknown;  // a phase the message itself names
+  bool recovered = false;          // the trainer caught it and went on
+  Phase phase = Phase::kUnknown;   // a phase the message itself names
   bool allocator_message = false;  // carries figures and may be hard-wrapped over several lines
   std::optional<int> gpu_index;    // the device when the message implies it without a number
   std::vector<std::string_view> samples;
@@ -64,8 +64,8 @@ std::optional<std::string_view> exception_class(std::string_view line);
 // and `veto` compile when the set first names the row; oom_table_ok(oom_patterns()) checks them.
 bool oom_patterns_ok(std::string* error);
 
-// Compiles every regex, `also` and `veto` of `table` afresh and reports the same way as oom_patterns_ok;
-// for tables under test and for checking a row before it is added.
+// Compiles every regex, `also` and `veto` of `table` afresh and reports the same way as
+// oom_patterns_ok; for tables under test and for checking a row before it is added.
 bool oom_table_ok(const std::vector<OomPattern>& table, std::string* error);
 
 }  // namespace oomtriage::parsers

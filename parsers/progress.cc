@@ -98,8 +98,9 @@ std::optional<ProgressFrame> parse_cut_frame(std::string_view record) {
   while (i < record.size() && is_digit(record[i])) ++i;
   if (i == slash + 1) return std::nullopt;
   const std::string_view rest = record.substr(i);
-  if (!(rest.empty() || rest == " " || (rest.size() >= 2 && rest.substr(0, 2) == " [" &&
-                                        (rest.size() == 2 || is_digit(rest[2]))))) {
+  if (!(rest.empty() || rest == " " ||
+        (rest.size() >= 2 && rest.substr(0, 2) == " [" &&
+         (rest.size() == 2 || is_digit(rest[2]))))) {
     return std::nullopt;
   }
   if (rest.find(']') != std::string_view::npos) return std::nullopt;
@@ -139,7 +140,8 @@ std::optional<ProgressFrame> parse_progress_frame(std::string_view record) {
     const size_t close = record.find(']', bracket);
     if (close == std::string_view::npos) continue;
     const std::string_view inside = record.substr(bracket + 1, close - bracket - 1);
-    if (inside.find("/s") == std::string_view::npos && inside.find("s/") == std::string_view::npos) {
+    if (inside.find("/s") == std::string_view::npos &&
+        inside.find("s/") == std::string_view::npos) {
       continue;  // tqdm always prints a rate: "1.44it/s", "12.34s/it", "?it/s"
     }
     ProgressFrame frame;
@@ -210,8 +212,6 @@ BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer 
   return {};
 }
 
-bool progress_patterns_ok(std::string* error) {
-  return stage_lexicon_ok(error);
-}
+bool progress_patterns_ok(std::string* error) { return stage_lexicon_ok(error); }
 
 }  // namespace oomtriage::parsers

@@ -20,7 +20,7 @@ struct ProgressFrame {
   std::string_view desc;  // trimmed, without the trailing ':'; empty for undescribed bars
   std::optional<int64_t> n;
   std::optional<int64_t> total;
-  size_t end = 0;  // index just past the frame's closing ']'; text after it is glued output
+  size_t end = 0;         // index just past the frame's closing ']'; text after it is glued output
   bool notebook = false;  // the HF notebook widget, which always counts global steps
 };
 
@@ -29,11 +29,11 @@ struct ProgressFrame {
 std::optional<ProgressFrame> parse_progress_frame(std::string_view record);
 
 enum class BarRole {
-  kOther,               // a bar we cannot place (an undescribed pipeline bar, ...)
-  kTrainingSteps,       // counts global training steps: its n is the step
-  kTrainingPerEpoch,    // counts batches within an epoch: a global step only in the first epoch
-  kEpochs,              // counts epochs (OneTrainer's outer "epoch" bar): n is the epoch index
-  kPhase,               // sampling, caching, loading or quantizing: see BarClass::phase
+  kOther,             // a bar we cannot place (an undescribed pipeline bar, ...)
+  kTrainingSteps,     // counts global training steps: its n is the step
+  kTrainingPerEpoch,  // counts batches within an epoch: a global step only in the first epoch
+  kEpochs,            // counts epochs (OneTrainer's outer "epoch" bar): n is the epoch index
+  kPhase,             // sampling, caching, loading or quantizing: see BarClass::phase
 };
 
 struct BarClass {

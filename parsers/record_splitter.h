@@ -36,7 +36,9 @@ class RecordSplitter {
   // Calls on_record(const Record&) for every record that `chunk` completes.
   template <class OnRecord>
   void feed(std::string_view chunk, OnRecord&& on_record) {
-    feed(chunk, on_record, [](const char* p, const char*, uint64_t, int64_t) { return Skipped{p, 0}; });
+    feed(chunk, on_record, [](const char* p, const char*, uint64_t, int64_t) {
+      return Skipped{p, 0};
+    });
   }
 
   // What a skipper consumed: whole records with their terminators, all inside the chunk.
@@ -101,7 +103,8 @@ void RecordSplitter::feed(std::string_view chunk, OnRecord&& on_record, Skip&& s
   }
   while (p != end) {
     if (!carry_open_) {
-      const Skipped skipped = skip(p, end, consumed_ + static_cast<uint64_t>(p - chunk.data()), line_);
+      const Skipped skipped =
+          skip(p, end, consumed_ + static_cast<uint64_t>(p - chunk.data()), line_);
       if (skipped.next != p) {
         p = skipped.next;
         line_ += skipped.newlines;

@@ -21,7 +21,7 @@ struct Error {
 template <class T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit, like std::expected
+  Result(T value) : data_(std::move(value)) {}      // NOLINT: implicit, like std::expected
   Result(Error error) : data_(std::move(error)) {}  // NOLINT
 
   explicit operator bool() const { return data_.index() == 0; }

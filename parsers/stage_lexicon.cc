@@ -125,7 +125,8 @@ Phase stage_of(std::string_view text, bool lone_words) {
 bool stage_lexicon_ok(std::string* error) {
   for (const CompiledRule& rule : compiled_rules()) {
     if (!rule.regex->ok()) {
-      if (error) *error = "stage lexicon rule /" + rule.regex->pattern() + "/: " + rule.regex->error();
+      if (error)
+        *error = "stage lexicon rule /" + rule.regex->pattern() + "/: " + rule.regex->error();
       return false;
     }
   }

@@ -45,11 +45,9 @@ const std::vector<DialectRow>& rows() {
       {T::kDiffusers, "datasets[].num_workers", "dataloader_num_workers", C::kInt, "0"},
       // SimpleTuner: config.json/config.toml hold its argparse names (config.json with "--").
       // SimpleTuner's default is on, and only a JSON false turns it off.
-      {T::kSimpleTuner, "train.gradient_checkpointing", "gradient_checkpointing", C::kBool,
-       "true"},
+      {T::kSimpleTuner, "train.gradient_checkpointing", "gradient_checkpointing", C::kBool, "true"},
       {T::kSimpleTuner, "train.batch_size", "train_batch_size", C::kInt, "4"},
-      {T::kSimpleTuner, "train.gradient_accumulation", "gradient_accumulation_steps", C::kInt,
-       "1"},
+      {T::kSimpleTuner, "train.gradient_accumulation", "gradient_accumulation_steps", C::kInt, "1"},
       {T::kSimpleTuner, "datasets[].resolution", "resolution", C::kResolution, ""},
       {T::kSimpleTuner, "train.dtype", "mixed_precision", C::kDtype, "\"bf16\""},
       {T::kSimpleTuner, "train.optimizer", "optimizer", C::kOptimizer, ""},
@@ -73,8 +71,7 @@ const std::vector<DialectRow>& rows() {
       {T::kOneTrainer, "train.dtype", "train_dtype", C::kDtype, "\"FLOAT_16\""},
       {T::kOneTrainer, "train.optimizer", "optimizer.optimizer", C::kOptimizer, ""},
       {T::kOneTrainer, "sample.sample_every", "sample_after", C::kInt, ""},
-      {T::kOneTrainer, "train.disable_sampling", "sample_after_unit", C::kNoIsTrue,
-       "\"MINUTE\""},
+      {T::kOneTrainer, "train.disable_sampling", "sample_after_unit", C::kNoIsTrue, "\"MINUTE\""},
       {T::kOneTrainer, "datasets[].num_workers", "dataloader_threads", C::kInt, "2"},
       {T::kOneTrainer, "datasets[].cache_latents_to_disk", "latent_caching", C::kBool, "true"},
       // HF Trainer: TrainingArguments (training_args.json, or printed at start).
@@ -241,7 +238,8 @@ std::optional<json> decode(Codec codec, const json& native) {
       return native.is_null() || (native.is_string() && native.get<std::string>().empty());
     case Codec::kNoIsTrue:
       if (!native.is_string()) return std::nullopt;
-      return lower(native.get<std::string>()) == "no" || lower(native.get<std::string>()) == "never";
+      return lower(native.get<std::string>()) == "no" ||
+             lower(native.get<std::string>()) == "never";
   }
   return std::nullopt;
 }
@@ -284,9 +282,8 @@ json encode(Codec codec, const json& neutral, const json& current) {
       const std::string want = neutral.is_string() ? neutral.get<std::string>() : "";
       const std::string now = current.is_string() ? current.get<std::string>() : "";
       if (want != "adamw8bit") return neutral;
-      if (!now.empty() && std::none_of(now.begin(), now.end(), [](unsigned char c) {
-            return std::islower(c);
-          })) {
+      if (!now.empty() &&
+          std::none_of(now.begin(), now.end(), [](unsigned char c) { return std::islower(c); })) {
         return "ADAMW_8BIT";  // OneTrainer's enum names
       }
       if (now.rfind("adamw_", 0) == 0) return "adamw_bnb_8bit";  // HF's optim names
@@ -297,13 +294,11 @@ json encode(Codec codec, const json& neutral, const json& current) {
     }
     case Codec::kEightBitFlag:
       return neutral.is_string() && neutral.get<std::string>() == "adamw8bit";
-    case Codec::kBf16Flag:
-      return neutral.is_string() && neutral.get<std::string>() == "bf16";
+    case Codec::kBf16Flag: return neutral.is_string() && neutral.get<std::string>() == "bf16";
     case Codec::kBoolAsOnOff:
       if (current.is_string()) return neutral == json(true) ? "ON" : "OFF";
       return neutral;
-    case Codec::kQuantizeName:
-      return neutral == json(true) ? "int8-quanto" : "no_change";
+    case Codec::kQuantizeName: return neutral == json(true) ? "int8-quanto" : "no_change";
     case Codec::kPresentIsFalse:
       // Turning sampling off removes the key; turning it on cannot invent prompts.
       return neutral == json(true) ? json(nullptr) : current;

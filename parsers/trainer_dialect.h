@@ -35,8 +35,8 @@ enum class Codec {
 
 struct DialectRow {
   Trainer trainer;
-  std::string_view neutral;   // "train.batch_size", "datasets[].resolution"
-  std::string_view native;    // "train_batch_size"
+  std::string_view neutral;  // "train.batch_size", "datasets[].resolution"
+  std::string_view native;   // "train_batch_size"
   Codec codec;
   std::string_view default_json;  // the trainer's default when a full config leaves it out, or ""
   bool in_dataset_file = false;   // kohya/musubi: read from --dataset_config first

@@ -87,7 +87,8 @@ bool is_blank_or_comment(const std::string& line) {
 std::string yaml_value(const nlohmann::json& value, char quote) {
   if (value.is_string()) {
     const std::string s = value.get<std::string>();
-    const bool plain_ok = !s.empty() && s.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos &&
+    const bool plain_ok = !s.empty() &&
+                          s.find_first_of(":#{}[],&*!|>'\"%@`") == std::string::npos &&
                           s.front() != ' ' && s.back() != ' ' && s != "true" && s != "false" &&
                           s != "null" && !std::isdigit(static_cast<unsigned char>(s.front()));
     if (quote == '\'') {
@@ -95,7 +96,8 @@ std::string yaml_value(const nlohmann::json& value, char quote) {
       for (char c : s) quoted += c == '\'' ? std::string("''") : std::string(1, c);
       return quoted + "'";
     }
-    if (quote == '"' || !plain_ok) return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    if (quote == '"' || !plain_ok)
+      return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     return s;
   }
   if (value.is_array()) {
@@ -250,7 +252,8 @@ class YamlEditor {
       return false;
     }
     std::vector<std::string> items;
-    for (const auto& item : value) items.push_back(std::string(dash, ' ') + "- " + yaml_value(item, 0));
+    for (const auto& item : value)
+      items.push_back(std::string(dash, ' ') + "- " + yaml_value(item, 0));
     for (size_t k = item_lines.size(); k-- > 0;) {
       lines_.erase(lines_.begin() + static_cast<long>(item_lines[k]));
     }
@@ -550,11 +553,11 @@ PatchResult patch_file(parsers::TargetKind kind, std::string_view text,
     const bool ok = want.is_null() ? got == nullptr || got->is_null()
                                    : got != nullptr && same_value(*got, want);
     if (!ok) {
-      return {std::nullopt, fmt::format("{}: the patched file does not hold {} (holds {})",
-                                        key_path(change), change.to_json,
-                                        got ? got->dump(-1, ' ', false,
-                                                        nlohmann::json::error_handler_t::replace)
-                                            : "nothing")};
+      return {std::nullopt,
+              fmt::format("{}: the patched file does not hold {} (holds {})", key_path(change),
+                          change.to_json,
+                          got ? got->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                              : "nothing")};
     }
   }
   return result;
@@ -576,7 +579,8 @@ PatchResult patch_json(std::string_view text, const std::vector<ConfigChange>& c
     if (!edits_file(change)) continue;
     const auto segments = split_path(key_path(change));
     const auto value = nlohmann::ordered_json::parse(change.to_json, nullptr, false);
-    if (!segments || value.is_discarded()) return {std::nullopt, change.path + ": not a config path"};
+    if (!segments || value.is_discarded())
+      return {std::nullopt, change.path + ": not a config path"};
     std::string error;
     if (value.is_null() && std::holds_alternative<std::string>(segments->back())) {
       // Removing a key: erase it from its parent, if it is there at all.

@@ -27,8 +27,8 @@ struct ConfigChange {
   std::string from_json;  // the current value as JSON text ("false"; "null" when absent)
   std::string to_json;
   parsers::TargetKind kind = parsers::TargetKind::kYaml;
-  std::string file;   // the file it is written to; "" when the config was only printed
-  std::string table;  // TOML: the table holding the key ("" at the root)
+  std::string file;      // the file it is written to; "" when the config was only printed
+  std::string table;     // TOML: the table holding the key ("" at the root)
   bool neutral = false;  // still in the ranker's vocabulary (triage/native_changes.h converts)
 };
 

@@ -197,11 +197,8 @@ ResumeArguments with_resume(parsers::Trainer trainer, std::vector<std::string> a
   using parsers::Trainer;
   ResumeArguments out;
   switch (trainer) {
-    case Trainer::kAiToolkit:
-      break;  // the same job name resumes from the newest save by itself
-    case Trainer::kDiffusers:
-      set_flag(argv, "--resume_from_checkpoint", "latest");
-      break;
+    case Trainer::kAiToolkit: break;  // the same job name resumes from the newest save by itself
+    case Trainer::kDiffusers: set_flag(argv, "--resume_from_checkpoint", "latest"); break;
     case Trainer::kSimpleTuner:
       remove_flag(argv, "--resume_from_checkpoint");
       argv.emplace_back("--resume_from_checkpoint=latest");

@@ -92,7 +92,8 @@ bool to_native(Fix& fix, const parsers::JobConfig& config) {
     }
     if (current.is_null() && table.empty()) key = where.key_prefix + key;
     if (where.kind == TargetKind::kArgs && key.rfind("--", 0) != 0) key = "--" + key;
-    const json to = parsers::encode(row->codec, json::parse(change.to_json, nullptr, false), to_shape);
+    const json to =
+        parsers::encode(row->codec, json::parse(change.to_json, nullptr, false), to_shape);
     if (to == current) continue;
     ConfigChange native;
     native.path = key;

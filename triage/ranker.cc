@@ -139,7 +139,8 @@ std::string ranking_table_markdown() {
   std::string out = "| situation | candidate fixes (priority) |\n|---|---|\n";
   for (const RankingRow& row : ranking_table()) {
     std::vector<std::string> fixes;
-    for (const auto& [id, priority] : row.fixes) fixes.push_back(fmt::format("`{}` ({})", id, priority));
+    for (const auto& [id, priority] : row.fixes)
+      fixes.push_back(fmt::format("`{}` ({})", id, priority));
     out += fmt::format("| {} | {} |\n", row.when, fmt::join(fixes, ", "));
   }
   return out;
@@ -183,7 +184,10 @@ class Planner {
  public:
   Planner(const TriageInput& input, const OomEvent& event, const JobConfig& config,
           bool assumed_config)
-      : input_(input), e_(without_this_job(event)), c_(config), assumed_(assumed_config),
+      : input_(input),
+        e_(without_this_job(event)),
+        c_(config),
+        assumed_(assumed_config),
         cal_(calibrate(e_, assumed_config ? nullptr : &config)) {}
 
   std::vector<Fix> plan();
@@ -260,8 +264,9 @@ class Planner {
 
 std::string Planner::setting(std::string_view neutral, std::string_view ai_toolkit_name) const {
   if (ai_toolkit() || c_.trainer == parsers::Trainer::kUnknown) {
-    return c_.trainer == parsers::Trainer::kUnknown ? std::string(neutral.substr(neutral.find('.') + 1))
-                                                    : std::string(ai_toolkit_name);
+    return c_.trainer == parsers::Trainer::kUnknown
+               ? std::string(neutral.substr(neutral.find('.') + 1))
+               : std::string(ai_toolkit_name);
   }
   const parsers::DialectRow* row = parsers::row_for(c_.trainer, neutral);
   if (row == nullptr) return std::string(neutral.substr(neutral.find('.') + 1));
@@ -295,13 +300,14 @@ std::string Planner::preview_check() const {
 }
 
 void Planner::plan_host_memory() {
-  Fix fix = make("reduce_host_memory", "Reduce host RAM use (not GPU memory)",
-                 fmt::format("The process was killed for host RAM ({}){}: this is not a GPU OOM, so "
-                             "batch size and gradient checkpointing do not help",
-                             parsers::to_string(e_.kind), step_words()),
-                 "Fewer dataloader workers load data more slowly; adding RAM or swap costs nothing "
-                 "in training but swap is slow",
-                 0.8);
+  Fix fix =
+      make("reduce_host_memory", "Reduce host RAM use (not GPU memory)",
+           fmt::format("The process was killed for host RAM ({}){}: this is not a GPU OOM, so "
+                       "batch size and gradient checkpointing do not help",
+                       parsers::to_string(e_.kind), step_words()),
+           "Fewer dataloader workers load data more slowly; adding RAM or swap costs nothing "
+           "in training but swap is slow",
+           0.8);
   int workers = 0;
   for (size_t i = 0; knows(Knob::kNumWorkers) && i < c_.datasets.size(); ++i) {
     if (c_.datasets[i].num_workers > 1) {
@@ -343,9 +349,9 @@ void Planner::plan_free_gpu(int priority) {
                              "config change gives that memory back",
                              pids.size(), pids.size() == 1 ? "" : "es", gib(others),
                              e_.figures.gpu_index.value_or(0), fmt::join(pids, ", ")),
-                 "None for the job; stop or move the other processes (nvidia-smi shows them)",
-                 0.9);
-  add(priority, std::move(fix), Effect{.frees_other_processes = true, .what = "other processes gone"});
+                 "None for the job; stop or move the other processes (nvidia-smi shows them)", 0.9);
+  add(priority, std::move(fix),
+      Effect{.frees_other_processes = true, .what = "other processes gone"});
 }
 
 void Planner::plan_expandable_segments(int priority, int priority_if_short) {
@@ -355,16 +361,16 @@ void Planner::plan_expandable_segments(int priority, int priority_if_short) {
   const uint64_t free = e_.figures.free_bytes.value_or(0);
   const uint64_t deficit = tried > free ? tried - free : 0;
   const bool covers = unalloc >= deficit;
-  Fix fix = make("expandable_segments", "Let PyTorch's allocator grow segments (fragmentation)",
-                 fmt::format("{} was reserved by PyTorch but unallocated when {} was requested{}: "
-                             "{}",
-                             gib(unalloc), gib(tried),
-                             e_.figures.free_bytes
-                                 ? fmt::format(" with {} free", gib(*e_.figures.free_bytes))
-                                 : "",
-                             covers ? "the memory was there, in pieces"
-                                    : "even unfragmented it would not cover the shortfall"),
-                 "None measurable; set it in the job's environment", covers ? 0.7 : 0.4);
+  Fix fix = make(
+      "expandable_segments", "Let PyTorch's allocator grow segments (fragmentation)",
+      fmt::format(
+          "{} was reserved by PyTorch but unallocated when {} was requested{}: "
+          "{}",
+          gib(unalloc), gib(tried),
+          e_.figures.free_bytes ? fmt::format(" with {} free", gib(*e_.figures.free_bytes)) : "",
+          covers ? "the memory was there, in pieces"
+                 : "even unfragmented it would not cover the shortfall"),
+      "None measurable; set it in the job's environment", covers ? 0.7 : 0.4);
   ConfigChange env;
   env.path = "env.PYTORCH_CUDA_ALLOC_CONF";
   env.from_json = "null";
@@ -390,19 +396,20 @@ void Planner::plan_gradient_checkpointing(int priority, int priority_if_unknown)
     return;
   }
   if (c_.gradient_checkpointing) return;
-  Fix fix = make("enable_gradient_checkpointing", "Turn gradient checkpointing back on",
-                 fmt::format("{} is off and the job ran out of memory "
-                             "during {}{}: without checkpointing every activation stays in VRAM, "
-                             "the typical cause of OOMs at step 2-3 or at the first preview. Retry "
-                             "with the same batch and resolutions",
-                             c_.gradient_checkpointing_explicit || ai_toolkit()
-                                 ? name
-                                 : name + " (left out: the trainer's default is off)",
-                             parsers::to_string(e_.phase), step_words()),
-                 "Steps get roughly 20-30% slower (activations are recomputed); results are the same",
-                 0.9);
+  Fix fix = make(
+      "enable_gradient_checkpointing", "Turn gradient checkpointing back on",
+      fmt::format("{} is off and the job ran out of memory "
+                  "during {}{}: without checkpointing every activation stays in VRAM, "
+                  "the typical cause of OOMs at step 2-3 or at the first preview. Retry "
+                  "with the same batch and resolutions",
+                  c_.gradient_checkpointing_explicit || ai_toolkit()
+                      ? name
+                      : name + " (left out: the trainer's default is off)",
+                  parsers::to_string(e_.phase), step_words()),
+      "Steps get roughly 20-30% slower (activations are recomputed); results are the same", 0.9);
   change(fix, "train.gradient_checkpointing", js(false), js(true));
-  add(priority, std::move(fix), Effect{.activations = 0.4, .what = "activations x0.40 (checkpointing)"});
+  add(priority, std::move(fix),
+      Effect{.activations = 0.4, .what = "activations x0.40 (checkpointing)"});
 }
 
 void Planner::plan_previews(int priority) {
@@ -469,7 +476,9 @@ void Planner::plan_previews(int priority) {
 }
 
 void Planner::plan_skip_first_sample(int priority) {
-  if (!ai_toolkit() || !knows(Knob::kSampling) || c_.skip_first_sample || c_.disable_sampling || !e_.step || *e_.step != 0) return;
+  if (!ai_toolkit() || !knows(Knob::kSampling) || c_.skip_first_sample || c_.disable_sampling ||
+      !e_.step || *e_.step != 0)
+    return;
   Fix fix = make("skip_first_sample", "Skip the baseline sample before training",
                  "The OOM happened in the baseline sample that AI Toolkit generates before step 1",
                  "No 'before' previews to compare against; later previews still run", 0.6);
@@ -508,17 +517,18 @@ void Planner::plan_batch(int priority) {
   if (batch <= 1) return;
   const int lower = std::max(1, batch / 2);
   const int factor = batch / lower;
-  Fix fix = make("lower_batch_size", "Halve the batch and double gradient accumulation",
-                 fmt::format("Batch {}{} ran out of memory{}: activations grow with the batch",
-                             batch,
-                             knows(Knob::kGradientCheckpointing) && c_.gradient_checkpointing
-                                 ? " with gradient checkpointing already on"
-                                 : "",
-                             step_words()),
-                 fmt::format("Same effective batch ({} x {}), about the same speed per image", lower,
-                             c_.gradient_accumulation * factor),
-                 0.75);
-  if (c_.batch_size > 1) change(fix, "train.batch_size", js(c_.batch_size), js(std::max(1, c_.batch_size / 2)));
+  Fix fix =
+      make("lower_batch_size", "Halve the batch and double gradient accumulation",
+           fmt::format("Batch {}{} ran out of memory{}: activations grow with the batch", batch,
+                       knows(Knob::kGradientCheckpointing) && c_.gradient_checkpointing
+                           ? " with gradient checkpointing already on"
+                           : "",
+                       step_words()),
+           fmt::format("Same effective batch ({} x {}), about the same speed per image", lower,
+                       c_.gradient_accumulation * factor),
+           0.75);
+  if (c_.batch_size > 1)
+    change(fix, "train.batch_size", js(c_.batch_size), js(std::max(1, c_.batch_size / 2)));
   for (size_t i = 0; i < c_.datasets.size(); ++i) {
     if (const auto b = c_.datasets[i].batch_size; b && *b > 1) {
       change(fix, fmt::format("datasets[{}].batch_size", i), js(*b), js(std::max(1, *b / 2)));
@@ -581,8 +591,8 @@ void Planner::plan_lower_resolution(int priority) {
     const auto& d = c_.datasets[i];
     if (d.resolutions.empty()) continue;
     const std::string from = d.resolution_is_list ? nlohmann::json(d.resolutions).dump() : js(r);
-    const std::string to = d.resolution_is_list ? nlohmann::json(std::vector<int>{lower}).dump()
-                                                : js(lower);
+    const std::string to =
+        d.resolution_is_list ? nlohmann::json(std::vector<int>{lower}).dump() : js(lower);
     change(fix, fmt::format("datasets[{}].resolution", i), from, to);
   }
   const double scale = double(lower) * lower / (double(r) * r);
@@ -596,11 +606,12 @@ void Planner::plan_num_frames(int priority) {
   if (frames <= 1) return;
   const int lower = fewer_frames(frames);
   if (lower >= frames) return;
-  Fix fix = make("reduce_num_frames", fmt::format("Train on {} frames instead of {}", lower, frames),
-                 fmt::format("{} is a video model and each sample has {} frames: activations grow "
-                             "with the frame count",
-                             parsers::to_string(c_.family), frames),
-                 "Shorter clips: less motion context per sample", 0.75);
+  Fix fix =
+      make("reduce_num_frames", fmt::format("Train on {} frames instead of {}", lower, frames),
+           fmt::format("{} is a video model and each sample has {} frames: activations grow "
+                       "with the frame count",
+                       parsers::to_string(c_.family), frames),
+           "Shorter clips: less motion context per sample", 0.75);
   for (size_t i = 0; i < c_.datasets.size(); ++i) {
     if (c_.datasets[i].num_frames > 1) {
       change(fix, fmt::format("datasets[{}].num_frames", i), js(c_.datasets[i].num_frames),
@@ -623,7 +634,8 @@ void Planner::plan_match_target_res(int priority) {
                  "with match_target_res they follow the training resolution",
                  "Control images carry less detail at low resolutions", 0.6);
   change(fix, "model.model_kwargs.match_target_res", js(false), js(true));
-  add(priority, std::move(fix), Effect{.activations = 0.8, .what = "activations x0.80 (smaller controls, rough)"});
+  add(priority, std::move(fix),
+      Effect{.activations = 0.8, .what = "activations x0.80 (smaller controls, rough)"});
 }
 
 void Planner::plan_low_vram(int priority, const char* why) {
@@ -645,22 +657,22 @@ void Planner::plan_quantize(int priority) {
   } else {
     return;  // already at 4 bits or below
   }
-  Fix fix = make("quantize_model",
-                 !ai_toolkit() ? fmt::format("Load the base model quantized ({})",
-                                             setting("model.quantize", "model.quantize"))
-                 : c_.quantize ? fmt::format("Quantize the transformer to {} instead of {}", to_qtype,
-                                             c_.qtype)
-                               : fmt::format("Quantize the transformer ({})", to_qtype),
-                 fmt::format("The {} weights are a large share of the GPU memory{}",
-                             parsers::to_string(c_.family),
-                             cal_ && cal_->weights_bytes
-                                 ? fmt::format(" (about {} of the {} needed)", gib(cal_->weights_bytes),
-                                               gib(cal_->need_bytes))
-                                 : ""),
-                 c_.quantize ? "Some quality loss at 4 bits; AI Toolkit's accuracy-recovery "
-                               "adapters (qtype \"uint4|<adapter>\") limit it"
-                             : "Slightly lower quality; quantizing takes a few minutes at start",
-                 0.65);
+  Fix fix = make(
+      "quantize_model",
+      !ai_toolkit() ? fmt::format("Load the base model quantized ({})",
+                                  setting("model.quantize", "model.quantize"))
+      : c_.quantize
+          ? fmt::format("Quantize the transformer to {} instead of {}", to_qtype, c_.qtype)
+          : fmt::format("Quantize the transformer ({})", to_qtype),
+      fmt::format(
+          "The {} weights are a large share of the GPU memory{}", parsers::to_string(c_.family),
+          cal_ && cal_->weights_bytes ? fmt::format(" (about {} of the {} needed)",
+                                                    gib(cal_->weights_bytes), gib(cal_->need_bytes))
+                                      : ""),
+      c_.quantize ? "Some quality loss at 4 bits; AI Toolkit's accuracy-recovery "
+                    "adapters (qtype \"uint4|<adapter>\") limit it"
+                  : "Slightly lower quality; quantizing takes a few minutes at start",
+      0.65);
   if (!c_.quantize) change(fix, "model.quantize", js(false), js(true));
   if (c_.quantize || to_qtype != "qfloat8") change(fix, "model.qtype", js(c_.qtype), js(to_qtype));
   const double old_bpp = c_.quantize ? bpp : bytes_per_param(c_.dtype);
@@ -679,25 +691,27 @@ void Planner::plan_quantize(int priority) {
 }
 
 void Planner::plan_quantize_te(int priority) {
-  if (!knows(Knob::kTextEncoder) || c_.quantize_te || c_.cache_text_embeddings || c_.unload_text_encoder) return;
+  if (!knows(Knob::kTextEncoder) || c_.quantize_te || c_.cache_text_embeddings ||
+      c_.unload_text_encoder)
+    return;
   Fix fix = make("quantize_text_encoder", "Quantize the text encoder",
-                 "The text encoder stays on the GPU unquantized", "Slightly different text features",
-                 0.5);
+                 "The text encoder stays on the GPU unquantized",
+                 "Slightly different text features", 0.5);
   change(fix, "model.quantize_te", js(false), js(true));
   add(priority, std::move(fix), unmodelled());
 }
 
 void Planner::plan_cache_text_embeddings(int priority) {
-  if (!knows(Knob::kTextEncoder) || c_.cache_text_embeddings || c_.unload_text_encoder || c_.train_text_encoder ||
-      !big_text_encoder(c_.family)) {
+  if (!knows(Knob::kTextEncoder) || c_.cache_text_embeddings || c_.unload_text_encoder ||
+      c_.train_text_encoder || !big_text_encoder(c_.family)) {
     return;
   }
-  Fix fix = make("cache_text_embeddings", "Cache text embeddings and unload the text encoder",
-                 fmt::format("{}'s text encoder stays on the GPU for the whole run; caching the "
-                             "caption embeddings once lets it leave",
-                             parsers::to_string(c_.family)),
-                 "A caching pass at start; caption dropout and trigger-word changes need a re-cache",
-                 0.6);
+  Fix fix = make(
+      "cache_text_embeddings", "Cache text embeddings and unload the text encoder",
+      fmt::format("{}'s text encoder stays on the GPU for the whole run; caching the "
+                  "caption embeddings once lets it leave",
+                  parsers::to_string(c_.family)),
+      "A caching pass at start; caption dropout and trigger-word changes need a re-cache", 0.6);
   change(fix, "train.cache_text_embeddings", js(false), js(true));
   Effect effect = unmodelled();
   const auto size = model_size(c_);
@@ -721,10 +735,10 @@ void Planner::plan_layer_offloading(int priority) {
 
 void Planner::plan_cache_latents_to_disk(int priority) {
   if (!knows(Knob::kLatentCache)) return;
-  Fix fix = make("cache_latents_to_disk", "Cache latents to disk",
-                 "Without cached latents the VAE stays on the GPU for the whole run",
-                 "A caching pass at start and disk space; augmentations that change pixels are off",
-                 0.4);
+  Fix fix =
+      make("cache_latents_to_disk", "Cache latents to disk",
+           "Without cached latents the VAE stays on the GPU for the whole run",
+           "A caching pass at start and disk space; augmentations that change pixels are off", 0.4);
   for (size_t i = 0; i < c_.datasets.size(); ++i) {
     if (!c_.datasets[i].cache_latents_to_disk) {
       change(fix, fmt::format("datasets[{}].cache_latents_to_disk", i), js(false), js(true));
@@ -790,10 +804,8 @@ bool Planner::applies(Situation situation) const {
   const bool early = e_.step && *e_.step <= 5;
   const bool batch_above_one = !knows(Knob::kBatchSize) || c_.effective_batch_size() > 1;
   switch (situation) {
-    case Situation::kShm:
-      return e_.kind == OomKind::kShm;
-    case Situation::kHost:
-      return host;
+    case Situation::kShm: return e_.kind == OomKind::kShm;
+    case Situation::kHost: return host;
     case Situation::kOtherProcesses: {
       uint64_t others = 0;
       for (const auto& p : e_.figures.other_processes) others += p.bytes;
@@ -806,24 +818,17 @@ bool Planner::applies(Situation situation) const {
       return gpu &&
              (unalloc >= kGiB || (unalloc >= 256ull << 20 && unalloc * 2 >= tried && tried > 0));
     }
-    case Situation::kCheckpointingOff:
-      return gpu && !loading && !caching;
-    case Situation::kLoad:
-      return gpu && loading;
-    case Situation::kCacheTextEmbeddings:
-      return gpu && phase == Phase::kCacheTextEmbeddings;
-    case Situation::kCacheLatents:
-      return gpu && phase == Phase::kCacheLatents;
-    case Situation::kSampling:
-      return gpu && phase == Phase::kSampling;
-    case Situation::kTrainLaterBuckets:
-      return training && later && c_.all_resolutions().size() > 1;
+    case Situation::kCheckpointingOff: return gpu && !loading && !caching;
+    case Situation::kLoad: return gpu && loading;
+    case Situation::kCacheTextEmbeddings: return gpu && phase == Phase::kCacheTextEmbeddings;
+    case Situation::kCacheLatents: return gpu && phase == Phase::kCacheLatents;
+    case Situation::kSampling: return gpu && phase == Phase::kSampling;
+    case Situation::kTrainLaterBuckets: return training && later && c_.all_resolutions().size() > 1;
     case Situation::kTrainBatch:
       return training && !(later && c_.all_resolutions().size() > 1) && batch_above_one;
     case Situation::kTrainBatchOne:
       return training && !(later && c_.all_resolutions().size() > 1) && !batch_above_one;
-    case Situation::kTrainAny:
-      return training;
+    case Situation::kTrainAny: return training;
   }
   (void)early;
   return false;
@@ -839,9 +844,9 @@ void Planner::propose(std::string_view id, int priority, Situation situation) {
   // situation's own first fix for a later one, and after the preview levers for a sampling OOM
   // (cheaper previews fix those, not checkpointing).
   if (id == "enable_gradient_checkpointing") {
-    return plan_gradient_checkpointing(priority, early                         ? 2
+    return plan_gradient_checkpointing(priority, early                          ? 2
                                                  : e_.phase == Phase::kSampling ? 21
-                                                                                       : 11);
+                                                                                : 11);
   }
   if (id == "quantize_model") return plan_quantize(priority);
   if (id == "quantize_text_encoder") return plan_quantize_te(priority);
@@ -910,8 +915,9 @@ std::vector<Fix> Planner::plan() {
   };
   for (Candidate& candidate : kept) {
     if (was_tried(candidate)) {
-      candidate.fix.why += "; the previous run carried this fix and crashed again in the same "
-                           "phase, so the next lever comes first";
+      candidate.fix.why +=
+          "; the previous run carried this fix and crashed again in the same "
+          "phase, so the next lever comes first";
     }
   }
   std::stable_sort(kept.begin(), kept.end(), [&](const Candidate& a, const Candidate& b) {

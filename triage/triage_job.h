@@ -20,15 +20,15 @@ namespace oomtriage::triage {
 // The job as the registry found it.
 struct JobView {
   const parsers::JobConfig* config = nullptr;  // null: none was found, or it did not parse
-  std::string config_problem;                   // why there is none, in words, for the fixes' why
+  std::string config_problem;                  // why there is none, in words, for the fixes' why
   // The job's config files as they are now: a fix they already carry counts as tried.
   const std::vector<parsers::NativeFile>* files = nullptr;
 };
 
 // The previous run's last crash that was not recovered, as the store keeps it.
 struct StoredCrash {
-  std::string phase;        // parsers::to_string(Phase)
-  std::vector<Fix> fixes;   // the fixes ranked for it then
+  std::string phase;       // parsers::to_string(Phase)
+  std::vector<Fix> fixes;  // the fixes ranked for it then
 };
 
 // What the job's story says before this crash.
@@ -45,7 +45,7 @@ std::vector<Fix> triage_event(const parsers::OomEvent& event, parsers::Trainer t
 
 struct Triage {
   const parsers::OomEvent* incident = nullptr;  // points into the analysis; null: no OOM
-  std::vector<Fix> fixes;                        // empty when there is no incident
+  std::vector<Fix> fixes;                       // empty when there is no incident
 };
 
 // The fixes for the log's incident: its last OOM that was not recovered, else its last one.

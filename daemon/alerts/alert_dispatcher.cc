@@ -153,9 +153,9 @@ void AlertDispatcher::send_once(AlertContent alert) {
               [this, name = lane->receiver.name](HttpResponse response) {
                 --once_in_flight_;
                 if (response.status < 200 || response.status >= 300) {
-                  log_line(kWarning, "alert to {} failed: {}", name,
-                           response.status ? fmt::format("HTTP {}", response.status)
-                                           : response.error);
+                  log_line(
+                      kWarning, "alert to {} failed: {}", name,
+                      response.status ? fmt::format("HTTP {}", response.status) : response.error);
                 }
                 check_drained();
               });
@@ -279,8 +279,8 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
         const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                    std::chrono::system_clock::now().time_since_epoch())
                                    .count();
-        keep(store_.mark_alerts(ids, "pending", attempts,
-                                (now_ms + verdict.delay.count()) / 1000, verdict.reason));
+        keep(store_.mark_alerts(ids, "pending", attempts, (now_ms + verdict.delay.count()) / 1000,
+                                verdict.reason));
         arm_after(lane, verdict.delay);
         return;
       }

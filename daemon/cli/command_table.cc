@@ -59,7 +59,8 @@ std::string known_trainer(const std::string& name) {
   if (parsers::trainer_from_string(name)) return "";
   const auto close = close_matches(name, parsers::trainer_names());
   return "unknown trainer '" + name + "'" +
-         (close.empty() ? "" : "; did you mean " + fmt::format("{}", fmt::join(close, ", ")) + "?") +
+         (close.empty() ? ""
+                        : "; did you mean " + fmt::format("{}", fmt::join(close, ", ")) + "?") +
          " (ai-toolkit, sd-scripts, diffusers, simpletuner, onetrainer, transformers, comfyui, "
          "auto)";
 }
@@ -377,19 +378,17 @@ class AlertsCommand final : public Subcommand {
 
 class CheckConfigCommand final : public Subcommand {
  public:
-  void declare(CLI::App& app) override {
-    app.add_option("FILE", path_, "The daemon config");
-  }
+  void declare(CLI::App& app) override { app.add_option("FILE", path_, "The daemon config"); }
   int run(const GlobalOptions&) override {
     auto config = load_config_or_say(path_);
     if (!config) return exit_code_for(config.error());
     for (const std::string& warning : config->warnings) {
       fmt::print(stderr, "oomtriage: warning: {}\n", warning);
     }
-    fmt::print("{}: ok ({} watch rule(s), {} receiver(s){}{})\n", path_, config->watch.size(),
-               config->alerts.size(), config->store.empty() ? "" : ", a fleet store",
-               config->warnings.empty() ? ""
-                                        : fmt::format(", {} warning(s)", config->warnings.size()));
+    fmt::print(
+        "{}: ok ({} watch rule(s), {} receiver(s){}{})\n", path_, config->watch.size(),
+        config->alerts.size(), config->store.empty() ? "" : ", a fleet store",
+        config->warnings.empty() ? "" : fmt::format(", {} warning(s)", config->warnings.size()));
     return kExitOk;
   }
 

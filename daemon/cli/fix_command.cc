@@ -46,7 +46,8 @@ AlreadyApplied already_applied(const FixOptions& options, const JobLookup& looku
                                uint64_t incident_offset) {
   AlreadyApplied out;
   std::error_code ec;
-  if (options.store.empty() || lookup.files.empty() || !std::filesystem::exists(options.store, ec)) {
+  if (options.store.empty() || lookup.files.empty() ||
+      !std::filesystem::exists(options.store, ec)) {
     return out;
   }
   auto store = db::Store::open(options.store);
@@ -89,15 +90,15 @@ void record_applied(const FixOptions& options, uint64_t incident_offset, const t
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(options.store).parent_path(), ec);
   auto store = db::Store::open(options.store);
-  const db::AppliedFix record{std::filesystem::absolute(options.log).lexically_normal().string(),
-                              incident_offset,
-                              fix.id,
-                              config_path,
-                              sha256_hex(before),
-                              sha256_hex(after),
-                              fix_to_json(fix).dump(-1, ' ', false,
-                                                    nlohmann::json::error_handler_t::replace),
-                              static_cast<int64_t>(std::time(nullptr))};
+  const db::AppliedFix record{
+      std::filesystem::absolute(options.log).lexically_normal().string(),
+      incident_offset,
+      fix.id,
+      config_path,
+      sha256_hex(before),
+      sha256_hex(after),
+      fix_to_json(fix).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+      static_cast<int64_t>(std::time(nullptr))};
   if (!store || !(*store)->record_applied_fix(record)) {
     fmt::print(stderr, "oomtriage: note: could not record the applied fix in {}\n", options.store);
   }
@@ -160,8 +161,9 @@ int run_fix(const FixOptions& options) {
     chosen = &fixes[static_cast<size_t>(*options.rank - 1)];
   }
   if (std::find(applied.ids.begin(), applied.ids.end(), chosen->id) != applied.ids.end()) {
-    return fail(kExitBadInput, fmt::format("{} is already applied to the config after this crash ({})",
-                                           describe(*chosen), applied.how));
+    return fail(kExitBadInput,
+                fmt::format("{} is already applied to the config after this crash ({})",
+                            describe(*chosen), applied.how));
   }
   if (!chosen->check.empty()) fmt::print(stderr, "oomtriage: check first: {}\n", chosen->check);
 
@@ -211,12 +213,14 @@ int run_fix(const FixOptions& options) {
     }
   }
   if (options.write_to && files.size() > 1) {
-    return fail(kExitBadInput, fmt::format("{} changes {} files ({}); --write takes one",
-                                           describe(*chosen), files.size(), fmt::join(files, ", ")));
+    return fail(kExitBadInput,
+                fmt::format("{} changes {} files ({}); --write takes one", describe(*chosen),
+                            files.size(), fmt::join(files, ", ")));
   }
   for (const std::string& path : files) {
-    if (path.empty() || std::none_of(lookup.files.begin(), lookup.files.end(),
-                                     [&](const parsers::NativeFile& f) { return f.path == path; })) {
+    if (path.empty() ||
+        std::none_of(lookup.files.begin(), lookup.files.end(),
+                     [&](const parsers::NativeFile& f) { return f.path == path; })) {
       return fail(kExitBadInput,
                   fmt::format("{}: the job's config was only printed in the log; pass the file "
                               "it came from with --config FILE",

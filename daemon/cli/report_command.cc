@@ -433,18 +433,12 @@ std::optional<int64_t> parse_duration(const std::string& text) {
   if (digits == 0 || digits > 9 || digits + 1 != text.size()) return std::nullopt;
   const int64_t n = std::stoll(text.substr(0, digits));
   switch (text.back()) {
-    case 's':
-      return n;
-    case 'm':
-      return n * 60;
-    case 'h':
-      return n * 3600;
-    case 'd':
-      return n * 86400;
-    case 'w':
-      return n * 7 * 86400;
-    default:
-      return std::nullopt;
+    case 's': return n;
+    case 'm': return n * 60;
+    case 'h': return n * 3600;
+    case 'd': return n * 86400;
+    case 'w': return n * 7 * 86400;
+    default: return std::nullopt;
   }
 }
 
@@ -609,9 +603,7 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
           "{}\n",
           report_json(*story, view).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
       return kExitOk;
-    case ReportFormat::kMarkdown:
-      fmt::print("{}", render_markdown_report(view));
-      return kExitOk;
+    case ReportFormat::kMarkdown: fmt::print("{}", render_markdown_report(view)); return kExitOk;
     case ReportFormat::kHtml: {
       view.loss = loss_curve_of(view);
       const std::string html = render_html_report(view);
@@ -628,9 +620,7 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
       }
       return kExitOk;
     }
-    case ReportFormat::kText:
-      print_text_report(view, color_enabled(options.color));
-      return kExitOk;
+    case ReportFormat::kText: print_text_report(view, color_enabled(options.color)); return kExitOk;
   }
   return kExitOk;
 }

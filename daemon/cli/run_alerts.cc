@@ -75,8 +75,7 @@ void RunAlerts::wait_for_outbox() {
   std::function<void()> check;
   check = [&, timer] {
     const auto pending = store_->count_alerts("pending");
-    const bool idle =
-        pending && *pending == 0 && !dispatcher_->in_flight();
+    const bool idle = pending && *pending == 0 && !dispatcher_->in_flight();
     if (idle || std::chrono::steady_clock::now() >= deadline) {
       drained.set_value();
       return;

@@ -323,8 +323,8 @@ int run_supervised(const RunOptions& options) {
     if (config) explicit_config = *config;
     auto located = locate_job(log_path, explicit_config, trainer, analysis);
     JobLookup lookup = located ? std::move(*located) : JobLookup{};
-    const triage::JobView job_view{lookup.config ? &*lookup.config : nullptr,
-                                   lookup.config_problem, &lookup.files};
+    const triage::JobView job_view{lookup.config ? &*lookup.config : nullptr, lookup.config_problem,
+                                   &lookup.files};
     const triage::Triage triage = triage::triage_log(analysis, job_view, {std::nullopt, tried});
     const std::vector<triage::Fix>& fixes = triage.fixes;
     const std::optional<RunIds> ids =

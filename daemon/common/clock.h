@@ -1,5 +1,5 @@
-// daemon/common/clock.h: wall-clock time for the store, alerts and reports (seconds since the epoch,
-// UTC text). The only place the daemon reads the system clock for timestamps.
+// daemon/common/clock.h: wall-clock time for the store, alerts and reports (seconds since the
+// epoch, UTC text). The only place the daemon reads the system clock for timestamps.
 #pragma once
 
 #include <cstdint>

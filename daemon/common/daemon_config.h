@@ -39,7 +39,7 @@ struct Receiver {
   std::string hmac_secret;  // webhook only: signs the body (Standard Webhooks headers)
   std::string ca_file;      // trust this CA instead of the system store (private receivers)
   int timeout_ms = 10000;
-  int retry_initial_ms = 1000;   // backoff: initial delay, doubled per attempt, +-50% jitter
+  int retry_initial_ms = 1000;  // backoff: initial delay, doubled per attempt, +-50% jitter
   int retry_max_ms = 300000;
   int retry_horizon_seconds = 86400;  // then the alert is kept as failed
 };

@@ -8,10 +8,14 @@ namespace oomtriage::daemon {
 std::string escape_label(const std::string& value) {
   std::string out;
   for (char c : value) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
   }
   return out;
 }
@@ -49,7 +53,8 @@ std::string Metrics::render() const {
   family("oomtriage_parse_errors_total", "counter",
          "Input that could not be used as it was, by reason.");
   for (const auto& [reason, n] : parse_errors) {
-    out += fmt::format("oomtriage_parse_errors_total{{reason=\"{}\"}} {}\n", escape_label(reason), n);
+    out +=
+        fmt::format("oomtriage_parse_errors_total{{reason=\"{}\"}} {}\n", escape_label(reason), n);
   }
   family("oomtriage_alerts_total", "counter", "Alert delivery attempts, by receiver and result.");
   for (const auto& [key, n] : alerts) {

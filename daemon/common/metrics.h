@@ -17,10 +17,10 @@ struct Metrics {
   uint64_t files_watched = 0;
   uint64_t bytes_read = 0;
   uint64_t records = 0;
-  std::map<std::string, uint64_t> parse_errors;  // reason
+  std::map<std::string, uint64_t> parse_errors;                    // reason
   std::map<std::pair<std::string, std::string>, uint64_t> alerts;  // (receiver, result)
   uint64_t outbox_pending = 0;
-  uint64_t store_failures = 0;     // commits the store refused (each is retried, nothing is lost)
+  uint64_t store_failures = 0;  // commits the store refused (each is retried, nothing is lost)
   // Store calls other than event commits that failed (a job row, a snapshot, a history read),
   // by operation: each is retried at the next event or told in a log line, never silent.
   std::map<std::string, uint64_t> store_errors;

@@ -33,7 +33,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     res_.version(req.version());
     res_.keep_alive(false);
     const std::string target(req.target());
-    if (req.method() == http::verb::get && (target == "/metrics" || target.rfind("/metrics?", 0) == 0)) {
+    if (req.method() == http::verb::get &&
+        (target == "/metrics" || target.rfind("/metrics?", 0) == 0)) {
       res_.result(http::status::ok);
       res_.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
       res_.body() = render_();

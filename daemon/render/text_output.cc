@@ -26,10 +26,10 @@ std::string printable(std::string_view text, size_t limit) {
   return out;
 }
 
-
 std::string figures_text(const parsers::MemoryFigures& f) {
   std::vector<std::string> parts;
-  if (f.tried_to_allocate_bytes) parts.push_back("tried " + format_bytes(*f.tried_to_allocate_bytes));
+  if (f.tried_to_allocate_bytes)
+    parts.push_back("tried " + format_bytes(*f.tried_to_allocate_bytes));
   if (f.free_bytes && f.total_capacity_bytes) {
     parts.push_back(fmt::format("{} free of {}", format_bytes(*f.free_bytes),
                                 format_bytes(*f.total_capacity_bytes)));
@@ -101,11 +101,12 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
   int index = 0;
   for (const auto& event : a.events) {
     ++index;
-    const std::string title = fmt::format(
-        "OOM {}: {} in {}, {}{}", index, parsers::to_string(event.kind),
-        parsers::to_string(event.phase), step_text(event.step, event.total_steps), event.recovered ? " (recovered)" : "");
-    const fmt::text_style style = event.recovered ? fmt::fg(fmt::terminal_color::yellow)
-                                                  : fmt::fg(fmt::terminal_color::red);
+    const std::string title =
+        fmt::format("OOM {}: {} in {}, {}{}", index, parsers::to_string(event.kind),
+                    parsers::to_string(event.phase), step_text(event.step, event.total_steps),
+                    event.recovered ? " (recovered)" : "");
+    const fmt::text_style style =
+        event.recovered ? fmt::fg(fmt::terminal_color::yellow) : fmt::fg(fmt::terminal_color::red);
     // path:line, as compilers print it: terminals and editors jump there.
     out += fmt::format("  {}  {}:{}\n", paint(color, style, title), where, event.line);
     if (const std::string figures = figures_text(event.figures); !figures.empty()) {
@@ -117,8 +118,8 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
     message += event.message;
     out += fmt::format("    {}\n", paint(color, fmt::fg(fmt::terminal_color::bright_black),
                                          printable(message, 160)));
-    for (const auto& [evidence, what] : {std::pair{&event.phase_evidence, "phase"},
-                                         std::pair{&event.step_evidence, "step"}}) {
+    for (const auto& [evidence, what] :
+         {std::pair{&event.phase_evidence, "phase"}, std::pair{&event.step_evidence, "step"}}) {
       if (!*evidence) continue;
       out += fmt::format("    {} from {} at {}:{}: {}\n", what,
                          parsers::to_string((*evidence)->source), where, (*evidence)->line,
@@ -135,9 +136,9 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
                         target.kind == parsers::TargetKind::kJson ||
                         target.kind == parsers::TargetKind::kToml;
       if (target.kind == parsers::TargetKind::kArgs) {
-        out += target.path.empty()
-                   ? std::string("       on the trainer's command line\n")
-                   : fmt::format("       on the command line {} shows\n", printable(target.path, 200));
+        out += target.path.empty() ? std::string("       on the trainer's command line\n")
+                                   : fmt::format("       on the command line {} shows\n",
+                                                 printable(target.path, 200));
       } else {
         out += fmt::format("       in {}{}\n", parsers::to_string(target.kind),
                            !target.path.empty() ? " " + printable(target.path, 200)

@@ -465,12 +465,8 @@ class Daemon {
     bool rescan = false;
     for (const FsChange& change : changes) {
       switch (change.kind) {
-        case FsChange::kRescan:
-          rescan = true;
-          break;
-        case FsChange::kFolderAppeared:
-          folders.push_back(change.path);
-          break;
+        case FsChange::kRescan: rescan = true; break;
+        case FsChange::kFolderAppeared: folders.push_back(change.path); break;
         case FsChange::kAppeared:
         case FsChange::kVanished:
           if (files_.count(change.path)) {
@@ -1413,12 +1409,12 @@ class Daemon {
   asio::signal_set signals_;
   ReadBuffer buffer_{kReadChunk};
   std::map<std::string, std::unique_ptr<Tracked>> files_;
-  std::vector<std::unique_ptr<Tracked>> leaving_;  // no longer named by their path
+  std::vector<std::unique_ptr<Tracked>> leaving_;        // no longer named by their path
   std::map<std::string, const WatchRule*> slurm_paths_;  // output files squeue named
   std::string slurm_error_;                              // logged once until squeue answers
   std::unique_ptr<SlurmPoller> slurm_poller_;            // last: stopped before the rest goes
   std::unique_ptr<WalCheckpointer> wal_checkpointer_;
-  std::unique_ptr<FleetShipper> fleet_;                  // `store: postgresql://...`
+  std::unique_ptr<FleetShipper> fleet_;  // `store: postgresql://...`
   std::unique_ptr<AlertDispatcher> dispatcher_;
   std::vector<std::unique_ptr<AlertDispatcher>> retired_dispatchers_;  // draining after SIGHUP
   std::unique_ptr<MetricsServer> metrics_server_;

@@ -147,7 +147,7 @@ struct Candidate {
 }  // namespace
 
 Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>& explicit_config,
-                     Trainer trainer, const parsers::LogAnalysis& facts_if_unreadable) {
+                             Trainer trainer, const parsers::LogAnalysis& facts_if_unreadable) {
   JobLookup lookup;
   const parsers::LogAnalysis facts = head_facts(log, trainer, facts_if_unreadable);
   if (trainer == Trainer::kUnknown) trainer = facts.trainer;
@@ -158,8 +158,8 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
   } else {
     if (facts.named_config) candidates.push_back({resolve(*facts.named_config, log)});
     // Standard input has no folder: nothing beside it (not the current folder's config).
-    for (const char* name : {".job_config.json", "config.yaml", "config.json", "config.toml",
-                             "training_args.json"}) {
+    for (const char* name :
+         {".job_config.json", "config.yaml", "config.json", "config.toml", "training_args.json"}) {
       if (log != "-") candidates.push_back({log.parent_path() / name});
     }
   }
@@ -172,10 +172,11 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
     if (!text) {
       const std::string reason = std::strerror(errno);
       if (candidate.explicit_file) {
-        return make_error(ErrorCode::kIo, fmt::format("cannot read config {}: {}", candidate.path.string(), reason));
+        return make_error(ErrorCode::kIo, fmt::format("cannot read config {}: {}",
+                                                      candidate.path.string(), reason));
       }
-      warnings.push_back(fmt::format("cannot read {}: {}; triaging without it",
-                                     candidate.path.string(), reason));
+      warnings.push_back(
+          fmt::format("cannot read {}: {}; triaging without it", candidate.path.string(), reason));
       continue;
     }
     const TargetKind kind = kind_for(candidate.path);
@@ -189,28 +190,30 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
     }
     if (!owner && candidate.explicit_file) {
       // A file the user named: read it as the log's trainer's, or as AI Toolkit's YAML/JSON.
-      owner = trainer != Trainer::kUnknown && kind != TargetKind::kYaml ? trainer
-                                                                         : Trainer::kAiToolkit;
+      owner =
+          trainer != Trainer::kUnknown && kind != TargetKind::kYaml ? trainer : Trainer::kAiToolkit;
     }
     if (!owner) continue;  // a config.json of something else
     std::vector<parsers::NativeFile> files{{kind, candidate.path.string(), *text}};
     parsers::ConfigLoad load;
     if (*owner == Trainer::kAiToolkit) {
       load = parsers::parse_job_config(
-          *text, kind == TargetKind::kJson ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml,
+          *text,
+          kind == TargetKind::kJson ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml,
           candidate.path.string());
     } else {
-      std::optional<std::string> dataset = kind == TargetKind::kToml ? dataset_config_of(*text)
-                                                                      : std::nullopt;
+      std::optional<std::string> dataset =
+          kind == TargetKind::kToml ? dataset_config_of(*text) : std::nullopt;
       if (!dataset && facts.named_dataset_config) dataset = facts.named_dataset_config;
       if (dataset && *owner == Trainer::kSdScripts) {
         const fs::path dataset_path = resolve(*dataset, candidate.path);
         if (auto dataset_text = read_file(dataset_path)) {
           files.push_back({TargetKind::kToml, dataset_path.string(), std::move(*dataset_text)});
         } else {
-          warnings.push_back(fmt::format("cannot read the dataset config {}: {}; its settings "
-                                         "are unknown",
-                                         dataset_path.string(), std::strerror(errno)));
+          warnings.push_back(
+              fmt::format("cannot read the dataset config {}: {}; its settings "
+                          "are unknown",
+                          dataset_path.string(), std::strerror(errno)));
         }
       }
       load = parsers::read_native_config(*owner, files);
@@ -227,9 +230,9 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
   }
 
   if (!lookup.config && lookup.config_problem.empty() && !facts.printed_config.empty()) {
-    parsers::ConfigLoad load = parsers::parse_job_config(
-        facts.printed_config, parsers::ConfigFormat::kPrintedProcess,
-        log.string() + " (the config printed at its top)");
+    parsers::ConfigLoad load =
+        parsers::parse_job_config(facts.printed_config, parsers::ConfigFormat::kPrintedProcess,
+                                  log.string() + " (the config printed at its top)");
     if (load.config) {
       lookup.config = std::move(load.config);
       lookup.config->targets = {{TargetKind::kYaml, "", ""}};
@@ -239,9 +242,9 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
   }
   if (!lookup.config && lookup.config_problem.empty() && !facts.printed_arguments.empty()) {
     // A whole namespace or command line shows every setting but those a --config_file holds.
-    const bool complete = std::none_of(facts.printed_arguments.begin(),
-                                       facts.printed_arguments.end(),
-                                       [](const auto& a) { return a.first == "config_file"; });
+    const bool complete =
+        std::none_of(facts.printed_arguments.begin(), facts.printed_arguments.end(),
+                     [](const auto& a) { return a.first == "config_file"; });
     lookup.config = parsers::config_from_printed_arguments(trainer, facts.printed_arguments,
                                                            complete, log.string());
   }

@@ -31,7 +31,7 @@ struct JobLookup {
   std::vector<parsers::NativeFile> files;    // the config files read, main first (for `fix`)
   std::string config_text;                   // the main config file's bytes (snapshots)
   std::string config_problem;  // why there is no config, in words ("no job config was found")
-  std::string warning;  // lines for stderr, empty when there is nothing to say
+  std::string warning;         // lines for stderr, empty when there is nothing to say
 };
 
 // `trainer` is the trainer the caller knows (scan --trainer, the daemon rule, the analysis so
@@ -39,7 +39,7 @@ struct JobLookup {
 // re-read (standard input).
 // An error when an explicitly given config cannot be read.
 Result<JobLookup> locate_job(const std::filesystem::path& log,
-                     const std::optional<std::filesystem::path>& explicit_config,
-                     parsers::Trainer trainer, const parsers::LogAnalysis& facts);
+                             const std::optional<std::filesystem::path>& explicit_config,
+                             parsers::Trainer trainer, const parsers::LogAnalysis& facts);
 
 }  // namespace oomtriage::daemon

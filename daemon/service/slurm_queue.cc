@@ -20,8 +20,13 @@ extern char** environ;
 namespace oomtriage::daemon {
 
 std::vector<std::string> squeue_command(const std::string& host) {
-  return {"squeue", "--noheader", "--nodelist=" + host, "--states=RUNNING", "--array",
-          "--expand-patterns", "--Format=JobID:40,ArrayJobID:40,ArrayTaskID:40,STDOUT:4096"};
+  return {"squeue",
+          "--noheader",
+          "--nodelist=" + host,
+          "--states=RUNNING",
+          "--array",
+          "--expand-patterns",
+          "--Format=JobID:40,ArrayJobID:40,ArrayTaskID:40,STDOUT:4096"};
 }
 
 std::vector<SlurmJob> parse_squeue(std::string_view output) {
@@ -111,7 +116,8 @@ Result<std::string> run_command(const std::vector<std::string>& argv,
   ::close(out[1]);
   if (spawned != 0) {
     ::close(out[0]);
-    return make_error(ErrorCode::kIo, fmt::format("cannot run {}: {}", argv[0], std::strerror(spawned)));
+    return make_error(ErrorCode::kIo,
+                      fmt::format("cannot run {}: {}", argv[0], std::strerror(spawned)));
   }
   std::string text;
   const auto deadline = std::chrono::steady_clock::now() + timeout;

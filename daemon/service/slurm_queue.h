@@ -22,10 +22,10 @@
 namespace oomtriage::daemon {
 
 struct SlurmJob {
-  std::string job_id;          // 1234, or 1234_7 for an array element
-  std::string array_job_id;    // %A: the array's job id (the job id when not an array)
-  std::string array_task_id;   // %a, empty when not an array
-  std::string stdout_path;     // where its output goes, patterns expanded
+  std::string job_id;         // 1234, or 1234_7 for an array element
+  std::string array_job_id;   // %A: the array's job id (the job id when not an array)
+  std::string array_task_id;  // %a, empty when not an array
+  std::string stdout_path;    // where its output goes, patterns expanded
 };
 
 // The squeue command line for the jobs of `host` (short name).

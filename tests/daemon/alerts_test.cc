@@ -39,8 +39,10 @@ daemon::AlertContent sample_alert(const std::string& message) {
   a.log_path = "/out/my_lora/log.txt";
   a.line = 67;
   a.starts_at = "2026-11-30T08:00:00Z";
-  a.fixes.push_back({"cheapen_previews", "Make preview samples cheaper",
-                     {"config.process[0].sample.sample_steps: 30 -> 20"}, "Lower-quality previews"});
+  a.fixes.push_back({"cheapen_previews",
+                     "Make preview samples cheaper",
+                     {"config.process[0].sample.sample_steps: 30 -> 20"},
+                     "Lower-quality previews"});
   return a;
 }
 
@@ -73,9 +75,8 @@ const ScriptedResponse kOk{};
 
 TEST_SUITE("daemon::alerts") {
   TEST_CASE("Slack: log text arrives inert, sections within 3,000 characters") {
-    const auto payload =
-        daemon::slack_payload(sample_alert("@everyone <!channel> *bold* ```code``` " +
-                                           std::string(5000, 'x')));
+    const auto payload = daemon::slack_payload(
+        sample_alert("@everyone <!channel> *bold* ```code``` " + std::string(5000, 'x')));
     const std::string dumped = payload.dump();
     CHECK(dumped.find("<!channel>") == std::string::npos);
     CHECK(dumped.find("&lt;!channel&gt;") != std::string::npos);
@@ -92,7 +93,8 @@ TEST_SUITE("daemon::alerts") {
     CHECK(payload["text"].get<std::string>().find("my_lora") != std::string::npos);
   }
   TEST_CASE("Discord: no mentions, markdown escaped, limits kept") {
-    const auto payload = daemon::discord_payload(sample_alert("@everyone **pwn** <@123> " + std::string(9000, 'y')));
+    const auto payload =
+        daemon::discord_payload(sample_alert("@everyone **pwn** <@123> " + std::string(9000, 'y')));
     CHECK(payload["allowed_mentions"]["parse"] == json::array());
     const std::string description = payload["embeds"][0]["description"];
     CHECK(description.find("@everyone") == std::string::npos);
@@ -102,7 +104,8 @@ TEST_SUITE("daemon::alerts") {
     CHECK(payload["content"].get<std::string>().size() <= 2000 * 4);
   }
   TEST_CASE("generic webhook: Prometheus Alertmanager's webhook v4 JSON") {
-    const auto payload = daemon::alertmanager_webhook_payload(sample_alert("CUDA out of memory."), "hook");
+    const auto payload =
+        daemon::alertmanager_webhook_payload(sample_alert("CUDA out of memory."), "hook");
     CHECK(payload["version"] == "4");
     CHECK(payload["status"] == "firing");
     CHECK(payload["receiver"] == "hook");
@@ -133,7 +136,9 @@ TEST_SUITE("daemon::alerts") {
                                              R"({"test": 2432232314})") ==
           "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=");
   }
-  TEST_CASE("the retry policy: 2xx delivered, refusals failed, backoff doubles to its cap, Retry-After wins") {
+  TEST_CASE(
+      "the retry policy: 2xx delivered, refusals failed, backoff doubles to its cap, Retry-After "
+      "wins") {
     daemon::Receiver r;
     r.retry_initial_ms = 1000;
     r.retry_max_ms = 5000;
@@ -159,21 +164,31 @@ TEST_SUITE("daemon::alerts") {
     CHECK(redirect.reason.find("elsewhere") != std::string::npos);
     // 408 and 5xx and network errors are retried: 1 s, 2 s, 4 s, then the 5 s cap; jitter scales.
     CHECK(daemon::judge_response(response(408), r, 1, 0, 1.0).kind == V::kRetry);
-    CHECK(daemon::judge_response(response(503), r, 1, 0, 1.0).delay == std::chrono::milliseconds(1000));
-    CHECK(daemon::judge_response(response(503), r, 2, 0, 1.0).delay == std::chrono::milliseconds(2000));
-    CHECK(daemon::judge_response(response(0), r, 3, 0, 1.0).delay == std::chrono::milliseconds(4000));
-    CHECK(daemon::judge_response(response(0), r, 4, 0, 1.0).delay == std::chrono::milliseconds(5000));
-    CHECK(daemon::judge_response(response(500), r, 30, 0, 1.0).delay == std::chrono::milliseconds(5000));
-    CHECK(daemon::judge_response(response(500), r, 1, 0, 0.5).delay == std::chrono::milliseconds(500));
-    CHECK(daemon::judge_response(response(500), r, 1, 0, 1.5).delay == std::chrono::milliseconds(1500));
+    CHECK(daemon::judge_response(response(503), r, 1, 0, 1.0).delay ==
+          std::chrono::milliseconds(1000));
+    CHECK(daemon::judge_response(response(503), r, 2, 0, 1.0).delay ==
+          std::chrono::milliseconds(2000));
+    CHECK(daemon::judge_response(response(0), r, 3, 0, 1.0).delay ==
+          std::chrono::milliseconds(4000));
+    CHECK(daemon::judge_response(response(0), r, 4, 0, 1.0).delay ==
+          std::chrono::milliseconds(5000));
+    CHECK(daemon::judge_response(response(500), r, 30, 0, 1.0).delay ==
+          std::chrono::milliseconds(5000));
+    CHECK(daemon::judge_response(response(500), r, 1, 0, 0.5).delay ==
+          std::chrono::milliseconds(500));
+    CHECK(daemon::judge_response(response(500), r, 1, 0, 1.5).delay ==
+          std::chrono::milliseconds(1500));
     // Milliseconds as configured, not rounded to seconds.
     r.retry_initial_ms = 250;
-    CHECK(daemon::judge_response(response(502), r, 1, 0, 1.0).delay == std::chrono::milliseconds(250));
+    CHECK(daemon::judge_response(response(502), r, 1, 0, 1.0).delay ==
+          std::chrono::milliseconds(250));
     // 429: the header, else Discord's body, else the backoff.
-    CHECK(daemon::judge_response(response(429, "", 7.5), r, 1, 0, 1.5).delay == std::chrono::milliseconds(7500));
+    CHECK(daemon::judge_response(response(429, "", 7.5), r, 1, 0, 1.5).delay ==
+          std::chrono::milliseconds(7500));
     CHECK(daemon::judge_response(response(429, R"({"retry_after": 1.25})"), r, 1, 0, 1.5).delay ==
           std::chrono::milliseconds(1250));
-    CHECK(daemon::judge_response(response(429, "slow down"), r, 1, 0, 1.0).delay == std::chrono::milliseconds(250));
+    CHECK(daemon::judge_response(response(429, "slow down"), r, 1, 0, 1.0).delay ==
+          std::chrono::milliseconds(250));
     // Past the horizon: failed, with the count in the log line.
     const V late = daemon::judge_response(response(503), r, 12, 3601, 1.0);
     CHECK(late.kind == V::kFailed);
@@ -219,9 +234,8 @@ TEST_SUITE("daemon::alerts") {
     rig.crash("job_a");
     REQUIRE(wait_until([&] { return server.count() == 1; }));
     ::kill(daemon.pid(), SIGHUP);
-    REQUIRE(wait_until([&] {
-      return daemon.stderr_text().find("SIGHUP: config reloaded") != std::string::npos;
-    }));
+    REQUIRE(wait_until(
+        [&] { return daemon.stderr_text().find("SIGHUP: config reloaded") != std::string::npos; }));
     std::this_thread::sleep_for(2500ms);  // the slow answer arrives after the reload
     CHECK(daemon.alive());
     CHECK(server.count() == 1);
@@ -232,7 +246,8 @@ TEST_SUITE("daemon::alerts") {
     CHECK(*(*store)->count_alerts("pending") == 0);
     CHECK(daemon.stop(SIGTERM) == 0);
   }
-  TEST_CASE("a 2xx with a huge body is delivered once, and a 307 is followed, a 302 fails with where") {
+  TEST_CASE(
+      "a 2xx with a huge body is delivered once, and a 307 is followed, a 302 fails with where") {
     const std::string huge(8 << 20, 'x');
     HttpTestServer target([](const ReceivedRequest&, size_t) { return kOk; });
     HttpTestServer server([&](const ReceivedRequest& request, size_t) {
@@ -269,7 +284,8 @@ TEST_SUITE("daemon::alerts") {
   }
   TEST_CASE("429 with Retry-After is honoured, 500s are retried, each alert lands once") {
     HttpTestServer limited([](const ReceivedRequest&, size_t i) {
-      return i == 0 ? ScriptedResponse{.status = 429, .body = "rate_limited", .retry_after = "2"} : kOk;
+      return i == 0 ? ScriptedResponse{.status = 429, .body = "rate_limited", .retry_after = "2"}
+                    : kOk;
     });
     HttpTestServer failing([](const ReceivedRequest&, size_t i) {
       return i < 2 ? ScriptedResponse{.status = 503, .body = "busy"} : kOk;
@@ -290,9 +306,8 @@ TEST_SUITE("daemon::alerts") {
     HttpTestServer hanging([](const ReceivedRequest&, size_t i) {
       return i == 0 ? ScriptedResponse{.hang = true} : kOk;
     });
-    HttpTestServer slow([](const ReceivedRequest&, size_t) {
-      return ScriptedResponse{.delay = 3000ms};
-    });
+    HttpTestServer slow(
+        [](const ReceivedRequest&, size_t) { return ScriptedResponse{.delay = 3000ms}; });
     HttpTestServer fast([](const ReceivedRequest&, size_t) { return kOk; });
     AlertRig rig(receiver("hanging", "webhook", hanging.url()) +
                  receiver("slow", "webhook", slow.url(), "    timeout_ms: 10000\n") +
@@ -318,22 +333,25 @@ TEST_SUITE("daemon::alerts") {
     rig.crash("job");
     REQUIRE(wait_until([&] { return server.count() == 1; }));
     const auto request = server.requests()[0];
-    const std::string expected = daemon::standard_webhook_signature(
-        secret, request.headers.at("webhook-id"), request.headers.at("webhook-timestamp"),
-        request.body);
+    const std::string expected =
+        daemon::standard_webhook_signature(secret, request.headers.at("webhook-id"),
+                                           request.headers.at("webhook-timestamp"), request.body);
     CHECK(request.headers.at("webhook-signature") == expected);
     CHECK(std::abs(std::stoll(request.headers.at("webhook-timestamp")) -
                    std::chrono::duration_cast<std::chrono::seconds>(
-                       std::chrono::system_clock::now().time_since_epoch()).count()) < 60);
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count()) < 60);
     CHECK(slurp(rig.dir.path / "err").find(secret) == std::string::npos);
   }
   TEST_CASE("TLS to a local server with a test CA, and refused with the wrong CA") {
     TempDir pki;
     const std::string p = pki.path.string();
     const std::string script =
-        "cd " + p + " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "
+        "cd " + p +
+        " && openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem "
         "-days 2 -subj /CN=oomtriage-test-ca 2>/dev/null && "
-        "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj /CN=127.0.0.1 "
+        "openssl req -newkey rsa:2048 -nodes -keyout server.key -out server.csr -subj "
+        "/CN=127.0.0.1 "
         "2>/dev/null && printf 'subjectAltName=IP:127.0.0.1,DNS:localhost' > san.ext && "
         "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem "
         "-days 2 -extfile san.ext 2>/dev/null && "
@@ -344,13 +362,15 @@ TEST_SUITE("daemon::alerts") {
     tls->use_certificate_chain_file(p + "/server.pem");
     tls->use_private_key_file(p + "/server.key", boost::asio::ssl::context::pem);
     HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; }, 0, tls);
-    AlertRig rig(receiver("trusted", "webhook", server.url(), "    ca_file: " + p + "/ca.pem\n") +
-                 receiver("untrusted", "webhook", server.url(), "    ca_file: " + p + "/other.pem\n"));
+    AlertRig rig(
+        receiver("trusted", "webhook", server.url(), "    ca_file: " + p + "/ca.pem\n") +
+        receiver("untrusted", "webhook", server.url(), "    ca_file: " + p + "/other.pem\n"));
     DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
                          rig.dir.path / "err");
     rig.crash("job");
     REQUIRE(wait_until([&] { return server.count() == 1; }));
-    REQUIRE(wait_until([&] { return daemon.stderr_text().find("alert untrusted") != std::string::npos; }));
+    REQUIRE(wait_until(
+        [&] { return daemon.stderr_text().find("alert untrusted") != std::string::npos; }));
     CHECK(daemon.stderr_text().find("tls handshake") != std::string::npos);
     std::this_thread::sleep_for(500ms);
     CHECK(server.count() == 1);  // the untrusted lane never completed a request
@@ -364,11 +384,11 @@ TEST_SUITE("daemon::alerts") {
     std::ofstream(am.path / "am.yml") << "route:\n  receiver: none\nreceivers:\n  - name: none\n";
     const unsigned short port = free_port();
     const std::string address = "127.0.0.1:" + std::to_string(port);
-    const std::string start = std::string(binary) + " --config.file=" + (am.path / "am.yml").string() +
-                              " --storage.path=" + (am.path / "data").string() +
-                              " --web.listen-address=" + address +
-                              " --cluster.listen-address= > " + (am.path / "am.log").string() +
-                              " 2>&1 & echo $! > " + (am.path / "pid").string();
+    const std::string start =
+        std::string(binary) + " --config.file=" + (am.path / "am.yml").string() +
+        " --storage.path=" + (am.path / "data").string() + " --web.listen-address=" + address +
+        " --cluster.listen-address= > " + (am.path / "am.log").string() + " 2>&1 & echo $! > " +
+        (am.path / "pid").string();
     REQUIRE(std::system(start.c_str()) == 0);
     const KillOnExit stop{am.path / "pid"};
     const std::string query = "curl -s http://" + address + "/api/v2/alerts > " +
@@ -378,10 +398,12 @@ TEST_SUITE("daemon::alerts") {
     DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
                          rig.dir.path / "err");
     rig.crash("my_job");
-    REQUIRE(wait_until([&] {
-      std::system(query.c_str());
-      return slurp(am.path / "alerts.json").find("TrainingOOM") != std::string::npos;
-    }, 15s));
+    REQUIRE(wait_until(
+        [&] {
+          std::system(query.c_str());
+          return slurp(am.path / "alerts.json").find("TrainingOOM") != std::string::npos;
+        },
+        15s));
     const auto alerts = json::parse(slurp(am.path / "alerts.json"));
     REQUIRE(alerts.size() == 1);
     CHECK(alerts[0]["labels"]["training_job"] == "my_job");
@@ -389,20 +411,24 @@ TEST_SUITE("daemon::alerts") {
     CHECK(alerts[0]["labels"]["phase"] == "train_step");
     CHECK(alerts[0]["annotations"]["report"] == "oomtriage report my_job");
   }
-  TEST_CASE("a log line with @everyone, <!channel> and markdown arrives inert in Slack and Discord") {
+  TEST_CASE(
+      "a log line with @everyone, <!channel> and markdown arrives inert in Slack and Discord") {
     HttpTestServer slack([](const ReceivedRequest&, size_t) { return kOk; });
-    HttpTestServer discord([](const ReceivedRequest&, size_t) { return ScriptedResponse{.status = 204, .body = ""}; });
+    HttpTestServer discord(
+        [](const ReceivedRequest&, size_t) { return ScriptedResponse{.status = 204, .body = ""}; });
     TempDir secrets;
     std::ofstream(secrets.path / "slack.url") << slack.url("/services/T000/B000/SECRET") << "\n";
     std::ofstream(secrets.path / "discord.url") << discord.url("/api/webhooks/1/SECRET") << "\n";
     AlertRig rig("  - type: slack\n    url_file: " + (secrets.path / "slack.url").string() +
-                 "\n  - type: discord\n    url_file: " + (secrets.path / "discord.url").string() + "\n");
+                 "\n  - type: discord\n    url_file: " + (secrets.path / "discord.url").string() +
+                 "\n");
     DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
                          rig.dir.path / "err");
     fs::create_directories(rig.out / "evil");
-    write_slowly(rig.out / "evil" / "log.txt",
-                 "RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB @everyone <!channel> "
-                 "*bold* [link](http://x)\n");
+    write_slowly(
+        rig.out / "evil" / "log.txt",
+        "RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB @everyone <!channel> "
+        "*bold* [link](http://x)\n");
     REQUIRE(wait_until([&] { return slack.count() == 1 && discord.count() == 1; }));
     const std::string slack_body = slack.requests()[0].body;
     CHECK(slack_body.find("<!channel>") == std::string::npos);
@@ -415,7 +441,8 @@ TEST_SUITE("daemon::alerts") {
   }
   TEST_CASE("a Slack URL written inline in the config is refused: it is a secret") {
     auto config = daemon::parse_daemon_config(
-        "watch:\n  - logs: /x/*/log.txt\nalerts:\n  - type: slack\n    url: https://hooks.slack.com/services/T/B/X\n",
+        "watch:\n  - logs: /x/*/log.txt\nalerts:\n  - type: slack\n    url: "
+        "https://hooks.slack.com/services/T/B/X\n",
         "c.yaml");
     REQUIRE_FALSE(config);
     CHECK(config.error().message.find("c.yaml:5:") == 0);

@@ -24,20 +24,27 @@ TEST_SUITE("daemon::bad_input") {
   TEST_CASE("a corrupt store file or a state directory that is a file: a clear message, exit 2") {
     TempDir dir;
     fs::create_directories(dir.path / "state" / "out");
-    std::ofstream(dir.path / "state" / "oomtriage.db") << "this is not an SQLite database, it is text";
-    const std::string watch = " watch " + (dir.path / "state" / "out").string() + " 2>" + (dir.path / "err").string();
-    CHECK(run_status(std::string(OOMTRIAGE_BINARY) + " --state-dir " + (dir.path / "state").string() + watch) == 2);
+    std::ofstream(dir.path / "state" / "oomtriage.db")
+        << "this is not an SQLite database, it is text";
+    const std::string watch =
+        " watch " + (dir.path / "state" / "out").string() + " 2>" + (dir.path / "err").string();
+    CHECK(run_status(std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                     (dir.path / "state").string() + watch) == 2);
     CHECK(slurp(dir.path / "err").find("oomtriage.db") != std::string::npos);
     std::ofstream(dir.path / "plainfile") << "x";
-    CHECK(run_status(std::string(OOMTRIAGE_BINARY) + " --state-dir " + (dir.path / "plainfile").string() + watch) == 2);
+    CHECK(run_status(std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                     (dir.path / "plainfile").string() + watch) == 2);
     CHECK(slurp(dir.path / "err").find("cannot open store") != std::string::npos);
-    CHECK(run_status(std::string(OOMTRIAGE_BINARY) + " --state-dir " + (dir.path / "state").string() +
-                     " jobs 2>" + (dir.path / "err2").string()) == 2);
+    CHECK(run_status(std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                     (dir.path / "state").string() + " jobs 2>" + (dir.path / "err2").string()) ==
+          2);
   }
-  TEST_CASE("garbage, a huge line, a log turned directory and a symlink loop do not stop the others") {
+  TEST_CASE(
+      "garbage, a huge line, a log turned directory and a symlink loop do not stop the others") {
     TempDir dir;
     const fs::path out = dir.path / "output";
-    for (const char* job : {"garbage", "huge", "turned", "healthy"}) fs::create_directories(out / job);
+    for (const char* job : {"garbage", "huge", "turned", "healthy"})
+      fs::create_directories(out / job);
     fs::create_symlink(out / "loop", out / "loop");  // a symlink to itself
     DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};

@@ -142,7 +142,8 @@ TEST_SUITE("daemon::e2e") {
     const auto story = view.story("zimage_buckets");
     REQUIRE(story->events.size() == 4);
     std::vector<int64_t> steps;
-    for (const auto& e : story->events) steps.push_back(nlohmann::json::parse(e.event_json)["step"]);
+    for (const auto& e : story->events)
+      steps.push_back(nlohmann::json::parse(e.event_json)["step"]);
     CHECK(steps == std::vector<int64_t>{1337, 1338, 1339, 1340});
     CHECK(story->runs.size() == 1);
   }
@@ -223,7 +224,8 @@ TEST_SUITE("daemon::e2e") {
     CHECK(report.find("carried cheapen_previews from the previous crash: did not work: crashed "
                       "again in sampling") != std::string::npos);
   }
-  TEST_CASE("fault: the store refuses commits (locked by another writer): the OOM is stored once later") {
+  TEST_CASE(
+      "fault: the store refuses commits (locked by another writer): the OOM is stored once later") {
     TempDir dir;
     const fs::path out = dir.path / "output";
     const fs::path job = out / "locked";
@@ -239,9 +241,8 @@ TEST_SUITE("daemon::e2e") {
     REQUIRE(sqlite3_open((dir.path / "state" / "oomtriage.db").c_str(), &other) == SQLITE_OK);
     REQUIRE(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
     write_slowly(job / "log.txt", log.substr(half));
-    REQUIRE(wait_until([&] {
-      return daemon.stderr_text().find("nothing is lost") != std::string::npos;
-    }));
+    REQUIRE(wait_until(
+        [&] { return daemon.stderr_text().find("nothing is lost") != std::string::npos; }));
     std::this_thread::sleep_for(300ms);  // a few refused commits and checkpoints
     REQUIRE(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(other);
@@ -264,9 +265,9 @@ TEST_SUITE("daemon::e2e") {
     const int status = std::system(second.c_str());
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 1);
-    CHECK(slurp(dir.path / "err2").find("another oomtriage daemon (pid " +
-                                        std::to_string(first.pid()) + ") already uses") !=
-          std::string::npos);
+    CHECK(slurp(dir.path / "err2")
+              .find("another oomtriage daemon (pid " + std::to_string(first.pid()) +
+                    ") already uses") != std::string::npos);
     CHECK(first.alive());
   }
   TEST_CASE("fault: a store that exists but has no jobs yet is not a first start") {
@@ -294,7 +295,8 @@ TEST_SUITE("daemon::e2e") {
     const std::string crash = slurp(kGolden / "aitk_gc_off_oom_step2.log");
     const std::string head = crash.substr(0, 1024);
     std::string old_run = head;
-    for (int i = 0; old_run.size() < 32 * 1024; ++i) old_run += "old run, line " + std::to_string(i) + "\n";
+    for (int i = 0; old_run.size() < 32 * 1024; ++i)
+      old_run += "old run, line " + std::to_string(i) + "\n";
     std::ofstream(job / "log.txt", std::ios::binary) << old_run;
     {
       DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
@@ -307,7 +309,8 @@ TEST_SUITE("daemon::e2e") {
     fs::copy_file(job / "log.txt", job / "log.txt.1");
     fs::resize_file(job / "log.txt", 0);
     std::string new_run = crash;
-    for (int i = 0; new_run.size() < 40 * 1024; ++i) new_run += "new run, line " + std::to_string(i) + "\n";
+    for (int i = 0; new_run.size() < 40 * 1024; ++i)
+      new_run += "new run, line " + std::to_string(i) + "\n";
     std::ofstream(job / "log.txt", std::ios::binary | std::ios::app) << new_run;
     DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};
@@ -335,7 +338,8 @@ TEST_SUITE("daemon::e2e") {
     }
     REQUIRE(wait_until([&] { return view.events("rewritten") == 1; }));
   }
-  TEST_CASE("fault: a log deleted or renamed while its writer still writes: the later writes are read") {
+  TEST_CASE(
+      "fault: a log deleted or renamed while its writer still writes: the later writes are read") {
     // The trainer keeps its descriptor: after `rm log.txt` (or logrotate's rename, before the
     // trainer reopens) it writes on into the file the name no longer reaches, crash included.
     TempDir dir;
@@ -363,7 +367,9 @@ TEST_SUITE("daemon::e2e") {
     }
     CHECK(daemon.alive());
   }
-  TEST_CASE("fault: rotated while down into logs/ or logrotate's olddir: the unread tail is drained there") {
+  TEST_CASE(
+      "fault: rotated while down into logs/ or logrotate's olddir: the unread tail is drained "
+      "there") {
     TempDir dir;
     const fs::path out = dir.path / "output";
     const fs::path config = dir.path / "oomtriage.yaml";
@@ -398,7 +404,9 @@ TEST_SUITE("daemon::e2e") {
     CHECK(wait_until([&] { return view.events("restarted") == 1; }));
     CHECK(wait_until([&] { return view.events("olddir") == 1; }));
   }
-  TEST_CASE("fault: more logs than descriptors (ulimit -n 64): idle logs are closed, every crash is stored") {
+  TEST_CASE(
+      "fault: more logs than descriptors (ulimit -n 64): idle logs are closed, every crash is "
+      "stored") {
     TempDir dir;
     const fs::path out = dir.path / "output";
     constexpr int kLogs = 120;
@@ -438,7 +446,8 @@ TEST_SUITE("daemon::e2e") {
     std::string notes;  // what the daemon said besides the events, when it fails
     std::istringstream lines(slurp(err));
     for (std::string line; std::getline(lines, line);) {
-      if (line.find("OOM in") == std::string::npos && line.rfind("<7>", 0) != 0) notes += line + "\n";
+      if (line.find("OOM in") == std::string::npos && line.rfind("<7>", 0) != 0)
+        notes += line + "\n";
     }
     {
       auto store = db::Store::open((dir.path / "state" / "oomtriage.db").string());
@@ -448,7 +457,8 @@ TEST_SUITE("daemon::e2e") {
         auto story = (*store)->job_story("job" + std::to_string(i));
         ++histogram[story && *story ? (*story)->events.size() : 99];
       }
-      for (const auto& [n, jobs] : histogram) notes += fmt::format("{} jobs with {} events\n", jobs, n);
+      for (const auto& [n, jobs] : histogram)
+        notes += fmt::format("{} jobs with {} events\n", jobs, n);
     }
     INFO(notes);
     CHECK(stored);
@@ -470,8 +480,8 @@ TEST_SUITE("daemon::e2e") {
       const size_t cut = log.find('\n', log.find("skipping batch 2/3")) + 1;
       write_slowly(job / "log.txt", log.substr(0, cut));
       REQUIRE(wait_until([&] { return view.events("zimage_buckets") >= 1; }));
-      const std::string command = "logrotate -f -s " + (dir.path / "state.lr").string() + " " +
-                                  conf.string() + " 2>&1";
+      const std::string command =
+          "logrotate -f -s " + (dir.path / "state.lr").string() + " " + conf.string() + " 2>&1";
       REQUIRE(std::system(command.c_str()) == 0);
       CHECK(fs::exists(job / "log.txt.1"));
       write_slowly(job / "log.txt", log.substr(cut));  // the trainer reopens and goes on
@@ -624,16 +634,19 @@ TEST_SUITE("daemon::e2e") {
     fs::create_directories(b / "job2");
     const fs::path conf = dir.path / "oomtriage.yaml";
     std::ofstream(conf) << "watch:\n  - logs: " << (a / "*" / "log.txt").string() << "\n";
-    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", conf.string()}, dir.path / "err");
+    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", conf.string()},
+                         dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};
     std::ofstream(conf) << "watch: [unclosed\n";
     ::kill(daemon.pid(), SIGHUP);
-    REQUIRE(wait_until([&] { return daemon.stderr_text().find("keeping the old config") != std::string::npos; }));
+    REQUIRE(wait_until(
+        [&] { return daemon.stderr_text().find("keeping the old config") != std::string::npos; }));
     write_slowly(a / "job1" / "log.txt", "Job process terminated with signal SIGKILL.\n");
     REQUIRE(wait_until([&] { return view.events("job1") == 1; }));
     std::ofstream(conf) << "watch:\n  - logs: " << (b / "*" / "log.txt").string() << "\n";
     ::kill(daemon.pid(), SIGHUP);
-    REQUIRE(wait_until([&] { return daemon.stderr_text().find("config reloaded") != std::string::npos; }));
+    REQUIRE(wait_until(
+        [&] { return daemon.stderr_text().find("config reloaded") != std::string::npos; }));
     write_slowly(b / "job2" / "log.txt", "Killed\n");
     REQUIRE(wait_until([&] { return view.events("job2") == 1; }));
     CHECK(daemon.stop(SIGTERM) == 0);

@@ -18,7 +18,8 @@ using nlohmann::json;
 
 namespace {
 
-const fs::path kTrainerLogs = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata" / "trainer-logs";
+const fs::path kTrainerLogs =
+    fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata" / "trainer-logs";
 const fs::path kConfigs = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata" / "configs";
 
 std::string scan_json(const fs::path& log) {
@@ -35,10 +36,10 @@ const json* incident_to_fix(const json& events) {
 }
 
 struct Job {
-  fs::path log;                  // the source log
-  std::string prefix;            // lines printed before it (a launch script's echo, a Namespace)
+  fs::path log;        // the source log
+  std::string prefix;  // lines printed before it (a launch script's echo, a Namespace)
   std::vector<std::pair<fs::path, std::string>> configs;  // source -> name beside the log
-  std::string top_target_kind;   // "" when not checked
+  std::string top_target_kind;                            // "" when not checked
 };
 
 }  // namespace
@@ -53,17 +54,21 @@ TEST_SUITE("daemon::registry") {
       }
     }
     // Simulated jobs of each trainer with its own config beside the log.
-    jobs["with_kohya_toml"] = {kTrainerLogs / "kohya_flux_sample_oom_step120.log", "",
+    jobs["with_kohya_toml"] = {kTrainerLogs / "kohya_flux_sample_oom_step120.log",
+                               "",
                                {{kConfigs / "kohya_flux_lora.toml", "config.toml"},
                                 {kConfigs / "kohya_dataset.toml", "kohya_dataset.toml"}},
                                "toml"};
-    jobs["with_onetrainer_json"] = {kTrainerLogs / "onetrainer_flux_oom_epoch0_step23.log", "",
+    jobs["with_onetrainer_json"] = {kTrainerLogs / "onetrainer_flux_oom_epoch0_step23.log",
+                                    "",
                                     {{kConfigs / "onetrainer_config.json", "config.json"}},
                                     "json"};
-    jobs["with_hf_training_args"] = {kTrainerLogs / "hf_eval_oom_step200.log", "",
+    jobs["with_hf_training_args"] = {kTrainerLogs / "hf_eval_oom_step200.log",
+                                     "",
                                      {{kConfigs / "hf_training_args.json", "training_args.json"}},
                                      "json"};
-    jobs["with_simpletuner_json"] = {kGolden / "simpletuner_validation_oom.log", "",
+    jobs["with_simpletuner_json"] = {kGolden / "simpletuner_validation_oom.log",
+                                     "",
                                      {{kConfigs / "simpletuner_config.json", "config.json"}},
                                      "json"};
     // Known only by what the log prints: a launch script's echo, a diffusers Namespace.
@@ -121,7 +126,8 @@ TEST_SUITE("daemon::registry") {
           const std::string kind = fix["target"]["kind"];
           if (kind != job.top_target_kind) continue;
           CHECK(fix["target"]["path"].get<std::string>().rfind((out / name).string(), 0) == 0);
-          if (kind == "args") CHECK(fix["changes"][0]["path"].get<std::string>().rfind("--", 0) == 0);
+          if (kind == "args")
+            CHECK(fix["changes"][0]["path"].get<std::string>().rfind("--", 0) == 0);
           found = true;
           break;
         }

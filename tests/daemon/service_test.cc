@@ -37,9 +37,11 @@ fs::path unit_for_test(const fs::path& dir) {
   return path;
 }
 
-std::string config_with_metrics(const fs::path& out, unsigned short port, const fs::path& textfile) {
-  return "watch:\n  - logs: " + (out / "*" / "log.txt").string() + "\nmetrics:\n  listen: 127.0.0.1:" +
-         std::to_string(port) + "\n  textfile: " + textfile.string() + "\n";
+std::string config_with_metrics(const fs::path& out, unsigned short port,
+                                const fs::path& textfile) {
+  return "watch:\n  - logs: " + (out / "*" / "log.txt").string() +
+         "\nmetrics:\n  listen: 127.0.0.1:" + std::to_string(port) +
+         "\n  textfile: " + textfile.string() + "\n";
 }
 
 }  // namespace
@@ -51,16 +53,21 @@ TEST_SUITE("daemon::service") {
     }
     TempDir dir;
     const fs::path unit = unit_for_test(dir.path);
-    CHECK(run("systemd-analyze verify --man=no " + unit.string() + " 2>" + (dir.path / "err").string()) == 0);
+    CHECK(run("systemd-analyze verify --man=no " + unit.string() + " 2>" +
+              (dir.path / "err").string()) == 0);
     CHECK(slurp(dir.path / "err") == "");
-    run("systemd-analyze security --offline=yes " + unit.string() + " > " + (dir.path / "sec").string() + " 2>&1");
+    run("systemd-analyze security --offline=yes " + unit.string() + " > " +
+        (dir.path / "sec").string() + " 2>&1");
     const std::string report = slurp(dir.path / "sec");
     std::smatch m;
-    REQUIRE(std::regex_search(report, m, std::regex(R"(Overall exposure level for oomtriage\.service: ([0-9.]+))")));
+    REQUIRE(std::regex_search(
+        report, m, std::regex(R"(Overall exposure level for oomtriage\.service: ([0-9.]+))")));
     MESSAGE("systemd-analyze security exposure: " << m[1]);
     CHECK(std::stod(m[1]) <= 2.0);
   }
-  TEST_CASE("under NOTIFY_SOCKET the daemon says READY=1 after its start-up scan and pings the watchdog") {
+  TEST_CASE(
+      "under NOTIFY_SOCKET the daemon says READY=1 after its start-up scan and pings the "
+      "watchdog") {
     TempDir dir;
     const fs::path socket_path = dir.path / "notify.sock";
     const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -76,20 +83,24 @@ TEST_SUITE("daemon::service") {
     ::setenv("WATCHDOG_USEC", "400000", 1);
     std::string messages;
     {
-      DaemonProcess daemon(dir.path / "state", {"watch", (dir.path / "out").string()}, dir.path / "err");
+      DaemonProcess daemon(dir.path / "state", {"watch", (dir.path / "out").string()},
+                           dir.path / "err");
       ::unsetenv("NOTIFY_SOCKET");
       ::unsetenv("WATCHDOG_USEC");
-      wait_until([&] {
-        char buffer[512];
-        const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
-        if (n > 0) messages += std::string(buffer, static_cast<size_t>(n)) + "\n";
-        return messages.find("READY=1") != std::string::npos &&
-               messages.find("WATCHDOG=1") != std::string::npos;
-      }, 5s);
+      wait_until(
+          [&] {
+            char buffer[512];
+            const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+            if (n > 0) messages += std::string(buffer, static_cast<size_t>(n)) + "\n";
+            return messages.find("READY=1") != std::string::npos &&
+                   messages.find("WATCHDOG=1") != std::string::npos;
+          },
+          5s);
       CHECK(daemon.stop(SIGTERM) == 0);
       char buffer[512];
       ssize_t n;
-      while ((n = ::recv(fd, buffer, sizeof buffer, 0)) > 0) messages += std::string(buffer, static_cast<size_t>(n)) + "\n";
+      while ((n = ::recv(fd, buffer, sizeof buffer, 0)) > 0)
+        messages += std::string(buffer, static_cast<size_t>(n)) + "\n";
     }
     ::close(fd);
     CHECK(messages.find("READY=1") != std::string::npos);
@@ -97,20 +108,25 @@ TEST_SUITE("daemon::service") {
     CHECK(messages.find("WATCHDOG=1") != std::string::npos);
     CHECK(messages.find("STOPPING=1") != std::string::npos);
   }
-  TEST_CASE("/metrics passes promtool and counts events, the textfile is written, a real Prometheus scrapes it") {
+  TEST_CASE(
+      "/metrics passes promtool and counts events, the textfile is written, a real Prometheus "
+      "scrapes it") {
     TempDir dir;
     const fs::path out = dir.path / "output";
     fs::create_directories(out / "job");
     const unsigned short port = free_port();
     const fs::path textfile = dir.path / "oomtriage.prom";
     std::ofstream(dir.path / "c.yaml") << config_with_metrics(out, port, textfile);
-    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", (dir.path / "c.yaml").string()}, dir.path / "err");
+    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", (dir.path / "c.yaml").string()},
+                         dir.path / "err");
     write_slowly(out / "job" / "log.txt", slurp(kGolden / "aitk_gc_off_oom_step2.log"), 4096);
     const std::string scrape = "curl -sf http://127.0.0.1:" + std::to_string(port) + "/metrics > " +
                                (dir.path / "metrics.txt").string();
     REQUIRE(wait_until([&] {
       return run(scrape) == 0 &&
-             slurp(dir.path / "metrics.txt").find("oomtriage_events_total{kind=\"cuda\",phase=\"train_step\"} 1") != std::string::npos;
+             slurp(dir.path / "metrics.txt")
+                     .find("oomtriage_events_total{kind=\"cuda\",phase=\"train_step\"} 1") !=
+                 std::string::npos;
     }));
     const std::string metrics = slurp(dir.path / "metrics.txt");
     CHECK(metrics.find("oomtriage_files_watched 1") != std::string::npos);
@@ -121,7 +137,8 @@ TEST_SUITE("daemon::service") {
     if (!have_program("promtool")) {
       OOMTRIAGE_SKIP("promtool is not installed (scripts/setup.sh installs it)");
     }
-    CHECK(run("promtool check metrics < " + (dir.path / "metrics.txt").string() + " > /dev/null 2>&1") == 0);
+    CHECK(run("promtool check metrics < " + (dir.path / "metrics.txt").string() +
+              " > /dev/null 2>&1") == 0);
     CHECK(run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:" + std::to_string(port) +
               "/secret | grep -q 404") == 0);
 
@@ -133,19 +150,25 @@ TEST_SUITE("daemon::service") {
     std::ofstream(dir.path / "prometheus.yml")
         << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: oomtriage\n"
         << "    static_configs:\n      - targets: ['127.0.0.1:" << port << "']\n";
-    const std::string start = std::string(prometheus) + " --config.file=" + (dir.path / "prometheus.yml").string() +
-                              " --storage.tsdb.path=" + (dir.path / "tsdb").string() +
-                              " --web.listen-address=127.0.0.1:" + std::to_string(prom_port) + " > " +
-                              (dir.path / "prom.log").string() + " 2>&1 & echo $! > " + (dir.path / "prom.pid").string();
+    const std::string start =
+        std::string(prometheus) + " --config.file=" + (dir.path / "prometheus.yml").string() +
+        " --storage.tsdb.path=" + (dir.path / "tsdb").string() +
+        " --web.listen-address=127.0.0.1:" + std::to_string(prom_port) + " > " +
+        (dir.path / "prom.log").string() + " 2>&1 & echo $! > " + (dir.path / "prom.pid").string();
     REQUIRE(run(start) == 0);
     const KillOnExit stop{dir.path / "prom.pid"};
     const std::string query = "curl -sf 'http://127.0.0.1:" + std::to_string(prom_port) +
-                              "/api/v1/query?query=oomtriage_events_total' > " + (dir.path / "q.json").string();
-    CHECK(wait_until([&] {
-      return run(query) == 0 && slurp(dir.path / "q.json").find("train_step") != std::string::npos;
-    }, 20s));
+                              "/api/v1/query?query=oomtriage_events_total' > " +
+                              (dir.path / "q.json").string();
+    CHECK(wait_until(
+        [&] {
+          return run(query) == 0 &&
+                 slurp(dir.path / "q.json").find("train_step") != std::string::npos;
+        },
+        20s));
   }
-  TEST_CASE("the .deb installs the binary, unit, config, man page and completion, and removes them") {
+  TEST_CASE(
+      "the .deb installs the binary, unit, config, man page and completion, and removes them") {
     // Installs a package on this machine: only where CI asks for it.
     if (std::getenv("OOMTRIAGE_TEST_DEB") == nullptr) {
       OOMTRIAGE_SKIP("installs the .deb system-wide; set OOMTRIAGE_TEST_DEB=1 (the CI does)");
@@ -165,7 +188,8 @@ TEST_SUITE("daemon::service") {
     if (fs::exists("/usr/bin/oomtriage") && run("dpkg -s oomtriage >/dev/null 2>&1") != 0) {
       OOMTRIAGE_SKIP("/usr/bin/oomtriage exists and is not from the package");
     }
-    REQUIRE(run("dpkg -i " + deb.string() + " > " + (dir.path / "install.log").string() + " 2>&1") == 0);
+    REQUIRE(run("dpkg -i " + deb.string() + " > " + (dir.path / "install.log").string() +
+                " 2>&1") == 0);
     CHECK(run("/usr/bin/oomtriage version | grep -q 'oomtriage 0.1.0'") == 0);
     CHECK(fs::exists("/usr/lib/systemd/system/oomtriage.service"));
     CHECK(fs::exists("/etc/oomtriage/oomtriage.yaml"));

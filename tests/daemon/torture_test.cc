@@ -31,9 +31,10 @@ constexpr int kIncidentsPerJob = 3;
 std::string frames(int job, int& step, int count) {
   std::string out;
   for (int i = 0; i < count; ++i) {
-    out += fmt::format("\rjob{:02d}:   1%|          | {}/3000 [00:01<10:00,  1.00s/it, lr: 1.0e-04 "
-                       "loss: 4.1e-01]",
-                       job, ++step);
+    out += fmt::format(
+        "\rjob{:02d}:   1%|          | {}/3000 [00:01<10:00,  1.00s/it, lr: 1.0e-04 "
+        "loss: 4.1e-01]",
+        job, ++step);
   }
   return out;
 }
@@ -63,10 +64,11 @@ TEST_CASE("torture: fast writers, logrotate both ways, kill -9 at random, a rece
   for (int j = 0; j < kJobs; ++j) fs::create_directories(out / fmt::format("job{:02d}", j));
   const unsigned short port = free_port();
   const fs::path config = dir.path / "oomtriage.yaml";
-  std::ofstream(config) << "watch:\n  - logs: " << (out / "*" / "log.txt").string()
-                        << "\nrescan_seconds: 2\nalerts:\n  - name: hook\n    type: webhook\n"
-                        << "    url: http://127.0.0.1:" << port << "/oom\n"
-                        << "    retry_initial_ms: 200\n    retry_max_ms: 1000\n    timeout_ms: 1000\n";
+  std::ofstream(config)
+      << "watch:\n  - logs: " << (out / "*" / "log.txt").string()
+      << "\nrescan_seconds: 2\nalerts:\n  - name: hook\n    type: webhook\n"
+      << "    url: http://127.0.0.1:" << port << "/oom\n"
+      << "    retry_initial_ms: 200\n    retry_max_ms: 1000\n    timeout_ms: 1000\n";
   for (const char* mode : {"create", "copytruncate"}) {
     std::ofstream(dir.path / (std::string(mode) + ".conf"))
         << (out / "*" / "log.txt").string() << " {\n  " << mode
@@ -147,10 +149,12 @@ TEST_CASE("torture: fast writers, logrotate both ways, kill -9 at random, a rece
     return sizes;
   };
   const bool all_stored = wait_until([&] { return stored_sizes().size() >= incidents; }, 60s);
-  const bool all_received = wait_until([&] {
-    std::lock_guard<std::mutex> lock(received_mutex);
-    return by_id.size() >= incidents;
-  }, 60s);
+  const bool all_received = wait_until(
+      [&] {
+        std::lock_guard<std::mutex> lock(received_mutex);
+        return by_id.size() >= incidents;
+      },
+      60s);
   std::this_thread::sleep_for(1s);
   const std::multiset<int> sizes = stored_sizes();
   size_t receipts = 0, duplicates = 0;

@@ -12,7 +12,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   using oomtriage::parsers::ConfigFormat;
-  for (ConfigFormat format : {ConfigFormat::kYaml, ConfigFormat::kJson, ConfigFormat::kPrintedProcess}) {
+  for (ConfigFormat format :
+       {ConfigFormat::kYaml, ConfigFormat::kJson, ConfigFormat::kPrintedProcess}) {
     const auto load = oomtriage::parsers::parse_job_config(text, format, "fuzz");
     if (load.config) (void)load.config->all_resolutions();
   }

@@ -48,19 +48,19 @@ TEST_SUITE("parsers::context_patterns") {
     CHECK(stop);
   }
   TEST_CASE("traceback frames name the phase") {
-    CHECK(traceback_frame_phase(
-              "File \"/app/ai-toolkit/toolkit/models/base_model.py\", line 512, in generate_images") ==
-          Phase::kSampling);
+    CHECK(traceback_frame_phase("File \"/app/ai-toolkit/toolkit/models/base_model.py\", line 512, "
+                                "in generate_images") == Phase::kSampling);
     CHECK(traceback_frame_phase("File \"train.py\", line 282, in validate") == Phase::kSampling);
     CHECK(traceback_frame_phase("File \"x/quantize.py\", line 461, in quantize_model") ==
           Phase::kQuantize);
-    CHECK(traceback_frame_phase("File \"x/data_loader.py\", line 9, in cache_latents_all_latents") ==
-          Phase::kCacheLatents);
+    CHECK(
+        traceback_frame_phase("File \"x/data_loader.py\", line 9, in cache_latents_all_latents") ==
+        Phase::kCacheLatents);
     CHECK(traceback_frame_phase("File \"x/_tensor.py\", line 581, in backward") ==
           Phase::kTrainStep);
-    CHECK(traceback_frame_phase(
-              "File ~/env/site-packages/transformers/trainer.py:1979, in "
-              "Trainer._inner_training_loop(self, batch_size)") == Phase::kTrainStep);
+    CHECK(traceback_frame_phase("File ~/env/site-packages/transformers/trainer.py:1979, in "
+                                "Trainer._inner_training_loop(self, batch_size)") ==
+          Phase::kTrainStep);
     CHECK(traceback_frame_phase(
               "frame #4: at::native::(anonymous namespace)::slow_conv_transpose3d_backward_out_"
               "cuda_template(at::Tensor const&) + 0x15ef") == Phase::kTrainStep);

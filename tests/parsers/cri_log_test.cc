@@ -70,7 +70,7 @@ TEST_SUITE("parsers::cri log") {
 
     for (const char* other : {
              "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB.",
-             "2026-11-30 10:15:00 stdout F text",  // no 'T'
+             "2026-11-30 10:15:00 stdout F text",                                        // no 'T'
              R"({"log":"Killed\n","stream":"stderr","time":"2026-11-30T10:15:00.1Z"})",  // docker
              "2026-11-30T10:15:00.000000001Z stdin F text",
              "2026-11-30T10:15:00.000000001Z stdout X text",
@@ -153,9 +153,11 @@ TEST_SUITE("parsers::cri log") {
                                      step * 100 / 3000, step, step / 60 % 60, step % 60));
       if (step % 250 == 0) writer.write(false, fmt::format("Saving at step {}\n", step));
     }
-    writer.write(true, "\nTraceback (most recent call last):\n"
-                       "  File \"/app/ai-toolkit/jobs/process/BaseSDTrainProcess.py\", line 2062, "
-                       "in train\n    loss_dict = self.hook_train_loop(batch_list)\n" + oom);
+    writer.write(true,
+                 "\nTraceback (most recent call last):\n"
+                 "  File \"/app/ai-toolkit/jobs/process/BaseSDTrainProcess.py\", line 2062, "
+                 "in train\n    loss_dict = self.hook_train_loop(batch_list)\n" +
+                     oom);
     writer.close();
     // The bar's frames went out in 16 KiB P lines, cut mid-frame, with stdout's F lines between.
     CHECK(writer.log().find(" stderr P ") != std::string::npos);

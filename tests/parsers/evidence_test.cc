@@ -21,8 +21,8 @@ constexpr const char* kOom =
     "documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html)";
 
 std::string bar(const std::string& desc, int n, int total) {
-  return desc + ": " + std::to_string(100 * n / total) + "%|          | " + std::to_string(n) + "/" +
-         std::to_string(total) + " [00:03<00:10,  1.50it/s]";
+  return desc + ": " + std::to_string(100 * n / total) + "%|          | " + std::to_string(n) +
+         "/" + std::to_string(total) + " [00:03<00:10,  1.50it/s]";
 }
 
 std::string traceback(const std::string& frames) {
@@ -77,7 +77,8 @@ TEST_SUITE("parsers::evidence") {
         {"fit:  33%|███▎      | 330/1000 [05:00<10:00,  1.1it/s, global_step=330, loss=0.2]", 330,
          EvidenceSource::kCounter},
         {"Saving model checkpoint to runs/out/checkpoint-500", 500, EvidenceSource::kSaveName},
-        {"Saved checkpoint to output/job/job_000000750.safetensors", 750, EvidenceSource::kSaveName},
+        {"Saved checkpoint to output/job/job_000000750.safetensors", 750,
+         EvidenceSource::kSaveName},
         {"steps:  12%|█▏        | 120/1000 [01:2", 120, EvidenceSource::kBar},  // cut at the width
     };
     for (const Case& c : cases) {
@@ -90,7 +91,8 @@ TEST_SUITE("parsers::evidence") {
   }
 
   TEST_CASE("Keras-style steps count within an epoch: a global step in the first only") {
-    const std::string steps = "120/1000 [==>...........................] - ETA: 1:23 - loss: 0.2345\n";
+    const std::string steps =
+        "120/1000 [==>...........................] - ETA: 1:23 - loss: 0.2345\n";
     CHECK(only_event(analyze_log("Epoch 1/10\n" + steps + kOom + "\n")).step == 120);
     CHECK_FALSE(only_event(analyze_log("Epoch 2/10\n" + steps + kOom + "\n")).step);
   }
@@ -102,10 +104,10 @@ TEST_SUITE("parsers::evidence") {
   }
 
   TEST_CASE("ambiguous numbers are no step") {
-    for (const char* line : {"Train Epoch: 1 [12800/60000 (21%)]\tLoss: 0.298",
-                             "saving checkpoint: /out/lora-000002.safetensors",
-                             "Removing old save: output/job/job_000000250.safetensors",
-                             "sample_steps: 28"}) {
+    for (const char* line :
+         {"Train Epoch: 1 [12800/60000 (21%)]\tLoss: 0.298",
+          "saving checkpoint: /out/lora-000002.safetensors",
+          "Removing old save: output/job/job_000000250.safetensors", "sample_steps: 28"}) {
       CAPTURE(line);
       CHECK_FALSE(only_event(analyze_log(std::string(line) + "\n" + kOom + "\n")).step);
     }
@@ -158,16 +160,17 @@ TEST_SUITE("parsers::evidence") {
     CHECK(e.phase_evidence->source == EvidenceSource::kEpilogue);
   }
 
-  TEST_CASE("precedence: a stage-naming frame beats the marker, and the marker beats an entry point") {
+  TEST_CASE(
+      "precedence: a stage-naming frame beats the marker, and the marker beats an entry point") {
     const std::string marker = "Generating samples for step 200\n";
     // The frames name the stage: they win.
-    const OomEvent framed = only_event(analyze_log(
-        marker + traceback("  File \"/w/train.py\", line 3, in train\n"
-                           "  File \"/w/lib/vae.py\", line 9, in encode_images\n")));
+    const OomEvent framed = only_event(
+        analyze_log(marker + traceback("  File \"/w/train.py\", line 3, in train\n"
+                                       "  File \"/w/lib/vae.py\", line 9, in encode_images\n")));
     CHECK(framed.phase == Phase::kCacheLatents);
     // Only an entry point named "train": the newer marker says more.
-    const OomEvent entry = only_event(
-        analyze_log(marker + traceback("  File \"/w/train.py\", line 3, in train\n")));
+    const OomEvent entry =
+        only_event(analyze_log(marker + traceback("  File \"/w/train.py\", line 3, in train\n")));
     CHECK(entry.phase == Phase::kSampling);
     REQUIRE(entry.phase_evidence);
     CHECK(entry.phase_evidence->source == EvidenceSource::kMarker);
@@ -185,7 +188,9 @@ TEST_SUITE("parsers::evidence") {
       for (int i = 0; i < frames; ++i) {
         // Other bars (sampling, another training bar) and redraws at the same or a lower n.
         switch (random() % 4) {
-          case 0: log += bar("Generating Images", static_cast<int>(random() % 10), 10) + "\n"; break;
+          case 0:
+            log += bar("Generating Images", static_cast<int>(random() % 10), 10) + "\n";
+            break;
           case 1: log += bar("steps", last, 100) + "\n"; break;
           case 2: log += bar("epoch", static_cast<int>(random() % 3), 3) + "\n"; break;
           case 3:
@@ -203,9 +208,11 @@ TEST_SUITE("parsers::evidence") {
   }
 
   TEST_CASE("a restarted run that trains on leaves the earlier OOM fatal and the log running") {
-    std::string log = bar("Steps", 500, 1000) + "\n" + traceback("") + bar("Steps", 500, 1000) + "\n";
-    log += "The following values were not passed to `accelerate launch` and had defaults used "
-           "instead:\n***** Running training *****\n";
+    std::string log =
+        bar("Steps", 500, 1000) + "\n" + traceback("") + bar("Steps", 500, 1000) + "\n";
+    log +=
+        "The following values were not passed to `accelerate launch` and had defaults used "
+        "instead:\n***** Running training *****\n";
     for (int n = 500; n <= 503; ++n) log += "\r" + bar("Steps", n, 1000);
     log += "\n";
     const LogAnalysis a = analyze_log(log);
@@ -250,10 +257,11 @@ TEST_SUITE("parsers::evidence") {
   TEST_CASE("output flushed after a traceback that reached the top level is no recovery") {
     // stdout is block-buffered under "python train.py > log 2>&1": its counters land after the
     // interpreter's traceback, yet the process died.
-    std::string log = "Traceback (most recent call last):\n"
-                      "  File \"/w/train.py\", line 188, in <module>\n    main()\n"
-                      "  File \"/w/train.py\", line 160, in main\n    loss.backward()\n" +
-                      std::string(kOom) + "\n";
+    std::string log =
+        "Traceback (most recent call last):\n"
+        "  File \"/w/train.py\", line 188, in <module>\n    main()\n"
+        "  File \"/w/train.py\", line 160, in main\n    loss.backward()\n" +
+        std::string(kOom) + "\n";
     for (int n = 20; n <= 100; n += 20) {
       log += "step " + std::to_string(n) + "/5000 | loss 2.39 | lr 3.0e-05\n";
     }
@@ -282,8 +290,10 @@ TEST_SUITE("parsers::evidence") {
   TEST_CASE("OOM words in advice, conditions, comments and help text are no event") {
     for (const char* line :
          {"WARNING: batch 64 at 1024px may OOM on 24 GB cards; the trainer will retry with a "
-          "smaller batch", "auto_batch: true  # on CUDA OOM, halve the batch and retry",
-          "  --retry-on-oom        retry the step with a smaller batch when CUDA runs out of memory",
+          "smaller batch",
+          "auto_batch: true  # on CUDA OOM, halve the batch and retry",
+          "  --retry-on-oom        retry the step with a smaller batch when CUDA runs out of "
+          "memory",
           "Set max_retries to enable retry when the task crashes due to OOM."}) {
       CAPTURE(line);
       CHECK(analyze_log(std::string(line) + "\n").events.empty());
@@ -297,9 +307,9 @@ TEST_SUITE("parsers::evidence") {
     log += "\n" + std::string(kOom) + "\n";
     CHECK_FALSE(only_event(analyze_log(log)).step);  // the second epoch: no global step
     // "gs=" in the postfix says the global step outright.
-    const OomEvent gs = only_event(analyze_log(
-        "Steps:  57%|█████▋    | 17/30 [00:41<00:30,  1.37s/it, gs=1517, loss=0.1]\n" +
-        std::string(kOom) + "\n"));
+    const OomEvent gs = only_event(
+        analyze_log("Steps:  57%|█████▋    | 17/30 [00:41<00:30,  1.37s/it, gs=1517, loss=0.1]\n" +
+                    std::string(kOom) + "\n"));
     CHECK(gs.step == 1517);
   }
 
@@ -310,7 +320,8 @@ TEST_SUITE("parsers::evidence") {
     log += bar("train", 41, 100) + "\n";
     CHECK(analyze_log(log).outcome == Outcome::kCrashedOther);
     CHECK(analyze_log(bar("train", 40, 100) + "\nterminate called after throwing an instance of "
-                      "'c10::DistBackendError'\n").outcome == Outcome::kCrashedOther);
+                                              "'c10::DistBackendError'\n")
+              .outcome == Outcome::kCrashedOther);
   }
 
   TEST_CASE("a printed counter that reaches its total completes the run") {

@@ -295,8 +295,9 @@ TEST_SUITE("parsers::frame runs") {
     CHECK(runs[0].end == runs[0].last_offset + a3.size() + 1);
 
     // Text between two '\r' and another bar each end a run; offsets are the stream's.
-    runs = runs_of(a1 + "\r" + a2 + "\rError running job\r" + a3 + "\r" + a1 + "\r" + s1 + "\r" +
-                   s1 + "\rx", 1000);
+    runs = runs_of(
+        a1 + "\r" + a2 + "\rError running job\r" + a3 + "\r" + a1 + "\r" + s1 + "\r" + s1 + "\rx",
+        1000);
     REQUIRE(runs.size() == 3);
     CHECK(runs[0].begin == 1000);
     CHECK(runs[0].records == 2);
@@ -328,22 +329,14 @@ TEST_SUITE("parsers::frame runs") {
     const auto piece = [](std::mt19937& random) -> std::string {
       const std::string long_desc = "a bar with a description longer than a 64-byte block of text";
       switch (random() % 11) {
-        case 0:
-          return "Error running job [CUDA] out of memory";
-        case 1:
-          return "";
-        case 2:
-          return "my_lora: 50%|##  | Saving [checkpoint]";
-        case 3:
-          return "my_lora: 50%|##  | no time field, 1.0s/it]";
-        case 4:
-          return frame(long_desc, static_cast<int>(random() % 100), 100).substr(1);
-        case 5:
-          return std::string(1030, 'x') + " [00:01<00:02, 1.0it/s]";
-        case 6:
-          return frame("Generating Samples", static_cast<int>(random() % 4), 4).substr(1);
-        default:
-          return frame("my_lora", static_cast<int>(random() % 3000), 3000).substr(1);
+        case 0: return "Error running job [CUDA] out of memory";
+        case 1: return "";
+        case 2: return "my_lora: 50%|##  | Saving [checkpoint]";
+        case 3: return "my_lora: 50%|##  | no time field, 1.0s/it]";
+        case 4: return frame(long_desc, static_cast<int>(random() % 100), 100).substr(1);
+        case 5: return std::string(1030, 'x') + " [00:01<00:02, 1.0it/s]";
+        case 6: return frame("Generating Samples", static_cast<int>(random() % 4), 4).substr(1);
+        default: return frame("my_lora", static_cast<int>(random() % 3000), 3000).substr(1);
       }
     };
     for (int round = 0; round < 3000; ++round) {

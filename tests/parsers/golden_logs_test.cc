@@ -20,7 +20,6 @@ using namespace oomtriage::parsers;
 
 namespace {
 
-
 LogAnalysis analyze_in_chunks(std::string_view bytes, size_t chunk) {
   LogAnalyzer analyzer;
   for (size_t i = 0; i < bytes.size(); i += chunk) analyzer.feed(bytes.substr(i, chunk));

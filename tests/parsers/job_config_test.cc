@@ -24,14 +24,14 @@ JobConfig load_yaml(const std::string& text) {
   return *load.config;
 }
 
-
 }  // namespace
 
 TEST_SUITE("parsers::job_config") {
   TEST_CASE("absent keys take AI Toolkit's class defaults") {
     const JobConfig c = load_yaml(
         "job: extension\nconfig:\n  name: bare\n  process:\n    - type: sd_trainer\n"
-        "      model:\n        name_or_path: black-forest-labs/FLUX.1-dev\n        is_flux: true\n");
+        "      model:\n        name_or_path: black-forest-labs/FLUX.1-dev\n        is_flux: "
+        "true\n");
     CHECK(c.name == "bare");
     CHECK(c.gradient_checkpointing);
     CHECK_FALSE(c.gradient_checkpointing_explicit);
@@ -197,7 +197,8 @@ config:
               .error == "c.yaml:2: config.process is missing or empty");
     CHECK(parse_job_config("job: extension\n", ConfigFormat::kYaml, "c.yaml").error ==
           "c.yaml: the config has no `config` section");
-    CHECK(parse_job_config("{nope", ConfigFormat::kJson, "j.json").error == "j.json: not valid JSON");
+    CHECK(parse_job_config("{nope", ConfigFormat::kJson, "j.json").error ==
+          "j.json: not valid JSON");
     {
       const ConfigLoad load = parse_job_config(
           "config:\n  process:\n    - datasets:\n        - resolution: [512, big]\n",
@@ -210,7 +211,8 @@ config:
     }
   }
   TEST_CASE("every real AI Toolkit example config loads") {
-    const fs::path dir = fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" / "ai-toolkit";
+    const fs::path dir =
+        fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" / "ai-toolkit";
     if (!fs::is_directory(dir)) {
       OOMTRIAGE_SKIP(dir.string() + " is absent");
     }
@@ -250,13 +252,16 @@ config:
     }
     CHECK(loaded >= 6);
   }
-  TEST_CASE("regression (fuzz): a wrong-typed value with invalid UTF-8 is a problem line, not a throw") {
-    const std::string yaml = "config:\n  process:\n    - datasets:\n        - resolution: \"a\xff\"\n";
+  TEST_CASE(
+      "regression (fuzz): a wrong-typed value with invalid UTF-8 is a problem line, not a throw") {
+    const std::string yaml =
+        "config:\n  process:\n    - datasets:\n        - resolution: \"a\xff\"\n";
     ConfigLoad load = parse_job_config(yaml, ConfigFormat::kYaml, "c.yaml");
     // A problem line (the bytes replaced), the rest of the config kept, the knob unknown.
     REQUIRE(load.config);
     REQUIRE(load.config->problems.size() == 1);
-    CHECK(load.config->problems[0].find("c.yaml:4: datasets[0].resolution must be an integer") == 0);
+    CHECK(load.config->problems[0].find("c.yaml:4: datasets[0].resolution must be an integer") ==
+          0);
     CHECK_FALSE(load.config->knows(Knob::kResolution));
   }
 }

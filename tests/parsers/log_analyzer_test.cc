@@ -88,8 +88,9 @@ TEST_SUITE("parsers::log_analyzer") {
   TEST_CASE("the same crash printed by two ranks, or twice by a tee, is one event") {
     std::string log;
     log += std::string("[rank0]: ") + kOom + "\n";
-    log += "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 "
-           "has a total capacity of 23.55 GiB of which 1.00 GiB is free.\n";
+    log +=
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 "
+        "has a total capacity of 23.55 GiB of which 1.00 GiB is free.\n";
     log += std::string(kOom) + "\n" + kOom + "\n";
     const LogAnalysis a = analyze_log(log);
     REQUIRE(a.events.size() == 1);
@@ -227,9 +228,10 @@ TEST_SUITE("parsers::log_analyzer") {
       log += "\rmy_lora:   1%|          | " + std::to_string(n) +
              "/3000 [00:10<10:00,  1.00s/it, lr: 1.0e-04 loss: 4.1e-01]";
     }
-    log += "\n\n################################################\n"
-           "# OOM during training step, skipping batch 1/3 #\n"
-           "################################################\n\n";
+    log +=
+        "\n\n################################################\n"
+        "# OOM during training step, skipping batch 1/3 #\n"
+        "################################################\n\n";
     for (int n = 41; n <= 60; ++n) {
       log += "\rmy_lora:   2%|          | " + std::to_string(n) +
              "/3000 [00:10<10:00,  1.00s/it, lr: 1.0e-04 loss: 4.1e-01]";
@@ -271,8 +273,9 @@ TEST_SUITE("parsers::log_analyzer") {
     CHECK(analyzer.has_open_incident());
     analyzer.settle();
     CHECK(analyzer.take_events().size() == 1);
-    analyzer.feed("Traceback (most recent call last):\n  File \"x.py\", line 1, in run\n"
-                  "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n");
+    analyzer.feed(
+        "Traceback (most recent call last):\n  File \"x.py\", line 1, in run\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n");
     analyzer.settle();
     CHECK(analyzer.finish().events.empty());
   }

@@ -30,9 +30,9 @@ NativeFile file(TargetKind kind, const std::string& name) {
 
 TEST_SUITE("parsers::native_config") {
   TEST_CASE("kohya: a grouped --config_file and its --dataset_config") {
-    const ConfigLoad load = read_native_config(
-        Trainer::kSdScripts, {file(TargetKind::kToml, "kohya_flux_lora.toml"),
-                              file(TargetKind::kToml, "kohya_dataset.toml")});
+    const ConfigLoad load =
+        read_native_config(Trainer::kSdScripts, {file(TargetKind::kToml, "kohya_flux_lora.toml"),
+                                                 file(TargetKind::kToml, "kohya_dataset.toml")});
     REQUIRE(load.config);
     const JobConfig& c = *load.config;
     CHECK(c.problems.empty());
@@ -70,11 +70,10 @@ TEST_SUITE("parsers::native_config") {
 
   TEST_CASE("kohya: a bad value is one problem with file and line, and the rest stays") {
     const ConfigLoad load = read_native_config(
-        Trainer::kSdScripts,
-        {{TargetKind::kToml, "job.toml",
-          "pretrained_model_name_or_path = \"sdxl.safetensors\"\n"
-          "train_batch_size = \"two\"\n"
-          "gradient_checkpointing = true\n"}});
+        Trainer::kSdScripts, {{TargetKind::kToml, "job.toml",
+                               "pretrained_model_name_or_path = \"sdxl.safetensors\"\n"
+                               "train_batch_size = \"two\"\n"
+                               "gradient_checkpointing = true\n"}});
     REQUIRE(load.config);
     REQUIRE(load.config->problems.size() == 1);
     CHECK(load.config->problems[0] ==
@@ -86,15 +85,15 @@ TEST_SUITE("parsers::native_config") {
   }
 
   TEST_CASE("a TOML syntax error names the file and line") {
-    const ConfigLoad load =
-        read_native_config(Trainer::kSdScripts, {{TargetKind::kToml, "job.toml", "a = 1\nb = [\n"}});
+    const ConfigLoad load = read_native_config(Trainer::kSdScripts,
+                                               {{TargetKind::kToml, "job.toml", "a = 1\nb = [\n"}});
     CHECK_FALSE(load.config);
     CHECK(load.error.rfind("job.toml:", 0) == 0);
   }
 
   TEST_CASE("SimpleTuner: config.json with dashed keys, and its checkpointing default is on") {
-    const ConfigLoad load =
-        read_native_config(Trainer::kSimpleTuner, {file(TargetKind::kJson, "simpletuner_config.json")});
+    const ConfigLoad load = read_native_config(
+        Trainer::kSimpleTuner, {file(TargetKind::kJson, "simpletuner_config.json")});
     REQUIRE(load.config);
     const JobConfig& c = *load.config;
     CHECK(c.problems.empty());
@@ -110,8 +109,8 @@ TEST_SUITE("parsers::native_config") {
   }
 
   TEST_CASE("OneTrainer: ON/OFF checkpointing, string resolution, nested optimizer") {
-    const ConfigLoad load =
-        read_native_config(Trainer::kOneTrainer, {file(TargetKind::kJson, "onetrainer_config.json")});
+    const ConfigLoad load = read_native_config(Trainer::kOneTrainer,
+                                               {file(TargetKind::kJson, "onetrainer_config.json")});
     REQUIRE(load.config);
     const JobConfig& c = *load.config;
     CHECK(c.problems.empty());
@@ -137,8 +136,8 @@ TEST_SUITE("parsers::native_config") {
   }
 
   TEST_CASE("HF Trainer: training_args.json") {
-    const ConfigLoad load =
-        read_native_config(Trainer::kTransformers, {file(TargetKind::kJson, "hf_training_args.json")});
+    const ConfigLoad load = read_native_config(Trainer::kTransformers,
+                                               {file(TargetKind::kJson, "hf_training_args.json")});
     REQUIRE(load.config);
     const JobConfig& c = *load.config;
     CHECK(c.gradient_checkpointing);
@@ -195,7 +194,8 @@ TEST_SUITE("parsers::native_config") {
     CHECK(facts.named_config == "/cfg/flux_lora.toml");
     CHECK(facts.named_dataset_config == "/cfg/dataset.toml");
     REQUIRE(facts.printed_arguments.size() == 3);
-    CHECK(facts.printed_arguments[1] == std::pair<std::string, std::string>{"per_device_train_batch_size", "8"});
+    CHECK(facts.printed_arguments[1] ==
+          std::pair<std::string, std::string>{"per_device_train_batch_size", "8"});
     CHECK(parse_field_line("per_device_train_batch_size=8,")->second == "8");
     CHECK_FALSE(parse_field_line("steps:   0%|  | 0/100"));
     CHECK_FALSE(named_config_file("Loading model from /x.safetensors"));

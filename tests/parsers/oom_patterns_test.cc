@@ -153,8 +153,7 @@ TEST_SUITE("parsers::oom_patterns") {
                              "this epoch") == Phase::kSampling);
     CHECK(recovered_phase_of("Warning: Ran out of memory when regular VAE decoding, retrying with "
                              "tiled VAE decoding.") == Phase::kSampling);
-    CHECK(recovered_phase_of("CUDA out of memory, retrying with batch size 4") ==
-          Phase::kUnknown);
+    CHECK(recovered_phase_of("CUDA out of memory, retrying with batch size 4") == Phase::kUnknown);
   }
   TEST_CASE("a recovered OOM keeps its device and, with the allocator text, its figures") {
     CHECK(kind_of("HIP out of memory, retrying with batch size 2") == OomKind::kHip);
@@ -213,16 +212,18 @@ TEST_SUITE("parsers::oom_patterns") {
     s = scan("- **Exception Message:** Allocation on device ");
     REQUIRE(s);
     CHECK(s->pattern->name == "comfyui-allocation");
-    s = scan("- **Exception Message:** CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
-             "total capacity of 23.55 GiB of which 1.02 GiB is free.");
+    s = scan(
+        "- **Exception Message:** CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 23.55 GiB of which 1.02 GiB is free.");
     REQUIRE(s);
     CHECK(s->figures.free_bytes == 1095216660u);
     CHECK_FALSE(scan("- **Node Type:** KSampler"));
     CHECK_FALSE(scan("- **Exception Type:** RuntimeError"));
   }
   TEST_CASE("a message quoted inside a sentence is found with its figures") {
-    auto s = scan("Training failed with error 'CUDA out of memory. Tried to allocate 2.00 GiB. GPU "
-                  "0 has a total capacity of 23.55 GiB of which 1.02 GiB is free.'");
+    auto s = scan(
+        "Training failed with error 'CUDA out of memory. Tried to allocate 2.00 GiB. GPU "
+        "0 has a total capacity of 23.55 GiB of which 1.02 GiB is free.'");
     REQUIRE(s);
     CHECK(s->figures.tried_to_allocate_bytes == 2147483648u);
     CHECK(s->figures.free_bytes == 1095216660u);
@@ -231,30 +232,34 @@ TEST_SUITE("parsers::oom_patterns") {
     CHECK(s->kind == OomKind::kCuda);
   }
   TEST_CASE("a message re-logged at INFO by logging or loguru is found") {
-    auto s = scan("2026-01-02 10:00:00,123 - INFO - trainer - Caught exception: CUDA out of "
-                  "memory. Tried to allocate 2.00 MiB (GPU 1; 1.00 GiB total capacity; 1.00 MiB "
-                  "already allocated)");
+    auto s = scan(
+        "2026-01-02 10:00:00,123 - INFO - trainer - Caught exception: CUDA out of "
+        "memory. Tried to allocate 2.00 MiB (GPU 1; 1.00 GiB total capacity; 1.00 MiB "
+        "already allocated)");
     REQUIRE(s);
     CHECK(s->figures.tried_to_allocate_bytes == 2097152u);
     CHECK(s->figures.gpu_index == 1);
-    s = scan("2026-01-02 10:00:00.123 | INFO     | mod:fn:12 - torch.OutOfMemoryError: CUDA out "
-             "of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 23.55 GiB of "
-             "which 1.02 GiB is free.");
+    s = scan(
+        "2026-01-02 10:00:00.123 | INFO     | mod:fn:12 - torch.OutOfMemoryError: CUDA out "
+        "of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 23.55 GiB of "
+        "which 1.02 GiB is free.");
     REQUIRE(s);
     CHECK(s->exception == "torch.OutOfMemoryError");
     CHECK(s->figures.gpu_index == 3);
   }
   TEST_CASE("a re-cased message keeps its kind and its figures") {
-    auto s = scan("cuda out of memory. tried to allocate 20.00 mib (gpu 0; 7.79 gib total "
-                  "capacity; 6.00 gib already allocated; 12.00 mib free; 6.50 gib reserved in "
-                  "total by pytorch)");
+    auto s = scan(
+        "cuda out of memory. tried to allocate 20.00 mib (gpu 0; 7.79 gib total "
+        "capacity; 6.00 gib already allocated; 12.00 mib free; 6.50 gib reserved in "
+        "total by pytorch)");
     REQUIRE(s);
     CHECK(s->kind == OomKind::kCuda);
     CHECK(s->figures.tried_to_allocate_bytes == 20971520u);
     CHECK(s->figures.free_bytes == 12582912u);
     CHECK(s->figures.reserved_total_bytes == 6979321856u);
-    s = scan("CUDA OUT OF MEMORY. TRIED TO ALLOCATE 20.00 MIB. GPU 0 HAS A TOTAL CAPACITY OF 23.55 "
-             "GIB OF WHICH 1.02 GIB IS FREE.");
+    s = scan(
+        "CUDA OUT OF MEMORY. TRIED TO ALLOCATE 20.00 MIB. GPU 0 HAS A TOTAL CAPACITY OF 23.55 "
+        "GIB OF WHICH 1.02 GIB IS FREE.");
     REQUIRE(s);
     CHECK(s->figures.total_capacity_bytes == 25286619955u);
     CHECK(scan("CUDA OUT OF MEMORY"));

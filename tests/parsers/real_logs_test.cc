@@ -25,7 +25,6 @@ using namespace oomtriage::parsers;
 
 namespace {
 
-
 // The event the label describes, as a user judges a verdict (../shared/tools/score-corpus.py):
 // the first fatal one; a log whose OOMs were all caught is described by its first.
 const OomEvent* primary_event(const LogAnalysis& analysis) {
@@ -86,9 +85,9 @@ TEST_CASE("real crash logs from issue threads scan to their labels") {
           analysis.outcome == Outcome::kCrashedOom || analysis.outcome == Outcome::kStopped,
           fmt::format("{}: outcome {}", name, to_string(analysis.outcome)));
     }
-    scores["kind"].add(label["kind"] == to_string(event->kind),
-                       fmt::format("{}: {} vs {}", name, label["kind"].dump(),
-                                   to_string(event->kind)));
+    scores["kind"].add(
+        label["kind"] == to_string(event->kind),
+        fmt::format("{}: {} vs {}", name, label["kind"].dump(), to_string(event->kind)));
     const auto& f = event->figures;
     const std::pair<const char*, nlohmann::json> figures[] = {
         {"tried_to_allocate_bytes", as_json(f.tried_to_allocate_bytes)},
@@ -104,9 +103,9 @@ TEST_CASE("real crash logs from issue threads scan to their labels") {
                                         label.value(field, nlohmann::json()).dump(), value.dump()));
     }
     if (!label["step"].is_null()) {
-      scores["step"].add(label["step"] == as_json(event->step),
-                         fmt::format("{}: {} vs {}", name, label["step"].dump(),
-                                     as_json(event->step).dump()));
+      scores["step"].add(
+          label["step"] == as_json(event->step),
+          fmt::format("{}: {} vs {}", name, label["step"].dump(), as_json(event->step).dump()));
     }
     if (label.value("phase_evidence", "").rfind("log", 0) == 0) {
       scores["phase (log evidence)"].add(

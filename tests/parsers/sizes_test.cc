@@ -28,7 +28,9 @@ TEST_SUITE("parsers::sizes") {
     CHECK(parse_size("0 BYTES") == 0u);
     CHECK_FALSE(parse_size("1.00 gibs"));
   }
-  TEST_CASE("a hard wrap that ate the space still parses") { CHECK(parse_size("18.33GiB") == 19681687634u); }
+  TEST_CASE("a hard wrap that ate the space still parses") {
+    CHECK(parse_size("18.33GiB") == 19681687634u);
+  }
   TEST_CASE("NVML's not-available sentinel saturates instead of overflowing") {
     CHECK(parse_size("17179869184.00 GiB") == UINT64_MAX);
   }

@@ -12,7 +12,8 @@
 using namespace oomtriage::parsers;
 
 TEST_SUITE("parsers::stage_lexicon") {
-  TEST_CASE("tokens split camelCase, snake_case and punctuation, and a data loader stays one word") {
+  TEST_CASE(
+      "tokens split camelCase, snake_case and punctuation, and a data loader stays one word") {
     CHECK(stage_tokens("CheckpointLoaderSimple") == "checkpoint loader simple");
     CHECK(stage_tokens("VAEDecodeTiled") == "vae decode tiled");
     CHECK(stage_tokens("cache_text_encoder_outputs") == "cache text encoder outputs");
@@ -104,13 +105,14 @@ TEST_SUITE("parsers::stage_lexicon") {
     CHECK(frame("File \"/w/mylib/calibration/minmax.py\", line 7, in forward").phase ==
           Phase::kQuantize);
     CHECK(frame("File \"/w/mylib/calibration/minmax.py\", line 7, in forward").strong);
-    const FrameEvidence apply =
-        frame("File \"/venv/lib/python3.11/site-packages/torch/nn/modules/module.py\", line 1160, "
-              "in _apply");
+    const FrameEvidence apply = frame(
+        "File \"/venv/lib/python3.11/site-packages/torch/nn/modules/module.py\", line 1160, "
+        "in _apply");
     CHECK(apply.phase == Phase::kModelLoad);
     CHECK(apply.strong);
     // Entry points name no stage: "train" is weak evidence, "main" none.
-    const FrameEvidence train = frame("File \"/w/sd-scripts/train_network.py\", line 1045, in train");
+    const FrameEvidence train =
+        frame("File \"/w/sd-scripts/train_network.py\", line 1045, in train");
     CHECK(train.phase == Phase::kTrainStep);
     CHECK_FALSE(train.strong);
     CHECK(frame("File \"/w/x/run.py\", line 3, in main").phase == Phase::kUnknown);

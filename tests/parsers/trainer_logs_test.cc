@@ -25,7 +25,7 @@ namespace {
 
 Trainer trainer_of_family(const std::string& family) {
   static const std::map<std::string, Trainer> kFamilies = {
-      {"kohya", Trainer::kSdScripts},     {"diffusers", Trainer::kDiffusers},
+      {"kohya", Trainer::kSdScripts},         {"diffusers", Trainer::kDiffusers},
       {"simpletuner", Trainer::kSimpleTuner}, {"onetrainer", Trainer::kOneTrainer},
       {"hf-trainer", Trainer::kTransformers}, {"comfyui", Trainer::kComfyUi},
       {"ai-toolkit", Trainer::kAiToolkit}};
@@ -67,9 +67,9 @@ void compare(const std::string& name, const nlohmann::json& expect, const LogAna
     tallies["phase"].add(want["phase"] == to_string(got.phase),
                          fmt::format("{} #{}: phase {} != {}", name, i, to_string(got.phase),
                                      want["phase"].get<std::string>()));
-    tallies["step"].add(want["step"] == got_step, fmt::format("{} #{}: step {} != {}", name, i,
-                                                              step_text(got_step),
-                                                              step_text(want["step"])));
+    tallies["step"].add(want["step"] == got_step,
+                        fmt::format("{} #{}: step {} != {}", name, i, step_text(got_step),
+                                    step_text(want["step"])));
     if (phase_and_step_only) continue;
     tallies["kind"].add(want["kind"] == to_string(got.kind),
                         fmt::format("{} #{}: kind {}", name, i, to_string(got.kind)));
@@ -111,24 +111,26 @@ void for_each_trainer_log(F&& f) {
 
 TEST_CASE("logs rendered by real tqdm for nine trainers analyse to their scenarios") {
   std::map<std::string, Tally> tallies;
-  for_each_trainer_log([&](const std::string& name, const nlohmann::json& expect,
-                           const std::string& bytes) {
-    compare(name, expect, analyze_log(bytes), tallies, false);
-    // Chunking changes nothing.
-    LogAnalyzer analyzer;
-    for (size_t i = 0; i < bytes.size(); i += 61) analyzer.feed(std::string_view(bytes).substr(i, 61));
-    compare(name + " (61-byte chunks)", expect, analyzer.finish(), tallies, false);
-  });
+  for_each_trainer_log(
+      [&](const std::string& name, const nlohmann::json& expect, const std::string& bytes) {
+        compare(name, expect, analyze_log(bytes), tallies, false);
+        // Chunking changes nothing.
+        LogAnalyzer analyzer;
+        for (size_t i = 0; i < bytes.size(); i += 61)
+          analyzer.feed(std::string_view(bytes).substr(i, 61));
+        compare(name + " (61-byte chunks)", expect, analyzer.finish(), tallies, false);
+      });
   report("trainer logs, all rules", tallies);
 }
 
-TEST_CASE("leave one trainer out: the generic evidence finds the held-out trainer's phase and step") {
+TEST_CASE(
+    "leave one trainer out: the generic evidence finds the held-out trainer's phase and step") {
   std::map<std::string, Tally> tallies;
-  for_each_trainer_log([&](const std::string& name, const nlohmann::json& expect,
-                           const std::string& bytes) {
-    AnalyzerOptions options;
-    options.without_rules_of = trainer_of_family(expect.value("family", ""));
-    compare(name, expect, analyze_log(bytes, options), tallies, true);
-  });
+  for_each_trainer_log(
+      [&](const std::string& name, const nlohmann::json& expect, const std::string& bytes) {
+        AnalyzerOptions options;
+        options.without_rules_of = trainer_of_family(expect.value("family", ""));
+        compare(name, expect, analyze_log(bytes, options), tallies, true);
+      });
   report("trainer logs, the log's own trainer's rules off", tallies);
 }

@@ -30,8 +30,8 @@ inline bool have_program(const char* name) {
 }  // namespace oomtriage::testing
 
 // Ends the current test as skipped (the caller's `return` matters only outside ctest).
-#define OOMTRIAGE_SKIP(reason)                 \
-  do {                                         \
-    ::oomtriage::testing::skip_test(reason);   \
-    return;                                    \
+#define OOMTRIAGE_SKIP(reason)               \
+  do {                                       \
+    ::oomtriage::testing::skip_test(reason); \
+    return;                                  \
   } while (false)

@@ -58,7 +58,6 @@ std::string patch(const std::vector<ConfigChange>& changes) {
   return triage::unified_diff(kYaml, *result.text, "a/config.yaml", "b/config.yaml");
 }
 
-
 }  // namespace
 
 TEST_SUITE("triage::config_patch") {
@@ -123,13 +122,14 @@ TEST_SUITE("triage::config_patch") {
           " meta:\n");
   }
   TEST_CASE("environment changes are not written into the config") {
-    const auto result =
-        triage::patch_yaml(kYaml, {{"env.PYTORCH_CUDA_ALLOC_CONF", "null", "\"expandable_segments:True\""}});
+    const auto result = triage::patch_yaml(
+        kYaml, {{"env.PYTORCH_CUDA_ALLOC_CONF", "null", "\"expandable_segments:True\""}});
     REQUIRE(result.text);
     CHECK(*result.text == kYaml);
   }
   TEST_CASE("a list item that does not exist is an error, not a guess") {
-    const auto result = triage::patch_yaml(kYaml, {{"config.process[0].datasets[3].num_workers", "2", "1"}});
+    const auto result =
+        triage::patch_yaml(kYaml, {{"config.process[0].datasets[3].num_workers", "2", "1"}});
     CHECK_FALSE(result.text);
     CHECK(result.error.find("list item") != std::string::npos);
   }
@@ -219,11 +219,16 @@ TEST_SUITE("triage::config_patch") {
       for (const auto& [pointer, value] : flat.items()) {
         if (lists.count(pointer.substr(0, pointer.rfind('/')))) continue;  // list items: below
         nlohmann::json next;
-        if (value.is_boolean()) next = !value.get<bool>();
-        else if (value.is_number_integer()) next = value.get<int64_t>() + 1;
-        else if (value.is_number_float()) next = value.get<double>() + 0.5;
-        else if (value.is_string()) next = "it's: {new} # not a comment";
-        else continue;
+        if (value.is_boolean())
+          next = !value.get<bool>();
+        else if (value.is_number_integer())
+          next = value.get<int64_t>() + 1;
+        else if (value.is_number_float())
+          next = value.get<double>() + 0.5;
+        else if (value.is_string())
+          next = "it's: {new} # not a comment";
+        else
+          continue;
         targets.emplace_back(pointer, next);
       }
       for (const std::string& list : lists) {
@@ -276,11 +281,11 @@ TEST_SUITE("triage::config_patch") {
         "        prompts:\n"
         "          - 'a photo: of {sks}'\n"
         "        neg: 'don''t'\n";
-    const auto result = triage::patch_file(
-        parsers::TargetKind::kYaml, yaml,
-        {{"config.process[0].train.gradient_checkpointing", "null", "true"},
-         {"config.process[0].train.batch_size", "2", "1"},
-         {"config.process[0].sample.neg", "\"don't\"", "\"it's\""}});
+    const auto result =
+        triage::patch_file(parsers::TargetKind::kYaml, yaml,
+                           {{"config.process[0].train.gradient_checkpointing", "null", "true"},
+                            {"config.process[0].train.batch_size", "2", "1"},
+                            {"config.process[0].sample.neg", "\"don't\"", "\"it's\""}});
     INFO(result.error);
     REQUIRE(result.text);
     CHECK(result.text->find("        batch_size: 1  # was: {4}\n") != std::string::npos);
@@ -326,9 +331,11 @@ TEST_SUITE("triage::config_patch") {
     CHECK_FALSE(missing.text);
     CHECK(missing.error.find("[general]") != std::string::npos);
   }
-  TEST_CASE("regression (fuzz): a patched config holding invalid UTF-8 is read back, not thrown on") {
-    const std::string yaml = "config:\n  process:\n    - train:\n        note: \"\xff\xfe\"\n"
-                             "        batch_size: 2\n";
+  TEST_CASE(
+      "regression (fuzz): a patched config holding invalid UTF-8 is read back, not thrown on") {
+    const std::string yaml =
+        "config:\n  process:\n    - train:\n        note: \"\xff\xfe\"\n"
+        "        batch_size: 2\n";
     triage::PatchResult result;
     CHECK_NOTHROW(result = triage::patch_file(parsers::TargetKind::kYaml, yaml,
                                               {{"config.process[0].train.batch_size", "2", "1"}}));

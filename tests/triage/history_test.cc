@@ -49,7 +49,8 @@ TEST_SUITE("triage::history") {
     CHECK(triage::carried_fixes(fixes, {{TargetKind::kYaml, "config.yaml", kYaml}}).empty());
     const auto patched = triage::patch_file(TargetKind::kYaml, kYaml, fixes.front().changes);
     REQUIRE(patched.text);
-    CHECK(triage::carried_fixes(fixes, {{TargetKind::kYaml, "/elsewhere/config.yaml", *patched.text}}) ==
+    CHECK(triage::carried_fixes(fixes,
+                                {{TargetKind::kYaml, "/elsewhere/config.yaml", *patched.text}}) ==
           std::vector<std::string>{"cheapen_previews"});
     // Half of a fix is not the fix.
     const auto half = triage::patch_file(TargetKind::kYaml, kYaml, {fixes.front().changes.front()});
@@ -58,8 +59,8 @@ TEST_SUITE("triage::history") {
     // An environment change cannot be seen in a file.
     triage::Fix env;
     env.id = "expandable_segments";
-    env.changes.push_back({"env.PYTORCH_CUDA_ALLOC_CONF", "null", "\"expandable_segments:True\"",
-                           TargetKind::kEnv});
+    env.changes.push_back(
+        {"env.PYTORCH_CUDA_ALLOC_CONF", "null", "\"expandable_segments:True\"", TargetKind::kEnv});
     CHECK(triage::carried_fixes({env}, {{TargetKind::kYaml, "config.yaml", kYaml}}).empty());
   }
 
@@ -75,13 +76,15 @@ TEST_SUITE("triage::history") {
     CHECK(again.back().why.find("the previous run carried this fix") != std::string::npos);
   }
 
-  TEST_CASE("the one triage path: the previous crash's fixes the config carries count as tried "
-            "only in the same phase and only for a fatal crash") {
+  TEST_CASE(
+      "the one triage path: the previous crash's fixes the config carries count as tried "
+      "only in the same phase and only for a fatal crash") {
     const auto first = rank_sampling(kYaml);
     REQUIRE(first.front().id == "cheapen_previews");
     const auto patched = triage::patch_file(TargetKind::kYaml, kYaml, first.front().changes);
     REQUIRE(patched.text);
-    auto load = parsers::parse_job_config(*patched.text, parsers::ConfigFormat::kYaml, "config.yaml");
+    auto load =
+        parsers::parse_job_config(*patched.text, parsers::ConfigFormat::kYaml, "config.yaml");
     REQUIRE(load.config);
     const std::vector<parsers::NativeFile> files{{TargetKind::kYaml, "config.yaml", *patched.text}};
     const triage::JobView job{&*load.config, "", &files};
@@ -106,9 +109,8 @@ TEST_SUITE("triage::history") {
     analysis.events.back().recovered = true;
     CHECK(triage::triage_log(analysis, job, same_phase).fixes.back().id != "cheapen_previews");
     analysis.events.back().recovered = false;
-    CHECK(triage::triage_log(analysis, {&*load.config, "", nullptr}, same_phase)
-              .fixes.back()
-              .id != "cheapen_previews");
+    CHECK(triage::triage_log(analysis, {&*load.config, "", nullptr}, same_phase).fixes.back().id !=
+          "cheapen_previews");
     // An analysis without an OOM has no incident and no fixes.
     const triage::Triage none = triage::triage_log(parsers::LogAnalysis{}, job, same_phase);
     CHECK(none.incident == nullptr);

@@ -109,7 +109,6 @@ struct Scenario {
   std::vector<std::string> absent;
 };
 
-
 std::string replace(std::string text, const std::string& from, const std::string& to) {
   const size_t at = text.find(from);
   REQUIRE(at != std::string::npos);
@@ -119,82 +118,140 @@ std::string replace(std::string text, const std::string& from, const std::string
 std::vector<Scenario> scenarios() {
   const std::string gc_off = "        gradient_checkpointing: false\n        dtype: bf16\n";
   const std::string gc_on = "        gradient_checkpointing: true\n        dtype: bf16\n";
-  const std::string zimage = "        name_or_path: Tongyi-MAI/Z-Image-Turbo\n"
-                             "        arch: \"zimage:turbo\"\n        quantize: true\n";
-  const std::string qwen_edit = "        name_or_path: Qwen/Qwen-Image-Edit-2509\n"
-                                "        arch: qwen_image_edit_plus\n        quantize: true\n"
-                                "        qtype: qfloat8\n";
-  const std::string wan = "        name_or_path: ai-toolkit/Wan2.2-T2V-A14B\n"
-                          "        arch: wan22_14b\n        quantize: true\n        qtype: qfloat8\n";
+  const std::string zimage =
+      "        name_or_path: Tongyi-MAI/Z-Image-Turbo\n"
+      "        arch: \"zimage:turbo\"\n        quantize: true\n";
+  const std::string qwen_edit =
+      "        name_or_path: Qwen/Qwen-Image-Edit-2509\n"
+      "        arch: qwen_image_edit_plus\n        quantize: true\n"
+      "        qtype: qfloat8\n";
+  const std::string wan =
+      "        name_or_path: ai-toolkit/Wan2.2-T2V-A14B\n"
+      "        arch: wan22_14b\n        quantize: true\n        qtype: qfloat8\n";
   std::vector<Scenario> s;
   s.push_back({"GC off, OOM at step 2: enable GC first",
-               config(gc_off), {.step = 2, .figures = figures_24gb()},
-               "enable_gradient_checkpointing", {}, {}, {}});
-  s.push_back({"GC off, OOM in the first preview: still GC first, then cheaper previews",
-               config(gc_off), {.phase = Phase::kSampling, .step = 250},
+               config(gc_off),
+               {.step = 2, .figures = figures_24gb()},
                "enable_gradient_checkpointing",
-               {{"enable_gradient_checkpointing", "cheapen_previews"}}, {"cheapen_previews"},
+               {},
+               {},
+               {}});
+  s.push_back({"GC off, OOM in the first preview: still GC first, then cheaper previews",
+               config(gc_off),
+               {.phase = Phase::kSampling, .step = 250},
+               "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "cheapen_previews"}},
+               {"cheapen_previews"},
                {"lower_batch_size"}});
   s.push_back({"GC on, sampling OOM: cheaper previews, not GC, not batch",
                config(gc_on + "        batch_size: 4\n"),
                {.phase = Phase::kSampling, .step = 500, .figures = figures_24gb()},
-               "cheapen_previews", {{"cheapen_previews", "disable_sampling"}},
+               "cheapen_previews",
+               {{"cheapen_previews", "disable_sampling"}},
                {"disable_sampling"},
                {"enable_gradient_checkpointing", "lower_batch_size", "drop_top_bucket"}});
-  s.push_back({"baseline sample OOM: cheaper previews, then skip the first sample",
-               config(gc_on), {.phase = Phase::kSampling, .step = 0}, "cheapen_previews",
-               {{"cheapen_previews", "skip_first_sample"}, {"skip_first_sample", "disable_sampling"}},
-               {}, {}});
+  s.push_back(
+      {"baseline sample OOM: cheaper previews, then skip the first sample",
+       config(gc_on),
+       {.phase = Phase::kSampling, .step = 0},
+       "cheapen_previews",
+       {{"cheapen_previews", "skip_first_sample"}, {"skip_first_sample", "disable_sampling"}},
+       {},
+       {}});
   s.push_back({"sampling already disabled: no preview fixes",
                config(gc_on + "        disable_sampling: true\n"),
-               {.phase = Phase::kSampling, .step = 500}, "", {}, {},
+               {.phase = Phase::kSampling, .step = 500},
+               "",
+               {},
+               {},
                {"cheapen_previews", "disable_sampling", "skip_first_sample"}});
   s.push_back({"GC on, random later step, multi-resolution: drop the top bucket first",
-               config(gc_on + "        batch_size: 2\n"), {.step = 1337, .figures = figures_24gb()},
-               "drop_top_bucket", {{"drop_top_bucket", "lower_batch_size"}}, {},
+               config(gc_on + "        batch_size: 2\n"),
+               {.step = 1337, .figures = figures_24gb()},
+               "drop_top_bucket",
+               {{"drop_top_bucket", "lower_batch_size"}},
+               {},
                {"enable_gradient_checkpointing"}});
   s.push_back({"GC on, early OOM, batch 4: lower the batch, keep the effective batch",
                config(gc_on + "        batch_size: 4\n        gradient_accumulation: 1\n"),
-               {.step = 1}, "lower_batch_size", {{"lower_batch_size", "drop_top_bucket"}}, {}, {}});
+               {.step = 1},
+               "lower_batch_size",
+               {{"lower_batch_size", "drop_top_bucket"}},
+               {},
+               {}});
   s.push_back({"GC on, early OOM, batch 1, one resolution: lower it, then the low-memory path",
-               config(gc_on, "", "          resolution: 1024\n"), {.step = 1}, "lower_resolution",
-               {{"lower_resolution", "enable_low_vram"}}, {"enable_low_vram"},
+               config(gc_on, "", "          resolution: 1024\n"),
+               {.step = 1},
+               "lower_resolution",
+               {{"lower_resolution", "enable_low_vram"}},
+               {"enable_low_vram"},
                {"lower_batch_size", "drop_top_bucket"}});
   s.push_back({"GC on, batch 1, multi-resolution, early: the top bucket first",
-               config(gc_on), {.step = 2}, "drop_top_bucket", {}, {}, {"lower_batch_size"}});
+               config(gc_on),
+               {.step = 2},
+               "drop_top_bucket",
+               {},
+               {},
+               {"lower_batch_size"}});
   s.push_back({"a single bucket written twice is one bucket: nothing to drop",
-               config(gc_on, "", "          resolution: [1024, 1024]\n"), {.step = 900},
-               "lower_resolution", {}, {}, {"drop_top_bucket"}});
+               config(gc_on, "", "          resolution: [1024, 1024]\n"),
+               {.step = 900},
+               "lower_resolution",
+               {},
+               {},
+               {"drop_top_bucket"}});
   s.push_back({"model load OOM: quantize, low_vram, offloading; never batch or previews",
                config(gc_on + "        batch_size: 4\n",
                       "        name_or_path: Qwen/Qwen-Image\n        arch: qwen_image\n"),
-               {.phase = Phase::kModelLoad}, "quantize_model",
+               {.phase = Phase::kModelLoad},
+               "quantize_model",
                {{"quantize_model", "enable_low_vram"}, {"enable_low_vram", "layer_offloading"}},
                {"quantize_text_encoder"},
                {"lower_batch_size", "cheapen_previews", "disable_sampling",
                 "enable_gradient_checkpointing"}});
   s.push_back({"quantize OOM with qfloat8 already: a lower qtype first",
-               config(gc_off, wan), {.phase = Phase::kQuantize}, "quantize_model", {}, {},
+               config(gc_off, wan),
+               {.phase = Phase::kQuantize},
+               "quantize_model",
+               {},
+               {},
                {"enable_gradient_checkpointing", "lower_batch_size"}});
   s.push_back({"video family: fewer frames before the buckets",
-               config(gc_on, wan,
-                      "          resolution: [512, 768]\n          num_frames: 81\n"),
-               {.step = 40}, "reduce_num_frames", {{"reduce_num_frames", "drop_top_bucket"}}, {}, {}});
+               config(gc_on, wan, "          resolution: [512, 768]\n          num_frames: 81\n"),
+               {.step = 40},
+               "reduce_num_frames",
+               {{"reduce_num_frames", "drop_top_bucket"}},
+               {},
+               {}});
   s.push_back({"Qwen-Image-Edit-2509 with control images: match_target_res",
                config(gc_on, qwen_edit,
                       "          resolution: [512, 768, 1024]\n          control_path: /ctrl\n"),
-               {.step = 3}, "match_target_res", {}, {}, {}});
-  s.push_back({"match_target_res already on: not proposed",
-               config(gc_on, qwen_edit + "        model_kwargs:\n          match_target_res: true\n",
-                      "          resolution: [512, 768, 1024]\n          control_path: /ctrl\n"),
-               {.step = 3}, "drop_top_bucket", {}, {}, {"match_target_res"}});
+               {.step = 3},
+               "match_target_res",
+               {},
+               {},
+               {}});
+  s.push_back(
+      {"match_target_res already on: not proposed",
+       config(gc_on, qwen_edit + "        model_kwargs:\n          match_target_res: true\n",
+              "          resolution: [512, 768, 1024]\n          control_path: /ctrl\n"),
+       {.step = 3},
+       "drop_top_bucket",
+       {},
+       {},
+       {"match_target_res"}});
   {
     // Figures a real 24 GiB card can show: 13 GiB held by others, 8.25 GiB reserved here.
     Incident busy{.step = 10, .figures = figures_24gb()};
     busy.figures.allocated_by_pytorch_bytes = 8 * kGiB;
     busy.figures.other_processes = {{654925, 6 * kGiB}, {706098, 7 * kGiB}};
-    s.push_back({"other processes hold the GPU: free it first", config(gc_off), busy, "free_gpu",
-                 {{"free_gpu", "enable_gradient_checkpointing"}}, {}, {}});
+    s.push_back({"other processes hold the GPU: free it first",
+                 config(gc_off),
+                 busy,
+                 "free_gpu",
+                 {{"free_gpu", "enable_gradient_checkpointing"}},
+                 {},
+                 {}});
   }
   {
     // 19 GiB allocated + 3 GiB reserved in pieces + 0.5 GiB free: the 2 GiB request fits once
@@ -202,75 +259,136 @@ std::vector<Scenario> scenarios() {
     Incident fragmented{.step = 10, .figures = figures_24gb(2 * kGiB)};
     fragmented.figures.allocated_by_pytorch_bytes = 19 * kGiB;
     fragmented.figures.reserved_unallocated_bytes = 3 * kGiB;
-    s.push_back({"large reserved-but-unallocated: expandable segments early", config(gc_on),
-                 fragmented, "expandable_segments", {}, {}, {}});
+    s.push_back({"large reserved-but-unallocated: expandable segments early",
+                 config(gc_on),
+                 fragmented,
+                 "expandable_segments",
+                 {},
+                 {},
+                 {}});
   }
   s.push_back({"host OOM kill: host memory, no GPU levers",
                config(gc_off + "        batch_size: 4\n"),
-               {.kind = OomKind::kHostKilled, .step = 120}, "reduce_host_memory", {}, {},
+               {.kind = OomKind::kHostKilled, .step = 120},
+               "reduce_host_memory",
+               {},
+               {},
                {"enable_gradient_checkpointing", "lower_batch_size", "cheapen_previews",
                 "drop_top_bucket"}});
-  s.push_back({"MemoryError is host memory too", config(gc_on),
+  s.push_back({"MemoryError is host memory too",
+               config(gc_on),
                {.kind = OomKind::kHostMemoryError, .phase = Phase::kModelLoad},
-               "reduce_host_memory", {}, {}, {"quantize_model"}});
-  s.push_back({"small /dev/shm: increase it", config(gc_off), {.kind = OomKind::kShm, .step = 0},
-               "increase_shm", {}, {}, {"enable_gradient_checkpointing"}});
+               "reduce_host_memory",
+               {},
+               {},
+               {"quantize_model"}});
+  s.push_back({"small /dev/shm: increase it",
+               config(gc_off),
+               {.kind = OomKind::kShm, .step = 0},
+               "increase_shm",
+               {},
+               {},
+               {"enable_gradient_checkpointing"}});
   s.push_back({"fp32 (the default when dtype is absent): bf16 is proposed",
-               config("        gradient_checkpointing: true\n"), {.step = 1}, "drop_top_bucket",
-               {}, {"use_bf16"}, {}});
+               config("        gradient_checkpointing: true\n"),
+               {.step = 1},
+               "drop_top_bucket",
+               {},
+               {"use_bf16"},
+               {}});
   s.push_back({"already at batch 1, GC on, low_vram on: neither proposed",
-               config(gc_on, zimage + "        low_vram: true\n"), {.step = 1}, "drop_top_bucket",
-               {}, {}, {"lower_batch_size", "enable_gradient_checkpointing", "enable_low_vram"}});
+               config(gc_on, zimage + "        low_vram: true\n"),
+               {.step = 1},
+               "drop_top_bucket",
+               {},
+               {},
+               {"lower_batch_size", "enable_gradient_checkpointing", "enable_low_vram"}});
   // The seed's high-risk table: each family with GC off and its dangerous combination.
-  s.push_back({"Z-Image, 1024-1536 buckets, batch 4, GC off: GC first, then batch",
-               config(gc_off + "        batch_size: 4\n", zimage,
-                      "          resolution: [1024, 1536]\n"),
-               {.step = 2}, "enable_gradient_checkpointing",
-               {{"enable_gradient_checkpointing", "lower_batch_size"}}, {"drop_top_bucket"}, {}});
+  s.push_back(
+      {"Z-Image, 1024-1536 buckets, batch 4, GC off: GC first, then batch",
+       config(gc_off + "        batch_size: 4\n", zimage, "          resolution: [1024, 1536]\n"),
+       {.step = 2},
+       "enable_gradient_checkpointing",
+       {{"enable_gradient_checkpointing", "lower_batch_size"}},
+       {"drop_top_bucket"},
+       {}});
   s.push_back({"Qwen-Edit, 1024 with controls, batch 2, GC off: GC first",
                config(gc_off + "        batch_size: 2\n", qwen_edit,
                       "          resolution: 1024\n          control_path: [/c1, /c2]\n"),
-               {.step = 3}, "enable_gradient_checkpointing",
-               {{"enable_gradient_checkpointing", "lower_batch_size"}},
-               {"match_target_res", "lower_resolution"}, {}});
-  s.push_back({"FLUX, batch 8, GC off: GC first, then batch",
-               config(gc_off + "        batch_size: 8\n"), {.step = 2},
+               {.step = 3},
                "enable_gradient_checkpointing",
-               {{"enable_gradient_checkpointing", "lower_batch_size"}}, {}, {}});
+               {{"enable_gradient_checkpointing", "lower_batch_size"}},
+               {"match_target_res", "lower_resolution"},
+               {}});
+  s.push_back({"FLUX, batch 8, GC off: GC first, then batch",
+               config(gc_off + "        batch_size: 8\n"),
+               {.step = 2},
+               "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "lower_batch_size"}},
+               {},
+               {}});
   s.push_back({"Flex.2, multi-bucket, GC off: GC first",
                config(gc_off, "        name_or_path: ostris/Flex.2-preview\n        arch: flex2\n"),
-               {.step = 700}, "enable_gradient_checkpointing",
-               {{"enable_gradient_checkpointing", "drop_top_bucket"}}, {}, {}});
-  s.push_back({"no config at all: advice on AI Toolkit's defaults, lower confidence", "",
-               {.phase = Phase::kSampling, .step = 500}, "cheapen_previews", {}, {}, {}});
+               {.step = 700},
+               "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "drop_top_bucket"}},
+               {},
+               {}});
+  s.push_back({"no config at all: advice on AI Toolkit's defaults, lower confidence",
+               "",
+               {.phase = Phase::kSampling, .step = 500},
+               "cheapen_previews",
+               {},
+               {},
+               {}});
 
   // The real example configs, when ../shared has them.
-  const fs::path shared = fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" / "ai-toolkit";
+  const fs::path shared =
+      fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" / "ai-toolkit";
   if (fs::exists(shared / "train_lora_qwen_image_edit_2509_32gb.yaml")) {
     const std::string qwen = slurp(shared / "train_lora_qwen_image_edit_2509_32gb.yaml");
-    s.push_back({"real Qwen-Image-Edit-2509 example, training OOM: match_target_res first", qwen,
-                 {.step = 400, .figures = figures_24gb()}, "match_target_res",
-                 {{"match_target_res", "drop_top_bucket"}}, {},
+    s.push_back({"real Qwen-Image-Edit-2509 example, training OOM: match_target_res first",
+                 qwen,
+                 {.step = 400, .figures = figures_24gb()},
+                 "match_target_res",
+                 {{"match_target_res", "drop_top_bucket"}},
+                 {},
                  {"quantize_model", "cache_text_embeddings", "enable_low_vram"}});
     s.push_back({"real Qwen-Image-Edit-2509 example, GC switched off",
                  replace(qwen, "gradient_checkpointing: true", "gradient_checkpointing: false"),
-                 {.step = 2}, "enable_gradient_checkpointing", {}, {}, {}});
+                 {.step = 2},
+                 "enable_gradient_checkpointing",
+                 {},
+                 {},
+                 {}});
   }
   if (fs::exists(shared / "train_lora_wan22_14b_24gb.yaml")) {
     const std::string wan_real = slurp(shared / "train_lora_wan22_14b_24gb.yaml");
     s.push_back({"real Wan 2.2 example with 81-frame clips: fewer frames first",
-                 replace(wan_real, "num_frames: 1\n", "num_frames: 81\n"), {.step = 50},
-                 "reduce_num_frames", {}, {}, {"enable_low_vram", "quantize_model"}});
+                 replace(wan_real, "num_frames: 1\n", "num_frames: 81\n"),
+                 {.step = 50},
+                 "reduce_num_frames",
+                 {},
+                 {},
+                 {"enable_low_vram", "quantize_model"}});
   }
   if (fs::exists(shared / "train_lora_flux_24gb.yaml")) {
-    s.push_back({"real FLUX example, baseline sample OOM", slurp(shared / "train_lora_flux_24gb.yaml"),
-                 {.phase = Phase::kSampling, .step = 0}, "cheapen_previews", {}, {},
+    s.push_back({"real FLUX example, baseline sample OOM",
+                 slurp(shared / "train_lora_flux_24gb.yaml"),
+                 {.phase = Phase::kSampling, .step = 0},
+                 "cheapen_previews",
+                 {},
+                 {},
                  {"enable_gradient_checkpointing"}});
   }
   if (fs::exists(shared / "train_lora_zimage_turbo_32gb.yaml")) {
     s.push_back({"real Z-Image example (batch 2, one bucket), early OOM: lower the batch",
-                 slurp(shared / "train_lora_zimage_turbo_32gb.yaml"), {.step = 1},
-                 "lower_batch_size", {}, {}, {"drop_top_bucket"}});
+                 slurp(shared / "train_lora_zimage_turbo_32gb.yaml"),
+                 {.step = 1},
+                 "lower_batch_size",
+                 {},
+                 {},
+                 {"drop_top_bucket"}});
   }
   return s;
 }
@@ -337,23 +455,34 @@ TEST_SUITE("triage::ranker") {
     CHECK_FALSE(bare[0].fits);
   }
   TEST_CASE("properties over every scenario, phase and kind") {
-    const Phase phases[] = {Phase::kUnknown,   Phase::kModelLoad,     Phase::kQuantize,
-                            Phase::kCacheLatents, Phase::kCacheTextEmbeddings, Phase::kTrainStep,
-                            Phase::kSampling,  Phase::kSaving};
+    const Phase phases[] = {Phase::kUnknown,
+                            Phase::kModelLoad,
+                            Phase::kQuantize,
+                            Phase::kCacheLatents,
+                            Phase::kCacheTextEmbeddings,
+                            Phase::kTrainStep,
+                            Phase::kSampling,
+                            Phase::kSaving};
     const OomKind kinds[] = {OomKind::kCuda, OomKind::kHip, OomKind::kHostKilled, OomKind::kShm};
-    const std::set<std::string> booleans = {
-        "enable_gradient_checkpointing", "disable_sampling",    "skip_first_sample",
-        "enable_low_vram",               "quantize_text_encoder", "cache_text_embeddings",
-        "layer_offloading",              "cache_latents_to_disk", "use_bf16",
-        "use_8bit_optimizer",            "match_target_res"};
+    const std::set<std::string> booleans = {"enable_gradient_checkpointing",
+                                            "disable_sampling",
+                                            "skip_first_sample",
+                                            "enable_low_vram",
+                                            "quantize_text_encoder",
+                                            "cache_text_embeddings",
+                                            "layer_offloading",
+                                            "cache_latents_to_disk",
+                                            "use_bf16",
+                                            "use_8bit_optimizer",
+                                            "match_target_res"};
     int checked = 0;
     for (const Scenario& scenario : scenarios()) {
       if (scenario.yaml.empty()) continue;
       for (Phase phase : phases) {
         for (OomKind kind : kinds) {
-          for (std::optional<int64_t> step : {std::optional<int64_t>(), std::optional<int64_t>(0),
-                                              std::optional<int64_t>(2),
-                                              std::optional<int64_t>(1500)}) {
+          for (std::optional<int64_t> step :
+               {std::optional<int64_t>(), std::optional<int64_t>(0), std::optional<int64_t>(2),
+                std::optional<int64_t>(1500)}) {
             Incident incident = scenario.incident;
             incident.phase = phase;
             incident.kind = kind;
