@@ -4,7 +4,7 @@
 // trainer), as the daemon's healing needs it: a job's row by name, and in one transaction its
 // config patched, the job queued again and its GPU queue running, or a running job asked to
 // stop. The UI's worker polls this database every second and starts what it finds queued.
-// Schema and statements: ../shared/docs/ai-toolkit.md §4.2, self-healing-and-fleet.md §A.2.
+// Schema and statements: docs/ai-toolkit.md §4.2, self-healing-and-fleet.md §A.2.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // db/loss_log.h
 //
 // AI Toolkit's loss database, <job folder>/loss_log.db (written when logging.use_ui_logger is on;
-// ../shared/docs/ai-toolkit.md §4.5): the training loss at each step, for the HTML report's curve.
+// docs/ai-toolkit.md §4.5): the training loss at each step, for the HTML report's curve.
 // Read-only, while the trainer may be writing it (WAL).
 #pragma once
 

@@ -84,15 +84,17 @@ std::string_view after_logger_tag(std::string_view text) {
   size_t i = 0;
   if (!text.empty() && text.front() == '[') {
     i = 1;
-    while (i < text.size() && i < 40 && (std::isalnum(static_cast<unsigned char>(text[i])) ||
-                                         text[i] == '_' || text[i] == '-' || text[i] == '.')) {
+    while (i < text.size() && i < 40 &&
+           (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_' || text[i] == '-' ||
+            text[i] == '.')) {
       ++i;
     }
     if (i == 1 || i >= text.size() || text[i] != ']') return {};
     ++i;
   } else {
-    while (i < text.size() && i < 40 && (std::isalnum(static_cast<unsigned char>(text[i])) ||
-                                         text[i] == '_' || text[i] == '-' || text[i] == '.')) {
+    while (i < text.size() && i < 40 &&
+           (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_' || text[i] == '-' ||
+            text[i] == '.')) {
       ++i;
     }
     if (i == 0 || i >= text.size() || text[i] != ':') return {};
@@ -115,20 +117,20 @@ uint64_t count_binary_bytes(std::string_view bytes) {
   for (; i + 16 <= bytes.size(); i += 16) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(bytes.data() + i));
     // Signed compares: bytes from 0x80 (UTF-8) are negative and never binary.
-    const __m128i low = _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8(-1)),
-                                      _mm_cmplt_epi8(v, _mm_set1_epi8(0x09)));
-    const __m128i control = _mm_andnot_si128(
-        _mm_cmpeq_epi8(v, _mm_set1_epi8(0x1b)),
-        _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8(0x0d)), _mm_cmplt_epi8(v, _mm_set1_epi8(0x20))));
+    const __m128i low =
+        _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8(-1)), _mm_cmplt_epi8(v, _mm_set1_epi8(0x09)));
+    const __m128i control = _mm_andnot_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8(0x1b)),
+                                             _mm_and_si128(_mm_cmpgt_epi8(v, _mm_set1_epi8(0x0d)),
+                                                           _mm_cmplt_epi8(v, _mm_set1_epi8(0x20))));
     const __m128i del = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f));
     const int mask = _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(low, control), del));
     count += static_cast<uint64_t>(__builtin_popcount(static_cast<unsigned>(mask)));
   }
 #endif
-  for (; i < bytes.size(); ++i) count += is_binary_byte(static_cast<unsigned char>(bytes[i])) ? 1 : 0;
+  for (; i < bytes.size(); ++i)
+    count += is_binary_byte(static_cast<unsigned char>(bytes[i])) ? 1 : 0;
   return count;
 }
-
 
 }  // namespace
 
@@ -288,8 +290,8 @@ bool LogAnalyzer::defer_frame(const Record& record) {
 // just becomes the waiting frame, as it would through on_record(); anything else ends the run
 // and goes the slow way, so a bar whose text changes mid-line or text between two '\r' is seen
 // there. Only records whose terminator and the byte after it lie in the chunk are taken.
-RecordSplitter::Skipped LogAnalyzer::skip_frame_run(const char* p, const char* end,
-                                                    uint64_t offset, int64_t line) {
+RecordSplitter::Skipped LogAnalyzer::skip_frame_run(const char* p, const char* end, uint64_t offset,
+                                                    int64_t line) {
   RecordSplitter::Skipped run{p, 0};
   if (!options_.skip_frame_runs || !has_pending_frame_ || open_ || watch_ ||
       config_capture_ != ConfigCapture::kDone || pending_frame_.size() < kBarPrefixBytes) {
@@ -463,8 +465,8 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
   }
   if (open_ && !open_->epilogue && seq_ > open_->first_seq) {
     if (const Phase phase = failed_stage(clean.text); phase != Phase::kUnknown) {
-      open_->epilogue =
-          Clue{EvidenceSource::kEpilogue, phase, std::nullopt, seq_, line, evidence_text(clean.text)};
+      open_->epilogue = Clue{EvidenceSource::kEpilogue, phase, std::nullopt, seq_, line,
+                             evidence_text(clean.text)};
     }
   }
 }
@@ -580,27 +582,24 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
         completed_seq_ = seq_;
       }
       break;
-    case BarRole::kPhase:
-      set_context(EvidenceSource::kBar, cls.phase, text, line);
-      break;
-    case BarRole::kOther:
-      break;
+    case BarRole::kPhase: set_context(EvidenceSource::kBar, cls.phase, text, line); break;
+    case BarRole::kOther: break;
   }
   // A training counter we cannot read as a global step supersedes older evidence.
   if (cls.role == BarRole::kTrainingPerEpoch && frame.n && !step_evidence) step_.reset();
   if (step_evidence) {
     set_step(EvidenceSource::kBar, *frame.n, text, line);
     if (open_ && seq_ > open_->first_seq && !open_->after_bar) {
-      open_->after_bar = Clue{EvidenceSource::kBar, Phase::kTrainStep, frame.n, seq_, line,
-                              evidence_text(text)};
+      open_->after_bar =
+          Clue{EvidenceSource::kBar, Phase::kTrainStep, frame.n, seq_, line, evidence_text(text)};
     }
   }
   // A step in the bar's postfix: "..., global_step=500, loss=0.1]", "gs=1500".
-  if (const size_t bracket = text.rfind('['); bracket != std::string_view::npos &&
-                                              (text.find("step", bracket) != std::string_view::npos ||
-                                               text.find("gs=", bracket) != std::string_view::npos)) {
-    if (auto counter = match_counter(text.substr(bracket)); counter &&
-        counter->kind == CounterKind::kGlobal && counter->n) {
+  if (const size_t bracket = text.rfind('[');
+      bracket != std::string_view::npos && (text.find("step", bracket) != std::string_view::npos ||
+                                            text.find("gs=", bracket) != std::string_view::npos)) {
+    if (auto counter = match_counter(text.substr(bracket));
+        counter && counter->kind == CounterKind::kGlobal && counter->n) {
       set_step(EvidenceSource::kCounter, *counter->n, text, line);
     }
   }
@@ -628,8 +627,10 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
         step_.reset();  // a newer counter that names no global step
       }
       // A printed counter is a bar of its own for "did training go on".
-      const std::string_view name = counter.kind == CounterKind::kGlobal ? "\x1e" "counter"
-                                                                        : "\x1e" "epoch counter";
+      const std::string_view name = counter.kind == CounterKind::kGlobal ? "\x1e"
+                                                                           "counter"
+                                                                         : "\x1e"
+                                                                           "epoch counter";
       auto bar = std::find_if(bars_.begin(), bars_.end(),
                               [&](const Bar& b) { return b.total == -1 && b.desc == name; });
       std::optional<int64_t> previous_n;
@@ -655,9 +656,7 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
       watch_bar(bar_id, previous_n, seen_before, counter.n);
       break;
     }
-    case CounterKind::kEpoch:
-      first_epoch_ = counter.first_epoch();
-      break;
+    case CounterKind::kEpoch: first_epoch_ = counter.first_epoch(); break;
     case CounterKind::kSaveName:
       if (counter.n) {
         set_step(EvidenceSource::kSaveName, *counter.n, text, line);
@@ -703,8 +702,7 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
     ++trainer_votes_[static_cast<size_t>(pattern.trainer)];
   }
   switch (pattern.effect) {
-    case MarkerEffect::kNone:
-      break;
+    case MarkerEffect::kNone: break;
     case MarkerEffect::kPhase:
       set_context(EvidenceSource::kMarker, pattern.phase, text, line);
       if (match.n) set_step(EvidenceSource::kMarker, *match.n, text, line);
@@ -713,9 +711,7 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       set_context(EvidenceSource::kMarker, Phase::kSampling, text, line);
       set_step(EvidenceSource::kMarker, resume_step_.value_or(0), text, line);
       break;
-    case MarkerEffect::kResumeStep:
-      resume_step_ = match.n;
-      break;
+    case MarkerEffect::kResumeStep: resume_step_ = match.n; break;
     case MarkerEffect::kRunStart:
       if (open_) close_incident();
       run_start_seq_ = seq_;
@@ -732,22 +728,14 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       crash_seq_ = stop_seq_ = completed_seq_ = -1;
       set_context(EvidenceSource::kMarker, pattern.phase, text, line);
       break;
-    case MarkerEffect::kTotalSteps:
-      printed_total_steps_ = match.n;
-      break;
+    case MarkerEffect::kTotalSteps: printed_total_steps_ = match.n; break;
     case MarkerEffect::kCrash:
       crash_seq_ = seq_;
       advances_after_crash_ = 0;
       break;
-    case MarkerEffect::kStop:
-      stop_seq_ = seq_;
-      break;
-    case MarkerEffect::kCompleted:
-      completed_seq_ = seq_;
-      break;
-    case MarkerEffect::kTracebackHeader:
-      traceback_seq_ = seq_;
-      break;
+    case MarkerEffect::kStop: stop_seq_ = seq_; break;
+    case MarkerEffect::kCompleted: completed_seq_ = seq_; break;
+    case MarkerEffect::kTracebackHeader: traceback_seq_ = seq_; break;
     case MarkerEffect::kArgBatchSize:
       if (match.n && *match.n > 0 && *match.n < 100000) arguments_.batch_size = int(*match.n);
       break;
@@ -873,9 +861,9 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   OomEvent& event = incident.event;
   event.kind = match.kind;
   event.recovered = pattern.recovered;
-  event.total_steps = train_total_ ? train_total_
-                                   : (printed_total_steps_ ? printed_total_steps_
-                                                           : options_.total_steps);
+  event.total_steps = train_total_
+                          ? train_total_
+                          : (printed_total_steps_ ? printed_total_steps_ : options_.total_steps);
   event.figures = figures;
   event.line = line_number;
   event.offset = offset;
@@ -923,14 +911,12 @@ bool LogAnalyzer::try_continue_message(std::string_view line) {
 
 namespace {
 
-Evidence to_evidence(const auto& clue) {
-  return Evidence{clue.line, clue.source, clue.text};
-}
+Evidence to_evidence(const auto& clue) { return Evidence{clue.line, clue.source, clue.text}; }
 
 }  // namespace
 
-// The phase, by precedence (README "What is detected"): what the OOM line itself names; the
-// traceback's frames that name a stage (the innermost activity wins); a UI node type; a failure
+// The phase, by precedence (docs/detection.md "Phase precedence"): what the OOM line itself names;
+// the traceback's frames that name a stage (the innermost activity wins); a UI node type; a failure
 // line after the error; the newest marker, counter or bar before the error; what the traceback's
 // entry points and script names suggest; a training bar drawn after the error.
 // The step: the newest step evidence before the error (a training bar, a counter, a marker naming
@@ -940,7 +926,8 @@ void LogAnalyzer::close_incident() {
   OomEvent& event = incident.event;
   Phase phase = incident.signal_phase;
   if (phase != Phase::kUnknown) {
-    event.phase_evidence = Evidence{event.line, EvidenceSource::kMarker, evidence_text(event.message)};
+    event.phase_evidence =
+        Evidence{event.line, EvidenceSource::kMarker, evidence_text(event.message)};
   }
   // The innermost frame that names a stage wins (a sample inside the training loop is sampling,
   // a save inside "_maybe_log_save_evaluate" is saving), with two exceptions: training-step code
@@ -963,9 +950,9 @@ void LogAnalyzer::close_incident() {
     return best;
   };
   auto clue_of = [](const std::optional<Clue>& clue) { return clue ? &*clue : nullptr; };
-  const Clue* const by_precedence[] = {best_frame(true),         clue_of(incident.node),
+  const Clue* const by_precedence[] = {best_frame(true),           clue_of(incident.node),
                                        clue_of(incident.epilogue), clue_of(incident.context),
-                                       best_frame(false),        clue_of(incident.after_bar)};
+                                       best_frame(false),          clue_of(incident.after_bar)};
   for (const Clue* clue : by_precedence) {
     if (phase != Phase::kUnknown) break;
     if (clue && clue->phase != Phase::kUnknown) {
@@ -974,8 +961,8 @@ void LogAnalyzer::close_incident() {
     }
   }
   event.phase = phase;
-  const Clue* step = incident.step ? &*incident.step
-                                   : (incident.after_bar ? &*incident.after_bar : nullptr);
+  const Clue* step =
+      incident.step ? &*incident.step : (incident.after_bar ? &*incident.after_bar : nullptr);
   if (step && step->step) {
     event.step = step->step;
     event.step_evidence = to_evidence(*step);
@@ -1039,8 +1026,8 @@ LogAnalysis LogAnalyzer::finish() {
 
 Outcome LogAnalyzer::decide_outcome(bool had_events) const {
   const bool progress_after_oom = went_on_seq_ > last_event_seq_;
-  const bool training_finished = train_n_ && train_total_ && *train_total_ > 0 &&
-                                 *train_n_ >= *train_total_;
+  const bool training_finished =
+      train_n_ && train_total_ && *train_total_ > 0 && *train_n_ >= *train_total_;
   if (stop_seq_ >= 0 && stop_seq_ >= crash_seq_ && stop_seq_ >= last_event_seq_) {
     return Outcome::kStopped;
   }
@@ -1102,9 +1089,12 @@ namespace {
 template <class Clue>
 nlohmann::json clue_json(const std::optional<Clue>& clue) {
   if (!clue) return nullptr;
-  return {{"source", to_string(clue->source)}, {"phase", static_cast<int>(clue->phase)},
-          {"step", opt(clue->step)},           {"seq", clue->seq},
-          {"line", clue->line},                {"text", clue->text}};
+  return {{"source", to_string(clue->source)},
+          {"phase", static_cast<int>(clue->phase)},
+          {"step", opt(clue->step)},
+          {"seq", clue->seq},
+          {"line", clue->line},
+          {"text", clue->text}};
 }
 
 template <class Clue>
@@ -1112,10 +1102,11 @@ void read_clue(const nlohmann::json& j, const char* key, std::optional<Clue>& ou
   if (!j.contains(key) || !j[key].is_object()) return;
   const nlohmann::json& c = j[key];
   Clue clue;
-  clue.source = evidence_source_from_string(c.value("source", "")).value_or(EvidenceSource::kMarker);
+  clue.source =
+      evidence_source_from_string(c.value("source", "")).value_or(EvidenceSource::kMarker);
   const int phase = c.value("phase", 0);
   clue.phase = phase >= 0 && phase <= static_cast<int>(Phase::kSaving) ? static_cast<Phase>(phase)
-                                                                        : Phase::kUnknown;
+                                                                       : Phase::kUnknown;
   read_opt(c, "step", clue.step);
   clue.seq = c.value("seq", int64_t{-1});
   clue.line = c.value("line", int64_t{0});
@@ -1179,8 +1170,10 @@ LogAnalyzer::LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, u
     last_event_recovered_ = j.value("last_event_recovered", false);
     any_text_ = j.value("any_text", false);
     if (options_.job_name.empty()) job_name_ = j.value("job_name", std::string());
-    if (j.contains("votes") && j["votes"].is_array() && j["votes"].size() == trainer_votes_.size()) {
-      for (size_t i = 0; i < trainer_votes_.size(); ++i) trainer_votes_[i] = j["votes"][i].get<int>();
+    if (j.contains("votes") && j["votes"].is_array() &&
+        j["votes"].size() == trainer_votes_.size()) {
+      for (size_t i = 0; i < trainer_votes_.size(); ++i)
+        trainer_votes_[i] = j["votes"][i].get<int>();
     }
     if (version == 2) {
       read_opt(j, "first_epoch", first_epoch_);

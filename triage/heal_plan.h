@@ -4,7 +4,7 @@
 // and its ranked fixes alone: stop (completed, not an OOM, a crash no config change fixes, every
 // lever tried) or take the next resume-safe fix; and the command line of the next attempt: the
 // fix's flags, the patched config copy in place of the original, the trainer's resume option.
-// Pure. Facts behind the choices: ../shared/docs/self-healing-and-fleet.md §A.1, §A.10, §B.2.
+// Pure. Facts behind the choices: docs/self-healing-and-fleet.md §A.1, §A.10, §B.2.
 #pragma once
 
 #include <optional>

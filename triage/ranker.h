@@ -39,7 +39,7 @@ enum class Situation {
   kTrainAny,
 };
 
-// One row of the ranking table: when it applies (in words, for the README) and the candidate
+// One row of the ranking table: when it applies (in words, for docs/ranking.md) and the candidate
 // fixes with their priority (lower first). Every matching row adds its candidates; a fix id
 // proposed twice keeps its first placement. Candidates are then ordered by fit (fits by the
 // memory model, not estimated, cannot fit), then priority, then confidence.
@@ -50,7 +50,7 @@ struct RankingRow {
 };
 const std::vector<RankingRow>& ranking_table();
 
-// The table as the README shows it (a Markdown table).
+// The table as docs/ranking.md shows it (a Markdown table).
 std::string ranking_table_markdown();
 
 // What the ranker needs of one incident. Commands and the daemon do not fill it themselves: they
@@ -58,7 +58,7 @@ std::string ranking_table_markdown();
 struct TriageInput {
   const parsers::OomEvent* event = nullptr;
   parsers::Trainer trainer = parsers::Trainer::kUnknown;
-  parsers::PrintedArguments arguments;  // what the log prints of the training arguments
+  parsers::PrintedArguments arguments;         // what the log prints of the training arguments
   const parsers::JobConfig* config = nullptr;  // null: no config, or it did not parse
   std::string config_problem;  // why there is no config, in words, for the fixes' "why"
   // Fixes the job's previous run carried before it crashed again in the same phase: they go
@@ -72,8 +72,7 @@ const parsers::OomEvent* incident_to_fix(const parsers::LogAnalysis& analysis);
 // The config a log alone shows when the job has no config: the trainer, the training arguments
 // it prints (batch, accumulation, checkpointing, resolution), every other knob unknown; fixes
 // are written for the trainer's command line (AI Toolkit: its YAML paths).
-parsers::JobConfig config_from_log(parsers::Trainer trainer,
-                                   const parsers::PrintedArguments& args);
+parsers::JobConfig config_from_log(parsers::Trainer trainer, const parsers::PrintedArguments& args);
 
 std::vector<Fix> rank_fixes(const TriageInput& input);
 

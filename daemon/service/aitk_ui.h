@@ -7,7 +7,7 @@
 //   GET /api/queue/<gpu_ids>/start, GET /api/jobs/<id>/stop,
 // with `Authorization: Bearer <token>` when the UI runs with AI_TOOLKIT_AUTH. Through one SQL
 // transaction on `aitk_db.db` when the UI does not answer (or no URL is set). Facts:
-// ../shared/docs/self-healing-and-fleet.md §A.2.
+// docs/self-healing-and-fleet.md §A.2.
 //
 // Every answer comes back through a callback on the daemon's loop, never from within the call.
 #pragma once

@@ -141,7 +141,8 @@ TEST_SUITE("daemon::kubernetes") {
           std::string::npos);
   }
 
-  TEST_CASE("a container log: a kill -9 in the middle of a P fragment, the OOM once with its step") {
+  TEST_CASE(
+      "a container log: a kill -9 in the middle of a P fragment, the OOM once with its step") {
     PodRig pod("ml_my-lora-7xk2p_0f1e2d3c-aaaa");
     const size_t cut = pod.plain.size() * 2 / 3;
     {
@@ -198,7 +199,7 @@ TEST_SUITE("daemon::kubernetes") {
     pod.rotate();
     auto daemon = pod.start_daemon("err2");
     pod.finish_writing(std::string_view(pod.plain).substr(three_quarters));
-    // The new file is read apart from the old one here: the step is not asserted (README).
+    // The new file is read apart from the old one here: the step is not asserted (docs/fleet.md).
     CHECK(pod.the_one_event("ml/flux-1")["kind"] == "cuda");
   }
 }

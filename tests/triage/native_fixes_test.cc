@@ -4,7 +4,7 @@
 // its table (or its dataset config), a OneTrainer/HF/SimpleTuner JSON key, a command-line flag;
 // no fix claims a value the job does not show (it says what to check); a fix the memory model
 // says cannot fit never outranks one that can; a "process" that is the job itself is not an
-// other process; and the README's ranking table is the code's.
+// other process; and the ranking table in docs/ranking.md is the code's.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -60,9 +60,9 @@ const triage::Fix* find(const std::vector<triage::Fix>& fixes, const std::string
 
 TEST_SUITE("triage::native fixes") {
   TEST_CASE("kohya: checkpointing left out is off (kohya's default), and the fix is a TOML key") {
-    const auto load = parsers::read_native_config(
-        Trainer::kSdScripts, {file(TargetKind::kToml, "kohya_flux_lora.toml"),
-                              file(TargetKind::kToml, "kohya_dataset.toml")});
+    const auto load = parsers::read_native_config(Trainer::kSdScripts,
+                                                  {file(TargetKind::kToml, "kohya_flux_lora.toml"),
+                                                   file(TargetKind::kToml, "kohya_dataset.toml")});
     REQUIRE(load.config);
     const auto analysis = incident(Trainer::kSdScripts, Phase::kTrainStep, 2);
     const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
@@ -82,7 +82,8 @@ TEST_SUITE("triage::native fixes") {
     bool general = false, second = false;
     for (const auto& change : batch->changes) {
       if (change.table == "general") general = change.path == "batch_size" && change.to_json == "1";
-      if (change.table == "datasets[1]") second = change.path == "batch_size" && change.to_json == "2";
+      if (change.table == "datasets[1]")
+        second = change.path == "batch_size" && change.to_json == "2";
     }
     CHECK(general);
     CHECK(second);
@@ -126,10 +127,10 @@ TEST_SUITE("triage::native fixes") {
     REQUIRE(off->changes.size() == 1);
     CHECK(off->changes[0].path == "sample_prompts");
     CHECK(off->changes[0].to_json == "null");  // the key goes
-    const auto patched = triage::patch_file(TargetKind::kToml, load.config->targets[0].path.empty()
-                                                                   ? ""
-                                                                   : slurp(load.config->targets[0].path),
-                                            off->changes);
+    const auto patched = triage::patch_file(
+        TargetKind::kToml,
+        load.config->targets[0].path.empty() ? "" : slurp(load.config->targets[0].path),
+        off->changes);
     REQUIRE(patched.text);
     CHECK(patched.text->find("sample_prompts") == std::string::npos);
     CHECK(patched.text->find("sample_every_n_steps = 250") != std::string::npos);
@@ -166,8 +167,8 @@ TEST_SUITE("triage::native fixes") {
     REQUIRE(!fixes.empty());
     CHECK(fixes[0].id == "enable_gradient_checkpointing");
     CHECK(fixes[0].changes.at(0).to_json == "\"ON\"");
-    const auto patched =
-        triage::patch_file(TargetKind::kJson, slurp(kConfigs / "onetrainer_config.json"), fixes[0].changes);
+    const auto patched = triage::patch_file(
+        TargetKind::kJson, slurp(kConfigs / "onetrainer_config.json"), fixes[0].changes);
     REQUIRE(patched.text);
     CHECK(nlohmann::json::parse(*patched.text)["gradient_checkpointing"] == "ON");
     const triage::Fix* optimizer = find(fixes, "use_8bit_optimizer");
@@ -220,7 +221,8 @@ TEST_SUITE("triage::native fixes") {
         "resolution=768, train_batch_size=4, gradient_accumulation_steps=1, "
         "gradient_checkpointing=True, mixed_precision='fp16', use_8bit_adam=False, "
         "validation_prompt=None)");
-    const auto config = parsers::config_from_printed_arguments(Trainer::kDiffusers, args, true, "log");
+    const auto config =
+        parsers::config_from_printed_arguments(Trainer::kDiffusers, args, true, "log");
     REQUIRE(config);
     const auto analysis = incident(Trainer::kDiffusers, Phase::kTrainStep, 3);
     const auto fixes = triage::triage_log(analysis, {&*config, ""}).fixes;
@@ -274,9 +276,9 @@ TEST_SUITE("triage::native fixes") {
     f.reserved_unallocated_bytes = kGiB / 2;
     f.other_processes = {{654925, 22 * kGiB}};  // 21.5 GiB reserved + a CUDA context
     const auto analysis = incident(Trainer::kAiToolkit, Phase::kTrainStep, 40, f);
-    auto load = parsers::parse_job_config(
-        "config:\n  process:\n    - train:\n        batch_size: 2\n", parsers::ConfigFormat::kYaml,
-        "config.yaml");
+    auto load =
+        parsers::parse_job_config("config:\n  process:\n    - train:\n        batch_size: 2\n",
+                                  parsers::ConfigFormat::kYaml, "config.yaml");
     REQUIRE(load.config);
     auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
     CHECK(find(fixes, "free_gpu") == nullptr);
@@ -287,8 +289,8 @@ TEST_SUITE("triage::native fixes") {
     REQUIRE(find(fixes, "free_gpu"));
   }
 
-  TEST_CASE("the README's ranking table is the code's table") {
-    const std::string readme = slurp(fs::path(OOMTRIAGE_SOURCE_DIR) / "README.md");
-    CHECK(readme.find(triage::ranking_table_markdown()) != std::string::npos);
+  TEST_CASE("docs/ranking.md's ranking table is the code's table") {
+    const std::string doc = slurp(fs::path(OOMTRIAGE_SOURCE_DIR) / "docs" / "ranking.md");
+    CHECK(doc.find(triage::ranking_table_markdown()) != std::string::npos);
   }
 }
