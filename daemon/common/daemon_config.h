@@ -28,6 +28,9 @@ struct WatchRule {
   // Where rotated logs go besides their own folder and its logs/ (AI Toolkit's restarts):
   // logrotate's olddir, say "{dir}/old" or "/var/log/archive".
   std::vector<std::string> rotated_to;
+
+  // A reload keeps the logs of a rule it did not change.
+  bool operator==(const WatchRule&) const = default;
 };
 
 // An alert receiver. Secrets (a Slack or Discord URL carries its token; an HMAC key) come from

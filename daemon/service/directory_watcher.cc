@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace oomtriage::daemon {
 
@@ -133,6 +134,30 @@ const WatchRule* rule_for(const std::vector<WatchRule>& rules, const std::string
     if (::fnmatch(rule.logs.c_str(), path.c_str(), FNM_PATHNAME) == 0) return &rule;
   }
   return nullptr;
+}
+
+bool may_hold_logs(const std::vector<WatchRule>& rules, const std::string& dir) {
+  const auto parts_of = [](const std::filesystem::path& path) {
+    std::vector<std::string> parts;
+    for (const auto& part : path) {
+      if (const std::string text = part.string(); !text.empty() && text != "/")
+        parts.push_back(text);
+    }
+    return parts;
+  };
+  const std::vector<std::string> folders = parts_of(dir);
+  for (const WatchRule& rule : rules) {
+    if (rule.source == "slurm") continue;
+    const std::vector<std::string> pattern =
+        parts_of(std::filesystem::path(rule.logs).parent_path());
+    if (folders.size() > pattern.size()) continue;
+    bool match = true;
+    for (size_t i = 0; i < folders.size() && match; ++i) {
+      match = ::fnmatch(pattern[i].c_str(), folders[i].c_str(), 0) == 0;
+    }
+    if (match) return true;
+  }
+  return false;
 }
 
 }  // namespace oomtriage::daemon

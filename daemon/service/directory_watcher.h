@@ -72,5 +72,9 @@ std::vector<std::string> glob_paths(const std::string& pattern, bool only_dirs);
 std::string static_prefix(const std::string& pattern);
 // The first rule whose glob matches `path`, or null.
 const WatchRule* rule_for(const std::vector<WatchRule>& rules, const std::string& path);
+// Whether a rule's logs may sit in `dir` or below it: its folders match the first folders of a
+// rule's pattern (/out/*/*/log.txt: /out/a and /out/a/b, not /out/a/b/c). Slurm rules name no
+// folders (squeue does).
+bool may_hold_logs(const std::vector<WatchRule>& rules, const std::string& dir);
 
 }  // namespace oomtriage::daemon

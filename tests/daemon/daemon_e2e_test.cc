@@ -651,4 +651,46 @@ TEST_SUITE("daemon::e2e") {
     REQUIRE(wait_until([&] { return view.events("job2") == 1; }));
     CHECK(daemon.stop(SIGTERM) == 0);
   }
+  TEST_CASE(
+      "SIGHUP keeps the logs of a rule it left unchanged as they are; those of a changed "
+      "rule are followed again under the new one") {
+    TempDir dir;
+    fs::create_directories(dir.path / "a" / "job1");
+    fs::create_directories(dir.path / "b" / "job2");
+    const fs::path log1 = dir.path / "a" / "job1" / "log.txt";
+    const fs::path log2 = dir.path / "b" / "job2" / "log.txt";
+    std::ofstream(log1) << "step 1\n";
+    std::ofstream(log2) << "step 1\n";
+    const fs::path conf = dir.path / "oomtriage.yaml";
+    const auto write_config = [&](const std::string& second_job) {
+      std::ofstream(conf) << "watch:\n  - logs: " << (dir.path / "a" / "*" / "log.txt").string()
+                          << "\n  - logs: " << (dir.path / "b" / "*" / "log.txt").string()
+                          << "\n    job: \"" << second_job << "\"\n";
+    };
+    write_config("{parent}");
+    DaemonProcess daemon(dir.path / "state", {"--verbose", "daemon", "--config", conf.string()},
+                         dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    const auto times_followed = [&](const fs::path& log) {
+      const std::string text = daemon.stderr_text();
+      const std::string needle = "following " + log.string() + " ";
+      int count = 0;
+      for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+        ++count;
+      return count;
+    };
+    REQUIRE(times_followed(log1) == 1);
+    REQUIRE(times_followed(log2) == 1);
+    write_config("renamed-{parent}");
+    ::kill(daemon.pid(), SIGHUP);
+    REQUIRE(wait_until(
+        [&] { return daemon.stderr_text().find("config reloaded") != std::string::npos; }));
+    CHECK(times_followed(log1) == 1);  // untouched: its incident, watch and descriptor stay
+    CHECK(times_followed(log2) == 2);
+    write_slowly(log1, "Killed\n");
+    write_slowly(log2, "Killed\n");
+    CHECK(wait_until([&] { return view.events("job1") == 1; }));
+    CHECK(wait_until([&] { return view.events("renamed-job2") == 1; }));
+    CHECK(daemon.stop(SIGTERM) == 0);
+  }
 }

@@ -1,0 +1,115 @@
+// daemon/service/read_scheduler.cc: quiet logs watched, busy ones polled in slices.
+#include "daemon/service/read_scheduler.h"
+
+#include <algorithm>
+
+#include "daemon/render/journal_log.h"
+
+namespace oomtriage::daemon {
+
+namespace {
+constexpr int kPollSlices = 20;
+}  // namespace
+
+ReadScheduler::ReadScheduler(boost::asio::io_context& io, std::chrono::milliseconds interval,
+                             Read read)
+    : pacer_(interval), read_(std::move(read)), poll_timer_(io) {}
+
+void ReadScheduler::watch_quietly(Tracked& file) {
+  if (!watcher_ || file.watch >= 0) return;
+  auto watch = watcher_->watch_file(file.path());
+  if (!watch) {
+    if (!file_watch_failed_logged_) {
+      log_line(kWarning, "{}: {} and others are polled every {} ms", watch.error().message,
+               file.path(), pacer_.interval().count());
+      file_watch_failed_logged_ = true;
+    }
+    file.pace.busy = true;
+    poll(file);
+    return;
+  }
+  file.watch = *watch;
+  by_watch_[file.watch] = &file;
+}
+
+void ReadScheduler::written(Tracked& file, MonoTime now) {
+  if (!pacer_.on_write(file.pace, now)) return;
+  // Its writes come faster than the interval: stop hearing each one, read it once per interval.
+  unwatch(file);
+  poll(file);
+}
+
+void ReadScheduler::unwatch(Tracked& file) {
+  if (file.watch < 0) return;
+  by_watch_.erase(file.watch);
+  if (watcher_) watcher_->unwatch_file(file.watch);
+  file.watch = -1;
+}
+
+void ReadScheduler::poll(Tracked& file) {
+  if (!file.polled) {
+    file.polled = true;
+    busy_.push_back(&file);
+  }
+  arm_polls();
+}
+
+void ReadScheduler::forget(Tracked& file) {
+  unwatch(file);
+  if (file.polled) {
+    file.polled = false;
+    std::erase(busy_, &file);
+  }
+}
+
+Tracked* ReadScheduler::by_watch(int watch) const {
+  auto it = by_watch_.find(watch);
+  return it == by_watch_.end() ? nullptr : it->second;
+}
+
+void ReadScheduler::arm_polls() {
+  if (polls_armed_ || busy_.empty()) return;
+  polls_armed_ = true;
+  const auto slice = std::max(pacer_.interval() / kPollSlices, std::chrono::milliseconds(10));
+  poll_timer_.expires_after(slice);
+  poll_timer_.async_wait([this](const boost::system::error_code& ec) {
+    polls_armed_ = false;
+    if (ec) return;
+    poll_slice();
+    arm_polls();
+  });
+}
+
+// A read never ends a followed log (names are the watcher's and the rescan's business), so the
+// list is walked by index and pruned after; the quiet ones are watched last.
+void ReadScheduler::poll_slice() {
+  std::vector<Tracked*> quiet;
+  const size_t n = busy_.size();
+  const size_t take = (n + kPollSlices - 1) / kPollSlices;
+  if (poll_cursor_ >= n) poll_cursor_ = 0;
+  const size_t end = std::min(n, poll_cursor_ + take);
+  for (size_t i = poll_cursor_; i < end; ++i) {
+    Tracked* file = busy_[i];
+    const uint64_t bytes = read_(*file);
+    if (file->pace.busy && pacer_.on_poll(file->pace, bytes)) {
+      file->polled = false;
+      quiet.push_back(file);
+    } else if (!file->pace.busy) {
+      file->polled = false;  // polled once for want of a descriptor
+    }
+  }
+  // Only this slice's logs can have left the list; the others are not touched (1,000 Tracked
+  // objects walked 20 times a second were a cache miss each, 15% of the loop's CPU).
+  const auto first = busy_.begin() + static_cast<std::ptrdiff_t>(poll_cursor_);
+  const auto last = busy_.begin() + static_cast<std::ptrdiff_t>(end);
+  const auto kept = std::remove_if(first, last, [](const Tracked* file) { return !file->polled; });
+  poll_cursor_ = end - static_cast<size_t>(last - kept);
+  busy_.erase(kept, last);
+  for (Tracked* file : quiet) {
+    // Watched, then read once more for what came before the watch.
+    watch_quietly(*file);
+    if (file->watch >= 0) read_(*file);
+  }
+}
+
+}  // namespace oomtriage::daemon

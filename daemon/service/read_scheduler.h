@@ -1,0 +1,70 @@
+// daemon/service/read_scheduler.h
+//
+// When each followed log is read, on the loop. A quiet log has an inotify watch of its own and is
+// read the moment it is written; a log written again within the interval turns busy (read_pacer.h):
+// its watch is dropped and it is polled, in slices spread over the interval, so the loop is never
+// held by 1,000 reads in a row while a quiet log's OOM line waits. A busy log that stays unchanged
+// turns quiet again and gets its watch back. The scheduler decides only when: reading (and
+// committing what was read) is the callback's.
+#pragma once
+
+#include <utility>  // before Asio (Boost 1.74)
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+#include <vector>
+
+#include "daemon/service/directory_watcher.h"
+#include "daemon/service/read_pacer.h"
+#include "daemon/service/tracked_log.h"
+
+namespace oomtriage::daemon {
+
+class ReadScheduler {
+ public:
+  // `read` reads what a log grew by and returns the bytes read.
+  using Read = std::function<uint64_t(Tracked&)>;
+
+  ReadScheduler(boost::asio::io_context& io, std::chrono::milliseconds interval, Read read);
+  ReadScheduler(const ReadScheduler&) = delete;
+  ReadScheduler& operator=(const ReadScheduler&) = delete;
+
+  // Without a watcher (no inotify) no log is watched or polled: the rescan reads them all.
+  void set_watcher(DirectoryWatcher* watcher) { watcher_ = watcher; }
+  std::chrono::milliseconds interval() const { return pacer_.interval(); }
+
+  // A quiet log gets its own watch; out of watches (or its name gone) it is polled instead.
+  void watch_quietly(Tracked& file);
+  // inotify reported a write to this quiet log at `now`, and it was read: a second write within
+  // the interval makes it busy.
+  void written(Tracked& file, MonoTime now);
+  // Read at the next poll slice: a busy log each interval, another one once (it waits for a
+  // descriptor).
+  void poll(Tracked& file);
+  // The log no longer exists for the loop: no watch, no poll.
+  void forget(Tracked& file);
+  // The quiet log whose watch is `watch`, or null.
+  Tracked* by_watch(int watch) const;
+  size_t busy_count() const { return busy_.size(); }
+
+ private:
+  void unwatch(Tracked& file);
+  void arm_polls();
+  void poll_slice();
+
+  ReadPacer pacer_;
+  Read read_;
+  DirectoryWatcher* watcher_ = nullptr;
+  boost::asio::steady_timer poll_timer_;
+  bool polls_armed_ = false;
+  size_t poll_cursor_ = 0;                      // the next busy log to poll
+  std::vector<Tracked*> busy_;                  // polled once per interval
+  std::unordered_map<int, Tracked*> by_watch_;  // quiet logs, by their watch descriptor
+  bool file_watch_failed_logged_ = false;
+};
+
+}  // namespace oomtriage::daemon

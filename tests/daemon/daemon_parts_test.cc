@@ -1,0 +1,276 @@
+// tests/daemon/daemon_parts_test.cc
+//
+// The daemon's parts in process, each behind its header: which folders may hold a rule's logs
+// (directory_watcher.h), the read scheduler's quiet and busy logs (read_scheduler.h), the job
+// registry's jobs and runs (job_registry.h) and the followed logs' descriptor budget and reload
+// (followed_logs.h), on real files, a real inotify and a real SQLite store, with the loop that
+// reads and commits replaced by a recording LogHost.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <utility>  // before Asio (Boost 1.74)
+#include <boost/asio/io_context.hpp>
+
+#include "daemon/service/directory_watcher.h"
+#include "daemon/service/file_identity.h"
+#include "daemon/service/followed_logs.h"
+#include "daemon/service/job_registry.h"
+#include "daemon/service/read_scheduler.h"
+#include "db/store.h"
+#include "tests/support/e2e.h"
+
+using namespace oomtriage;
+using namespace oomtriage::daemon;
+using namespace oomtriage::testing;
+
+namespace {
+
+int64_t fixed_wall_clock() { return 1'700'000'000; }
+
+WatchRule rule_for_logs(const fs::path& glob) {
+  WatchRule rule;
+  rule.logs = glob.string();
+  return rule;
+}
+
+// A followed log on a real file, read from its start.
+std::unique_ptr<Tracked> tracked(const fs::path& path, const WatchRule& rule) {
+  const int fd = open_log(path.string());
+  REQUIRE(fd >= 0);
+  struct stat st {};
+  REQUIRE(::fstat(fd, &st) == 0);
+  auto file = std::make_unique<Tracked>();
+  file->rule = rule;
+  file->follower = std::make_unique<FileFollower>(path.string(), rule.trainer, fd, st.st_dev,
+                                                  st.st_ino, Checkpoint{});
+  return file;
+}
+
+// The loop's side of the followed logs: reads are counted, commits always accepted.
+class RecordingHost final : public LogHost {
+ public:
+  uint64_t read(Tracked& file) override {
+    file.last_read = Clock::now();
+    ++reads[file.path()];
+    return 0;
+  }
+  bool commit(Tracked& file, std::vector<parsers::OomEvent>, bool) override {
+    ++commits[file.path()];
+    return true;
+  }
+  void store_refused(const Error& error) override { refusals.push_back(error.message); }
+  std::optional<WatchRule> rule_of(const std::string& path) const override {
+    if (const WatchRule* rule = rule_for(rules, path)) return *rule;
+    return std::nullopt;
+  }
+
+  std::vector<WatchRule> rules;
+  std::map<std::string, int> reads;
+  std::map<std::string, int> commits;
+  std::vector<std::string> refusals;
+};
+
+struct StoreInDir {
+  TempDir dir;
+  std::unique_ptr<db::Store> store;
+  StoreInDir() {
+    auto opened = db::Store::open((dir.path / "oomtriage.db").string(), 250);
+    REQUIRE(opened);
+    store = std::move(*opened);
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("daemon::parts") {
+  TEST_CASE("a new folder is looked into only where a rule's pattern may have logs") {
+    std::vector<WatchRule> rules = {rule_for_logs("/out/*/*/log.txt")};
+    CHECK(may_hold_logs(rules, "/out"));
+    CHECK(may_hold_logs(rules, "/out/a"));
+    CHECK(may_hold_logs(rules, "/out/a/b"));
+    CHECK_FALSE(may_hold_logs(rules, "/out/a/b/c"));  // deeper than the pattern
+    CHECK_FALSE(may_hold_logs(rules, "/srv/a"));
+    WatchRule slurm;
+    slurm.source = "slurm";  // squeue names its files: no folder of its own
+    CHECK_FALSE(may_hold_logs({slurm}, "/out"));
+  }
+
+  TEST_CASE(
+      "read scheduler: a quiet log is watched; written twice within the interval it is "
+      "polled; unchanged for two polls it is watched again") {
+    TempDir dir;
+    const fs::path log = dir.path / "log.txt";
+    std::ofstream(log) << "step 1\n";
+    auto watcher = DirectoryWatcher::open();
+    REQUIRE(watcher);
+    boost::asio::io_context io;
+    int reads = 0;
+    ReadScheduler scheduler(io, std::chrono::milliseconds(20), [&](Tracked&) {
+      ++reads;
+      return uint64_t{0};
+    });
+    scheduler.set_watcher(&*watcher);
+    auto file = tracked(log, rule_for_logs(dir.path / "*.txt"));
+    scheduler.watch_quietly(*file);
+    REQUIRE(file->watch >= 0);
+    CHECK(scheduler.by_watch(file->watch) == file.get());
+
+    const MonoTime now = Clock::now();
+    scheduler.written(*file, now);
+    CHECK(file->watch >= 0);  // one write is not busy
+    scheduler.written(*file, now + std::chrono::milliseconds(5));
+    CHECK(file->pace.busy);
+    CHECK(file->watch < 0);
+    CHECK(scheduler.busy_count() == 1);
+
+    // Polled until two polls found nothing, then watched again and read once more for what
+    // came before the watch; with nothing busy the loop runs out of work.
+    io.run_for(std::chrono::seconds(5));
+    CHECK_FALSE(file->pace.busy);
+    CHECK(scheduler.busy_count() == 0);
+    CHECK(file->watch >= 0);
+    CHECK(reads == 3);
+  }
+
+  TEST_CASE("read scheduler: a log forgotten is neither watched nor polled") {
+    TempDir dir;
+    const fs::path log = dir.path / "log.txt";
+    std::ofstream(log) << "step 1\n";
+    auto watcher = DirectoryWatcher::open();
+    REQUIRE(watcher);
+    boost::asio::io_context io;
+    int reads = 0;
+    ReadScheduler scheduler(io, std::chrono::milliseconds(20), [&](Tracked&) {
+      ++reads;
+      return uint64_t{0};
+    });
+    scheduler.set_watcher(&*watcher);
+    auto file = tracked(log, rule_for_logs(dir.path / "*.txt"));
+    scheduler.watch_quietly(*file);
+    const int watch = file->watch;
+    scheduler.poll(*file);
+    scheduler.forget(*file);
+    CHECK(scheduler.by_watch(watch) == nullptr);
+    CHECK(scheduler.busy_count() == 0);
+    io.run_for(std::chrono::seconds(1));
+    CHECK(reads == 0);
+  }
+
+  TEST_CASE(
+      "job registry: a log's job and a new run; a resumed log keeps its run; a container "
+      "log renamed by kubelet goes on with the run of its name") {
+    StoreInDir db;
+    Metrics metrics;
+    JobRegistry registry(*db.store, metrics, fixed_wall_clock);
+    TempDir dir;
+    fs::create_directories(dir.path / "my_lora");
+    const fs::path log = dir.path / "my_lora" / "log.txt";
+    std::ofstream(log) << "step 1\n";
+
+    auto file = tracked(log, rule_for_logs(dir.path / "*" / "log.txt"));
+    REQUIRE(registry.register_job(*file, 0));
+    CHECK(file->job.name == "my_lora");
+    CHECK(file->job.job_id > 0);
+    CHECK(file->job.run_id > 0);
+
+    auto resumed = tracked(log, file->rule);
+    REQUIRE(registry.register_job(*resumed, file->job.run_id));
+    CHECK(resumed->job.job_id == file->job.job_id);
+    CHECK(resumed->job.run_id == file->job.run_id);
+
+    auto next = tracked(log, file->rule);
+    REQUIRE(registry.register_job(*next, 0));
+    CHECK(next->job.run_id != file->job.run_id);  // a plain log started again is a new run
+
+    WatchRule pods = rule_for_logs(dir.path / "*" / "0.log");
+    pods.source = "kubernetes";
+    pods.job = "trainer";
+    const fs::path pod_log = dir.path / "my_lora" / "0.log";
+    std::ofstream(pod_log) << "";
+    auto container = tracked(pod_log, pods);
+    REQUIRE(registry.register_job(*container, 0));
+    auto renamed = tracked(pod_log, pods);
+    REQUIRE(registry.register_job(*renamed, 0));
+    CHECK(renamed->job.run_id == container->job.run_id);
+    CHECK(metrics.store_errors.empty());
+  }
+
+  TEST_CASE(
+      "followed logs: past the descriptor budget the least recently read idle log is "
+      "closed, and reopened when it is read again") {
+    StoreInDir db;
+    Metrics metrics;
+    JobRegistry registry(*db.store, metrics, fixed_wall_clock);
+    boost::asio::io_context io;
+    RecordingHost host;
+    ReadScheduler scheduler(io, std::chrono::milliseconds(20),
+                            [&](Tracked& f) { return host.read(f); });
+    ReadBuffer buffer(kReadChunk);
+    FollowedLogs logs(io, *db.store, registry, scheduler, metrics, buffer, host, fixed_wall_clock,
+                      false);
+    logs.set_descriptor_budget(2);
+    TempDir dir;
+    const WatchRule rule = rule_for_logs(dir.path / "*" / "log.txt");
+    host.rules = {rule};
+    std::vector<std::string> paths;
+    for (const char* job : {"a", "b", "c"}) {
+      fs::create_directories(dir.path / job);
+      paths.push_back((dir.path / job / "log.txt").string());
+      std::ofstream(paths.back()) << "step 1\n";
+      logs.track(paths.back(), rule, StartAt::kBeginning);
+    }
+    REQUIRE(logs.size() == 3);
+    CHECK(host.refusals.empty());
+    CHECK(host.reads[paths[0]] == 1);  // each read once when tracked
+    CHECK_FALSE(logs.find(paths[0])->follower->is_open());
+    CHECK(logs.find(paths[1])->follower->is_open());
+    CHECK(logs.find(paths[2])->follower->is_open());
+    CHECK(metrics.files_closed_idle == 1);
+
+    // A log with unsaved progress is not idle: b stays open, c (read last) goes.
+    logs.find(paths[1])->dirty = true;
+    REQUIRE(logs.ensure_open(*logs.find(paths[0])));
+    CHECK(logs.find(paths[0])->follower->is_open());
+    CHECK(logs.find(paths[1])->follower->is_open());
+    CHECK_FALSE(logs.find(paths[2])->follower->is_open());
+  }
+
+  TEST_CASE("followed logs: a reload lets go only of the logs whose rule changed") {
+    StoreInDir db;
+    Metrics metrics;
+    JobRegistry registry(*db.store, metrics, fixed_wall_clock);
+    boost::asio::io_context io;
+    RecordingHost host;
+    ReadScheduler scheduler(io, std::chrono::milliseconds(20),
+                            [&](Tracked& f) { return host.read(f); });
+    ReadBuffer buffer(kReadChunk);
+    FollowedLogs logs(io, *db.store, registry, scheduler, metrics, buffer, host, fixed_wall_clock,
+                      false);
+    TempDir dir;
+    WatchRule kept = rule_for_logs(dir.path / "a" / "*.txt");
+    WatchRule changed = rule_for_logs(dir.path / "b" / "*.txt");
+    fs::create_directories(dir.path / "a");
+    fs::create_directories(dir.path / "b");
+    const std::string a = (dir.path / "a" / "log.txt").string();
+    const std::string b = (dir.path / "b" / "log.txt").string();
+    std::ofstream(a) << "step 1\n";
+    std::ofstream(b) << "step 1\n";
+    logs.track(a, kept, StartAt::kBeginning);
+    logs.track(b, changed, StartAt::kBeginning);
+    Tracked* before = logs.find(a);
+
+    WatchRule renamed = changed;
+    renamed.job = "renamed-{parent}";
+    const std::vector<WatchRule> fresh = {kept, renamed};
+    logs.let_go_if([&](const Tracked& file) {
+      const WatchRule* rule = rule_for(fresh, file.path());
+      return rule == nullptr || *rule != file.rule;
+    });
+    CHECK(logs.find(a) == before);  // the same log, as it was
+    CHECK(logs.find(b) == nullptr);
+    CHECK(host.commits[b] == 1);  // read to its end and committed before it went
+    CHECK(host.commits[a] == 0);
+  }
+}
