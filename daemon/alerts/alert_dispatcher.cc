@@ -150,12 +150,10 @@ void AlertDispatcher::send_once(AlertContent alert) {
     if (!lane->tls) continue;
     ++once_in_flight_;
     http_send(io_, *lane->tls, alert_request(lane->receiver, alert, unix_now()),
-              [this, name = lane->receiver.name](HttpResponse response) {
+              [this, name = lane->receiver.name](const Result<HttpResponse>& response) {
                 --once_in_flight_;
-                if (response.status < 200 || response.status >= 300) {
-                  log_line(
-                      kWarning, "alert to {} failed: {}", name,
-                      response.status ? fmt::format("HTTP {}", response.status) : response.error);
+                if (!response || response->status < 200 || response->status >= 300) {
+                  log_line(kWarning, "alert to {} failed: {}", name, describe(response));
                 }
                 check_drained();
               });
@@ -226,67 +224,71 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
   const int64_t now = unix_now();
   HttpRequest request = alert_request(lane.receiver, alert, now);
   lane.in_flight = true;
-  http_send(io_, *lane.tls, std::move(request), [this, &lane, group](HttpResponse response) {
-    lane.in_flight = false;
-    // Whatever path this takes, a retired dispatcher says when its last request is done.
-    struct AfterResponse {
-      AlertDispatcher* dispatcher;
-      ~AfterResponse() { dispatcher->check_drained(); }
-    } after{this};
-    std::vector<int64_t> ids;
-    for (const auto& item : group) ids.push_back(item.id);
-    const int64_t attempts = group.front().attempts + 1;
-    const int64_t now = unix_now();
-    const Receiver& r = lane.receiver;
-    const auto log_once = [&](int priority, const std::string& what) {
-      if (lane.logged.insert(what).second)
-        log_line(priority, "alert {} ({}): {}", r.name, redact_url(r.url), what);
-    };
-    const auto count = [&](const char* result) {
-      if (metrics_) ++metrics_->alerts[{r.name, result}];
-    };
-    // A verdict the store did not keep: the row stays as it was and is sent again when due (a
-    // receiver may see a repeat, with the same idempotency key); counted and logged once.
-    const auto keep = [&](const Result<Ok>& marked) {
-      if (marked) return;
-      if (metrics_) ++metrics_->store_errors["mark_alerts"];
-      log_once(kWarning, "the store did not keep the delivery result: " + marked.error().message);
-    };
-    const double jitter = std::uniform_real_distribution<double>(0.5, 1.5)(lane.jitter);
-    DeliveryVerdict verdict =
-        judge_response(response, r, attempts, now - group.front().created_at, jitter);
-    // What the receiver said, kept with the row (`oomtriage alerts --failed` shows it).
-    if (verdict.kind != DeliveryVerdict::kDelivered && !response.body.empty()) {
-      verdict.reason += ": " + response_excerpt(response.body);
-    }
-    switch (verdict.kind) {
-      case DeliveryVerdict::kDelivered:
-        count("delivered");
-        keep(store_.mark_alerts(ids, "delivered", attempts, now, ""));
-        break;
-      case DeliveryVerdict::kFailed:
-        count("failed");
-        log_once(kError, verdict.log + (response.body.empty()
-                                            ? std::string()
-                                            : " (" + response_excerpt(response.body) + ")"));
-        keep(store_.mark_alerts(ids, "failed", attempts, now, verdict.reason));
-        break;
-      case DeliveryVerdict::kRetry: {
-        count("retry");
-        log_once(kWarning, verdict.log);
-        // The store keeps whole seconds (for a restart); the lane's timer keeps the milliseconds
-        // configured, and the row is due in the second the timer fires.
-        const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count();
-        keep(store_.mark_alerts(ids, "pending", attempts, (now_ms + verdict.delay.count()) / 1000,
-                                verdict.reason));
-        arm_after(lane, verdict.delay);
-        return;
-      }
-    }
-    pump(lane);
-  });
+  http_send(io_, *lane.tls, std::move(request),
+            [this, &lane, group](const Result<HttpResponse>& response) {
+              lane.in_flight = false;
+              // Whatever path this takes, a retired dispatcher says when its last request is done.
+              struct AfterResponse {
+                AlertDispatcher* dispatcher;
+                ~AfterResponse() { dispatcher->check_drained(); }
+              } after{this};
+              std::vector<int64_t> ids;
+              for (const auto& item : group) ids.push_back(item.id);
+              const int64_t attempts = group.front().attempts + 1;
+              const int64_t now = unix_now();
+              const Receiver& r = lane.receiver;
+              const auto log_once = [&](int priority, const std::string& what) {
+                if (lane.logged.insert(what).second)
+                  log_line(priority, "alert {} ({}): {}", r.name, redact_url(r.url), what);
+              };
+              const auto count = [&](const char* result) {
+                if (metrics_) ++metrics_->alerts[{r.name, result}];
+              };
+              // A verdict the store did not keep: the row stays as it was and is sent again when
+              // due (a receiver may see a repeat, with the same idempotency key); counted and
+              // logged once.
+              const auto keep = [&](const Result<Ok>& marked) {
+                if (marked) return;
+                if (metrics_) ++metrics_->store_errors["mark_alerts"];
+                log_once(kWarning,
+                         "the store did not keep the delivery result: " + marked.error().message);
+              };
+              const double jitter = std::uniform_real_distribution<double>(0.5, 1.5)(lane.jitter);
+              DeliveryVerdict verdict =
+                  judge_response(response, r, attempts, now - group.front().created_at, jitter);
+              // What the receiver said, kept with the row (`oomtriage alerts --failed` shows it).
+              const std::string said = response ? response->body : "";
+              if (verdict.kind != DeliveryVerdict::kDelivered && !said.empty()) {
+                verdict.reason += ": " + response_excerpt(said);
+              }
+              switch (verdict.kind) {
+                case DeliveryVerdict::kDelivered:
+                  count("delivered");
+                  keep(store_.mark_alerts(ids, "delivered", attempts, now, ""));
+                  break;
+                case DeliveryVerdict::kFailed:
+                  count("failed");
+                  log_once(kError,
+                           verdict.log + (said.empty() ? std::string()
+                                                       : " (" + response_excerpt(said) + ")"));
+                  keep(store_.mark_alerts(ids, "failed", attempts, now, verdict.reason));
+                  break;
+                case DeliveryVerdict::kRetry: {
+                  count("retry");
+                  log_once(kWarning, verdict.log);
+                  // The store keeps whole seconds (for a restart); the lane's timer keeps the
+                  // milliseconds configured, and the row is due in the second the timer fires.
+                  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::chrono::system_clock::now().time_since_epoch())
+                                             .count();
+                  keep(store_.mark_alerts(ids, "pending", attempts,
+                                          (now_ms + verdict.delay.count()) / 1000, verdict.reason));
+                  arm_after(lane, verdict.delay);
+                  return;
+                }
+              }
+              pump(lane);
+            });
 }
 
 }  // namespace oomtriage::daemon
@@ -333,16 +335,17 @@ int run_alert_test(const DaemonConfig& config, const std::optional<std::string>&
     contexts.push_back(std::move(*tls));
     ++sent;
     http_send(io, *contexts.back(), alert_request(receiver, sample, unix_now()),
-              [&failures, name = receiver.name, url = receiver.url](HttpResponse response) {
-                if (response.status >= 200 && response.status < 300) {
+              [&failures, name = receiver.name,
+               url = receiver.url](const Result<HttpResponse>& response) {
+                if (response && response->status >= 200 && response->status < 300) {
                   fmt::print("alert {} ({}): delivered (HTTP {})\n", name, redact_url(url),
-                             response.status);
+                             response->status);
                 } else {
                   ++failures;
-                  fmt::print(
-                      "alert {} ({}): failed: {}{}\n", name, redact_url(url),
-                      response.status ? fmt::format("HTTP {}", response.status) : response.error,
-                      response.body.empty() ? "" : ": " + response_excerpt(response.body));
+                  const bool said = response && !response->body.empty();
+                  fmt::print("alert {} ({}): failed: {}{}\n", name, redact_url(url),
+                             describe(response),
+                             said ? ": " + response_excerpt(response->body) : "");
                 }
               });
   }

@@ -16,12 +16,15 @@ std::chrono::milliseconds millis(double ms) {
 
 }  // namespace
 
-DeliveryVerdict judge_response(const HttpResponse& response, const Receiver& receiver,
+DeliveryVerdict judge_response(const Result<HttpResponse>& answered, const Receiver& receiver,
                                int64_t attempts, int64_t age_seconds, double jitter) {
+  const HttpResponse none;  // no answer: retried like a 5xx
+  const HttpResponse& response = answered ? *answered : none;
   const int status = response.status;
   if (status >= 200 && status < 300) return {DeliveryVerdict::kDelivered, {}, "", ""};
   if (status >= 300 && status < 400) {
-    return {DeliveryVerdict::kFailed, {}, response.error, response.error + "; kept as failed"};
+    const std::string why = unfollowed_redirect(response);
+    return {DeliveryVerdict::kFailed, {}, why, why + "; kept as failed"};
   }
   if (status >= 400 && status < 500 && status != 429 && status != 408) {
     const std::string why = fmt::format("HTTP {}", status);
@@ -30,7 +33,7 @@ DeliveryVerdict judge_response(const HttpResponse& response, const Receiver& rec
             why,
             why + ": the receiver refused the alert; kept as failed"};
   }
-  const std::string why = status ? fmt::format("HTTP {}", status) : response.error;
+  const std::string why = describe(answered);
   if (age_seconds > receiver.retry_horizon_seconds) {
     return {DeliveryVerdict::kFailed,
             {},

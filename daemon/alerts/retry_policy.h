@@ -27,7 +27,7 @@ struct DeliveryVerdict {
 
 // `attempts` counts this one; `age_seconds` is how long ago the alert was queued; `jitter` is a
 // factor in [0.5, 1.5] drawn by the caller.
-DeliveryVerdict judge_response(const HttpResponse& response, const Receiver& receiver,
+DeliveryVerdict judge_response(const Result<HttpResponse>& answered, const Receiver& receiver,
                                int64_t attempts, int64_t age_seconds, double jitter);
 
 }  // namespace oomtriage::daemon

@@ -30,7 +30,7 @@ template <class Stream>
 class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
   Session(asio::io_context& io, Stream stream, Url url, HttpRequest request,
-          std::function<void(HttpResponse)> done)
+          std::function<void(Result<HttpResponse>)> done)
       : resolver_(io),
         stream_(std::move(stream)),
         url_(std::move(url)),
@@ -147,19 +147,18 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   }
 
   void fail(const char* what, beast::error_code ec) {
-    HttpResponse response;
-    response.error = ec == beast::error::timeout ? std::string(what) + ": timed out"
-                                                 : std::string(what) + ": " + ec.message();
+    std::string message = ec == beast::error::timeout ? std::string(what) + ": timed out"
+                                                      : std::string(what) + ": " + ec.message();
     beast::error_code ignored;
     lowest().socket().close(ignored);
-    done_(std::move(response));
+    done_(make_error(ErrorCode::kIo, std::move(message)));
   }
 
   tcp::resolver resolver_;
   Stream stream_;
   Url url_;
   HttpRequest request_;
-  std::function<void(HttpResponse)> done_;
+  std::function<void(Result<HttpResponse>)> done_;
   http::request<http::string_body> req_;
   beast::flat_buffer buffer_;
   http::response_parser<http::string_body> parser_;
@@ -237,10 +236,12 @@ std::string resolve_location(const std::string& base, const std::string& locatio
 }  // namespace
 
 void http_send(asio::io_context& io, asio::ssl::context& tls, HttpRequest request,
-               std::function<void(HttpResponse)> done) {
+               std::function<void(Result<HttpResponse>)> done) {
   // 307 and 308 keep the method and body: followed up to 3 hops. Other redirects would turn
-  // a POST into a GET: they fail, with where they pointed.
-  auto follow = [&io, &tls, request, done](HttpResponse response) mutable {
+  // a POST into a GET: they are answered as they came (unfollowed_redirect() says why).
+  auto follow = [&io, &tls, request, done](Result<HttpResponse> answered) mutable {
+    if (!answered) return done(std::move(answered));
+    const HttpResponse& response = *answered;
     const bool keeps_post = response.status == 307 || response.status == 308;
     if (keeps_post && response.location && request.redirects_left > 0) {
       HttpRequest next = request;
@@ -257,19 +258,12 @@ void http_send(asio::io_context& io, asio::ssl::context& tls, HttpRequest reques
       }
       return http_send(io, tls, std::move(next), std::move(done));
     }
-    if (response.status >= 300 && response.status < 400) {
-      response.error =
-          fmt::format("HTTP {} redirect to {} not followed{}", response.status,
-                      response.location ? redact_url(*response.location) : "nowhere",
-                      keeps_post ? " (more than 3 hops)" : " (it would drop the POST)");
-    }
-    done(std::move(response));
+    done(std::move(answered));
   };
   auto url = parse_url(request.url);
   if (!url) {
-    HttpResponse response;
-    response.error = "not an http(s) URL";
-    asio::post(io, [done = std::move(done), response] { done(response); });
+    asio::post(
+        io, [done = std::move(done)] { done(make_error(ErrorCode::kIo, "not an http(s) URL")); });
     return;
   }
   if (url->https) {
@@ -282,6 +276,18 @@ void http_send(asio::io_context& io, asio::ssl::context& tls, HttpRequest reques
                                                  std::move(request), std::move(follow))
         ->start();
   }
+}
+
+std::string unfollowed_redirect(const HttpResponse& response) {
+  const bool keeps_post = response.status == 307 || response.status == 308;
+  return fmt::format("HTTP {} redirect to {} not followed{}", response.status,
+                     response.location ? redact_url(*response.location) : "nowhere",
+                     keeps_post ? " (more than 3 hops)" : " (it would drop the POST)");
+}
+
+std::string describe(const Result<HttpResponse>& response) {
+  if (!response) return response.error().message;
+  return fmt::format("HTTP {}", response->status);
 }
 
 }  // namespace oomtriage::daemon

@@ -45,16 +45,24 @@ struct HttpRequest {
   size_t want_body = 0;
 };
 
+// What the server answered. A redirect that was not followed is an answer too (3xx, Location).
 struct HttpResponse {
-  int status = 0;  // 0: the request did not complete (see error)
+  int status = 0;
   std::string body;
   std::optional<double> retry_after_seconds;  // from Retry-After (seconds form)
   std::optional<std::string> location;        // from Location
-  std::string error;
 };
 
+// `done` gets the answer, or why there was none (not an http(s) URL, resolve, connect, TLS,
+// write or read failed or timed out): an kIo error naming the step.
 void http_send(boost::asio::io_context& io, boost::asio::ssl::context& tls, HttpRequest request,
-               std::function<void(HttpResponse)> done);
+               std::function<void(Result<HttpResponse>)> done);
+
+// Why a 3xx was not followed, with where it pointed (redacted): 307 and 308 past 3 hops, any
+// other because it would turn the POST into a GET.
+std::string unfollowed_redirect(const HttpResponse& response);
+// "HTTP 503", or the error when there was no answer.
+std::string describe(const Result<HttpResponse>& response);
 
 // A TLS client context that verifies peers: the system store, or `ca_file` when given.
 Result<std::unique_ptr<boost::asio::ssl::context>> make_tls_context(const std::string& ca_file);

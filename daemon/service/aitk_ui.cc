@@ -91,15 +91,18 @@ void AitkUi::call(bool get, const std::string& target, std::string body,
     return;
   }
   http_send(io_, *tls_, std::move(request),
-            [what, answered = std::move(answered)](const HttpResponse& response) {
+            [what, answered = std::move(answered)](const Result<HttpResponse>& reply) {
               Answer answer;
-              answer.reached = response.status != 0;
+              answer.reached = static_cast<bool>(reply);
+              if (!reply) {
+                answer.error = make_error(
+                    ErrorCode::kIo,
+                    fmt::format("the UI did not answer {}: {}", what, reply.error().message));
+                return answered(std::move(answer));
+              }
+              const HttpResponse& response = *reply;
               if (response.status >= 200 && response.status < 300) {
                 answer.body = response.body;
-              } else if (response.status == 0) {
-                answer.error =
-                    make_error(ErrorCode::kIo,
-                               fmt::format("the UI did not answer {}: {}", what, response.error));
               } else {
                 answer.error = make_error(
                     ErrorCode::kIo,

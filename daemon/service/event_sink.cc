@@ -19,26 +19,26 @@ EventSink::EventSink(db::Store& store, Metrics& metrics, std::function<void()> n
       new_alerts_(std::move(new_alerts)),
       wall_clock_(std::move(wall_clock)) {}
 
-bool EventSink::commit(const db::Progress& progress) {
+Result<Ok> EventSink::commit(const db::Progress& progress) {
   auto result = store_.commit_progress(progress, wall_clock_());
   if (!result) {
     refused(result.error().message);
-    return false;
+    return result.error();
   }
   accepted({&progress}, *result);
-  return true;
+  return Ok{};
 }
 
-bool EventSink::commit(const std::vector<db::Progress>& batch) {
+Result<Ok> EventSink::commit(const std::vector<db::Progress>& batch) {
   auto result = store_.commit_progress(batch, wall_clock_());
   if (!result) {
     refused(result.error().message);
-    return false;
+    return result.error();
   }
   std::vector<const db::Progress*> all;
   for (const auto& progress : batch) all.push_back(&progress);
   accepted(all, *result);
-  return true;
+  return Ok{};
 }
 
 void EventSink::accepted(const std::vector<const db::Progress*>& progress, int64_t new_events) {
@@ -69,12 +69,12 @@ void EventSink::refused(const std::string& message) {
 
 void EventSink::keep(db::Progress progress) { kept_.push_back(std::move(progress)); }
 
-bool EventSink::retry_kept() {
+Result<Ok> EventSink::retry_kept() {
   while (!kept_.empty()) {
-    if (!commit(kept_.front())) return false;
+    if (auto stored = commit(kept_.front()); !stored) return stored;
     kept_.pop_front();
   }
-  return true;
+  return Ok{};
 }
 
 std::chrono::milliseconds EventSink::next_retry_delay() {

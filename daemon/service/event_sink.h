@@ -30,15 +30,16 @@ class EventSink {
   EventSink(db::Store& store, Metrics& metrics, std::function<void()> new_alerts,
             std::function<int64_t()> wall_clock);
 
-  // True when the store accepted the progress (or the batch, in one transaction).
-  bool commit(const db::Progress& progress);
-  bool commit(const std::vector<db::Progress>& batch);
+  // The store accepted the progress (or the batch, in one transaction), or its refusal, which
+  // is counted and logged here once per spell of refusals.
+  Result<Ok> commit(const db::Progress& progress);
+  Result<Ok> commit(const std::vector<db::Progress>& batch);
   // A refusal that did not come through commit() (registering a file, say).
   void refused(const std::string& message);
   // Keeps the progress of a file that cannot be read again; retry_kept() stores it.
   void keep(db::Progress progress);
-  // Stores the kept progress, oldest first; true when none is left.
-  bool retry_kept();
+  // Stores the kept progress, oldest first; an error when the store refused some of it (kept).
+  Result<Ok> retry_kept();
 
   bool failing() const { return failing_; }
   // How long to wait before the next retry: 250 ms, doubling while the store keeps refusing, up

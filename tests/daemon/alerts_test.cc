@@ -143,13 +143,14 @@ TEST_SUITE("daemon::alerts") {
     r.retry_initial_ms = 1000;
     r.retry_max_ms = 5000;
     r.retry_horizon_seconds = 3600;
-    const auto response = [](int status, std::string body = "", std::optional<double> after = {}) {
+    const auto response = [](int status, std::string body = "",
+                             std::optional<double> after = {}) -> Result<daemon::HttpResponse> {
+      if (status == 0) return make_error(ErrorCode::kIo, "connect: connection refused");
       daemon::HttpResponse h;
       h.status = status;
       h.body = std::move(body);
       h.retry_after_seconds = after;
-      if (status == 0) h.error = "connection refused";
-      if (status == 302) h.error = "HTTP 302 to https://elsewhere/ (not followed)";
+      if (status == 302) h.location = "https://elsewhere/";
       return h;
     };
     using V = daemon::DeliveryVerdict;
