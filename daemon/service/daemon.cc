@@ -94,6 +94,8 @@ class Daemon final : public LogHost {
         log_line(kError, "{}", listening.error().message);
         return false;
       }
+      // The port it got (port 0 asks the kernel for a free one).
+      log_line(kInfo, "serving /metrics on port {}", metrics_server_->port());
     }
     dispatcher_ = std::make_unique<AlertDispatcher>(io_, store_, config_, &metrics_);
     if (auto started = dispatcher_->start(); !started) {

@@ -197,8 +197,9 @@ TEST_SUITE("daemon::alerts") {
   }
 
   TEST_CASE("a receiver down for a while gets every alert when it comes back, once, in order") {
-    const unsigned short port = free_port();
-    AlertRig rig(receiver("hook", "webhook", "http://127.0.0.1:" + std::to_string(port) + "/oom"));
+    ReservedPort port;  // refused until the server takes it over
+    AlertRig rig(
+        receiver("hook", "webhook", "http://127.0.0.1:" + std::to_string(port.port()) + "/oom"));
     DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
                          rig.dir.path / "err");
     StoreView view{rig.dir.path / "state" / "oomtriage.db"};
@@ -208,7 +209,7 @@ TEST_SUITE("daemon::alerts") {
     rig.crash("job_b", "aitk_host_sigkill.log");
     REQUIRE(wait_until([&] { return view.events("job_b") == 1; }));
     std::this_thread::sleep_for(1500ms);  // retries fail meanwhile
-    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; }, port);
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; }, std::move(port));
     REQUIRE(wait_until([&] { return server.count() >= 2; }, 15s));
     std::this_thread::sleep_for(1500ms);
     const auto requests = server.requests();
@@ -362,7 +363,7 @@ TEST_SUITE("daemon::alerts") {
     auto tls = std::make_shared<boost::asio::ssl::context>(boost::asio::ssl::context::tls_server);
     tls->use_certificate_chain_file(p + "/server.pem");
     tls->use_private_key_file(p + "/server.key", boost::asio::ssl::context::pem);
-    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; }, 0, tls);
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; }, tls);
     AlertRig rig(
         receiver("trusted", "webhook", server.url(), "    ca_file: " + p + "/ca.pem\n") +
         receiver("untrusted", "webhook", server.url(), "    ca_file: " + p + "/other.pem\n"));
@@ -383,18 +384,29 @@ TEST_SUITE("daemon::alerts") {
     }
     TempDir am;
     std::ofstream(am.path / "am.yml") << "route:\n  receiver: none\nreceivers:\n  - name: none\n";
-    const unsigned short port = free_port();
-    const std::string address = "127.0.0.1:" + std::to_string(port);
-    const std::string start =
-        std::string(binary) + " --config.file=" + (am.path / "am.yml").string() +
-        " --storage.path=" + (am.path / "data").string() + " --web.listen-address=" + address +
-        " --cluster.listen-address= > " + (am.path / "am.log").string() + " 2>&1 & echo $! > " +
-        (am.path / "pid").string();
-    REQUIRE(std::system(start.c_str()) == 0);
     const KillOnExit stop{am.path / "pid"};
-    const std::string query = "curl -s http://" + address + "/api/v2/alerts > " +
-                              (am.path / "alerts.json").string() + " 2>/dev/null";
-    REQUIRE(wait_until([&] { return std::system(query.c_str()) == 0; }, 15s));
+    std::string address;
+    std::string query;
+    const unsigned short port = serve_on_free_port([&](unsigned short candidate) {
+      address = "127.0.0.1:" + std::to_string(candidate);
+      query = "curl -sf http://" + address + "/api/v2/alerts > " +
+              (am.path / "alerts.json").string() + " 2>/dev/null";
+      const std::string start =
+          std::string(binary) + " --config.file=" + (am.path / "am.yml").string() +
+          " --storage.path=" + (am.path / "data").string() + " --web.listen-address=" + address +
+          " --cluster.listen-address= > " + (am.path / "am.log").string() + " 2>&1 & echo $! > " +
+          (am.path / "pid").string();
+      if (std::system(start.c_str()) != 0) return false;
+      const auto taken = [&] {
+        return slurp(am.path / "am.log").find("address already in use") != std::string::npos;
+      };
+      wait_until([&] { return taken() || std::system(query.c_str()) == 0; }, 15s);
+      if (!taken() && std::system(query.c_str()) == 0) return true;
+      KillOnExit{am.path / "pid"};  // another process has the port: stop it and take another
+      return false;
+    });
+    INFO("alertmanager's log: " << slurp(am.path / "am.log"));
+    REQUIRE(port != 0);
     AlertRig rig(receiver("am", "alertmanager", "http://" + address));
     DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
                          rig.dir.path / "err");

@@ -114,11 +114,15 @@ TEST_SUITE("daemon::service") {
     TempDir dir;
     const fs::path out = dir.path / "output";
     fs::create_directories(out / "job");
-    const unsigned short port = free_port();
     const fs::path textfile = dir.path / "oomtriage.prom";
-    std::ofstream(dir.path / "c.yaml") << config_with_metrics(out, port, textfile);
+    // Port 0: the daemon binds a free port and says which (no port picked here and bound later).
+    std::ofstream(dir.path / "c.yaml") << config_with_metrics(out, 0, textfile);
     DaemonProcess daemon(dir.path / "state", {"daemon", "--config", (dir.path / "c.yaml").string()},
                          dir.path / "err");
+    std::smatch said;
+    const std::string err = daemon.stderr_text();
+    REQUIRE(std::regex_search(err, said, std::regex(R"(serving /metrics on port (\d+))")));
+    const unsigned short port = static_cast<unsigned short>(std::stoi(said[1]));
     write_slowly(out / "job" / "log.txt", slurp(kGolden / "aitk_gc_off_oom_step2.log"), 4096);
     const std::string scrape = "curl -sf http://127.0.0.1:" + std::to_string(port) + "/metrics > " +
                                (dir.path / "metrics.txt").string();
@@ -146,20 +150,33 @@ TEST_SUITE("daemon::service") {
     if (!fs::exists(prometheus)) {
       OOMTRIAGE_SKIP("prometheus is not installed (scripts/setup.sh installs it)");
     }
-    const unsigned short prom_port = free_port();
     std::ofstream(dir.path / "prometheus.yml")
         << "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: oomtriage\n"
         << "    static_configs:\n      - targets: ['127.0.0.1:" << port << "']\n";
-    const std::string start =
-        std::string(prometheus) + " --config.file=" + (dir.path / "prometheus.yml").string() +
-        " --storage.tsdb.path=" + (dir.path / "tsdb").string() +
-        " --web.listen-address=127.0.0.1:" + std::to_string(prom_port) + " > " +
-        (dir.path / "prom.log").string() + " 2>&1 & echo $! > " + (dir.path / "prom.pid").string();
-    REQUIRE(run(start) == 0);
     const KillOnExit stop{dir.path / "prom.pid"};
-    const std::string query = "curl -sf 'http://127.0.0.1:" + std::to_string(prom_port) +
-                              "/api/v1/query?query=oomtriage_events_total' > " +
-                              (dir.path / "q.json").string();
+    std::string query;
+    const unsigned short prom_port = serve_on_free_port([&](unsigned short candidate) {
+      const std::string start = std::string(prometheus) +
+                                " --config.file=" + (dir.path / "prometheus.yml").string() +
+                                " --storage.tsdb.path=" + (dir.path / "tsdb").string() +
+                                " --web.listen-address=127.0.0.1:" + std::to_string(candidate) +
+                                " > " + (dir.path / "prom.log").string() + " 2>&1 & echo $! > " +
+                                (dir.path / "prom.pid").string();
+      if (run(start) != 0) return false;
+      query = "curl -sf 'http://127.0.0.1:" + std::to_string(candidate) +
+              "/api/v1/query?query=oomtriage_events_total' > " + (dir.path / "q.json").string();
+      const auto taken = [&] {
+        return slurp(dir.path / "prom.log").find("address already in use") != std::string::npos;
+      };
+      const std::string ready =
+          "curl -sf http://127.0.0.1:" + std::to_string(candidate) + "/-/ready > /dev/null 2>&1";
+      wait_until([&] { return taken() || run(ready) == 0; }, 20s);
+      if (!taken() && run(ready) == 0) return true;
+      KillOnExit{dir.path / "prom.pid"};  // another process has the port: stop it, take another
+      return false;
+    });
+    INFO("prometheus's log: " << slurp(dir.path / "prom.log"));
+    REQUIRE(prom_port != 0);
     CHECK(wait_until(
         [&] {
           return run(query) == 0 &&

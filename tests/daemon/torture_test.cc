@@ -62,7 +62,16 @@ TEST_CASE("torture: fast writers, logrotate both ways, kill -9 at random, a rece
   TempDir dir;
   const fs::path out = dir.path / "output";
   for (int j = 0; j < kJobs; ++j) fs::create_directories(out / fmt::format("job{:02d}", j));
-  const unsigned short port = free_port();
+  std::map<std::string, size_t> by_id;
+  std::mutex received_mutex;
+  auto script = [&](const ReceivedRequest& request, size_t) {
+    std::lock_guard<std::mutex> lock(received_mutex);
+    ++by_id[request.headers.count("webhook-id") ? request.headers.at("webhook-id") : "?"];
+    return ScriptedResponse{};
+  };
+  // One receiver for the whole run: down is a reset on its own port, never a port given back.
+  HttpTestServer receiver(script);
+  const unsigned short port = receiver.port();
   const fs::path config = dir.path / "oomtriage.yaml";
   std::ofstream(config)
       << "watch:\n  - logs: " << (out / "*" / "log.txt").string()
@@ -75,14 +84,6 @@ TEST_CASE("torture: fast writers, logrotate both ways, kill -9 at random, a rece
         << "\n  rotate 50\n  missingok\n  nocompress\n}\n";
   }
   std::mt19937 rng(7);
-  std::map<std::string, size_t> by_id;
-  std::mutex received_mutex;
-  auto script = [&](const ReceivedRequest& request, size_t) {
-    std::lock_guard<std::mutex> lock(received_mutex);
-    ++by_id[request.headers.count("webhook-id") ? request.headers.at("webhook-id") : "?"];
-    return ScriptedResponse{};
-  };
-  auto receiver = std::make_unique<HttpTestServer>(script, port);
   auto daemon = std::make_unique<DaemonProcess>(
       dir.path / "state", std::vector<std::string>{"daemon", "--config", config.string()},
       dir.path / "err");
@@ -102,8 +103,8 @@ TEST_CASE("torture: fast writers, logrotate both ways, kill -9 at random, a rece
       }
       std::ofstream(out / fmt::format("job{:02d}", j) / "log.txt", std::ios::app) << chunk;
     }
-    if (round == 8) receiver.reset();  // the receiver goes down ...
-    if (round == 20) receiver = std::make_unique<HttpTestServer>(script, port);  // ... and back
+    if (round == 8) receiver.set_down(true);    // the receiver goes down ...
+    if (round == 20) receiver.set_down(false);  // ... and comes back
     if (rng() % 4 == 0) {
       // SIGKILL at a random moment, then a restart.
       std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 200));
@@ -125,7 +126,7 @@ TEST_CASE("torture: fast writers, logrotate both ways, kill -9 at random, a rece
     }
     std::this_thread::sleep_for(50ms);
   }
-  if (!receiver) receiver = std::make_unique<HttpTestServer>(script, port);
+  receiver.set_down(false);
   const size_t incidents = expected_sizes.size();
   REQUIRE(incidents == kJobs * kIncidentsPerJob);
 

@@ -333,7 +333,8 @@ TEST_SUITE("daemon::heal") {
   TEST_CASE("the UI down: the daemon writes the UI's database instead") {
     require_python();
     UiRig rig;
-    const std::string dead = "http://127.0.0.1:" + std::to_string(free_port());
+    const ReservedPort down;  // bound, never listening: every call is refused
+    const std::string dead = "http://127.0.0.1:" + std::to_string(down.port());
     rig.write_config("  ui_url: " + dead + "\n  ai_toolkit_db: " + rig.db_path.string() + "\n");
     DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
                          rig.dir.path / "daemon.err");

@@ -6,9 +6,12 @@
 #pragma once
 
 #include <doctest/doctest.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -176,6 +179,25 @@ struct ScopedEnv {
 
 // Kills the process whose pid is in `pid_file` (a server a test started in the background) and
 // waits for it to exit, so nothing writes into the test's folder while it is removed.
+// A port for a server the test starts that binds its own (Alertmanager, Prometheus): it cannot
+// be handed a bound socket (ReservedPort in http_test_server.h), so it gets a port the kernel
+// handed out a moment ago, and another one when `start_server(port)` says it did not come up
+// there (a test beside it took the port meanwhile). Returns the port, or 0.
+inline unsigned short serve_on_free_port(const std::function<bool(unsigned short)>& start_server) {
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    const bool bound = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0 &&
+                       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+    if (fd >= 0) ::close(fd);
+    if (bound && start_server(ntohs(addr.sin_port))) return ntohs(addr.sin_port);
+  }
+  return 0;
+}
+
 struct KillOnExit {
   fs::path pid_file;
   ~KillOnExit() {

@@ -7,6 +7,15 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
 namespace oomtriage::testing {
 namespace {
 
@@ -22,13 +31,31 @@ struct HttpTestServer::Impl {
   tcp::acceptor acceptor{io};
 };
 
-HttpTestServer::HttpTestServer(Script script, unsigned short port,
+ReservedPort::ReservedPort() {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    throw std::runtime_error(std::string("cannot reserve a loopback port: ") +
+                             std::strerror(errno));
+  }
+  port_ = ntohs(addr.sin_port);
+}
+
+ReservedPort::~ReservedPort() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+HttpTestServer::HttpTestServer(Script script, std::shared_ptr<asio::ssl::context> tls)
+    : HttpTestServer(std::move(script), ReservedPort(), std::move(tls)) {}
+
+HttpTestServer::HttpTestServer(Script script, ReservedPort reserved,
                                std::shared_ptr<asio::ssl::context> tls)
     : impl_(std::make_unique<Impl>()), script_(std::move(script)), tls_(std::move(tls)) {
-  tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), port);
-  impl_->acceptor.open(endpoint.protocol());
-  impl_->acceptor.set_option(asio::socket_base::reuse_address(true));
-  impl_->acceptor.bind(endpoint);
+  impl_->acceptor.assign(tcp::v4(), reserved.release());
   impl_->acceptor.listen();
   port_ = impl_->acceptor.local_endpoint().port();
   thread_ = std::thread([this] { run(); });
@@ -63,6 +90,11 @@ void HttpTestServer::run() {
     beast::error_code ec;
     impl_->acceptor.accept(socket, ec);
     if (ec || stopping_) break;
+    if (down_) {
+      socket.set_option(asio::socket_base::linger(true, 0), ec);  // a reset, not a close
+      socket.close(ec);
+      continue;
+    }
     auto serve = [&](auto& stream) {
       beast::flat_buffer buffer;
       http::request<http::string_body> req;
@@ -108,12 +140,6 @@ void HttpTestServer::run() {
     }
     socket.shutdown(tcp::socket::shutdown_both, ec);
   }
-}
-
-unsigned short free_port() {
-  asio::io_context io;
-  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
 }
 
 }  // namespace oomtriage::testing

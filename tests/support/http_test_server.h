@@ -36,14 +36,39 @@ struct ScriptedResponse {
   bool hang = false;  // read the request, never answer
 };
 
+// A loopback port held for a server that is not there yet: bound but not listening, so a client
+// is refused (the receiver is down) and no other process can take the port meanwhile. The server
+// that comes up takes the socket over: no second bind, no race with tests running beside it.
+class ReservedPort {
+ public:
+  ReservedPort();
+  ReservedPort(ReservedPort&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), port_(other.port_) {}
+  ReservedPort& operator=(ReservedPort&&) = delete;
+  ~ReservedPort();
+
+  unsigned short port() const { return port_; }
+  // The bound descriptor, for the server that listens on it.
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_ = -1;
+  unsigned short port_ = 0;
+};
+
 class HttpTestServer {
  public:
   using Script = std::function<ScriptedResponse(const ReceivedRequest&, size_t index)>;
 
-  // Listens on 127.0.0.1:`port` (0: any free port). With `tls`, serves HTTPS.
-  HttpTestServer(Script script, unsigned short port = 0,
+  // Listens on any free loopback port, or on the one `reserved` holds. With `tls`, serves HTTPS.
+  explicit HttpTestServer(Script script, std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
+  HttpTestServer(Script script, ReservedPort reserved,
                  std::shared_ptr<boost::asio::ssl::context> tls = nullptr);
   ~HttpTestServer();
+
+  // While down, each connection is reset before a byte is read: the receiver is unreachable
+  // and its port stays this server's.
+  void set_down(bool down) { down_ = down; }
 
   unsigned short port() const { return port_; }
   std::string url(const std::string& path = "/hook") const;
@@ -61,10 +86,8 @@ class HttpTestServer {
   mutable std::mutex mutex_;
   std::vector<ReceivedRequest> requests_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> down_{false};
   std::thread thread_;
 };
-
-// A port that was free a moment ago (bound and closed), for "the receiver is down" tests.
-unsigned short free_port();
 
 }  // namespace oomtriage::testing

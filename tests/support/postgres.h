@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/e2e.h"
 #include "tests/support/files.h"
 
 namespace oomtriage::testing {
@@ -56,12 +57,9 @@ class PostgresCluster {
     root_ = ::mkdtemp(tmpl);
     fs::permissions(root_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
     data_ = root_ / "data";
-    port_ = free_port();
     const fs::path superuser_password = root_ / "superuser.pw";
     std::ofstream(superuser_password) << kPassword << "\n";
     passfile_ = root_ / "pgpass";
-    std::ofstream(passfile_) << "127.0.0.1:" << port_ << ":*:oomtriage:" << kPassword << "\n";
-    fs::permissions(passfile_, fs::perms::owner_read | fs::perms::owner_write);
     if (::geteuid() == 0) {
       if (::getpwnam("postgres") == nullptr) {
         error_ = "running as root and there is no `postgres` user to run the server as";
@@ -77,7 +75,16 @@ class PostgresCluster {
       error_ = "initdb failed: " + slurp(root_ / "initdb.log");
       return;
     }
-    ok_ = start();
+    // The server binds its own port: one free a moment ago, another if a test beside this one
+    // took it meanwhile (oomtriage::testing::serve_on_free_port).
+    port_ = serve_on_free_port([&](unsigned short candidate) {
+      port_ = candidate;
+      std::ofstream(passfile_, std::ios::trunc)
+          << "127.0.0.1:" << port_ << ":*:oomtriage:" << kPassword << "\n";
+      fs::permissions(passfile_, fs::perms::owner_read | fs::perms::owner_write);
+      return start();
+    });
+    ok_ = port_ != 0;
     if (!ok_) error_ = "the server did not start: " + slurp(root_ / "server.log");
   }
 
@@ -126,19 +133,6 @@ class PostgresCluster {
 
  private:
   static constexpr const char* kPassword = "fleet-test-secret";
-
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    ::close(fd);
-    return ntohs(addr.sin_port);
-  }
 
   bool run(const std::string& command) const {
     return std::system((as_ + (bin_ / "").string() + command).c_str()) == 0;
