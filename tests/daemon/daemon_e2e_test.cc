@@ -302,8 +302,7 @@ TEST_SUITE("daemon::e2e") {
       DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
       StoreView view{dir.path / "state" / "oomtriage.db"};
       REQUIRE(wait_until([&] { return view.story("same_head").has_value(); }));
-      std::this_thread::sleep_for(1500ms);  // a checkpoint of the offset at the end
-      CHECK(daemon.stop(SIGTERM) == 0);
+      CHECK(daemon.stop(SIGTERM) == 0);  // which reads to the end and commits the offset
     }
     // logrotate copytruncate, then the new run writes on while oomtriage is down.
     fs::copy_file(job / "log.txt", job / "log.txt.1");
@@ -345,7 +344,8 @@ TEST_SUITE("daemon::e2e") {
     TempDir dir;
     const fs::path out = dir.path / "output";
     fs::create_directories(out);
-    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    DaemonProcess daemon(dir.path / "state", {"--verbose", "watch", out.string()},
+                         dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};
     const std::string log = slurp(kGolden / "aitk_sampling_oom_step500.log");
     const size_t third = log.size() / 3;
@@ -360,7 +360,11 @@ TEST_SUITE("daemon::e2e") {
       } else {
         fs::rename(out / job / "log.txt", out / job / "log.txt.1");
       }
-      std::this_thread::sleep_for(200ms);  // the daemon has seen the name go
+      // The daemon has seen the name go (it says so with --verbose).
+      const std::string gone =
+          (out / job / "log.txt").string() +
+          (std::string(job) == "deleted" ? " was deleted" : " was rotated away");
+      REQUIRE(wait_until([&] { return daemon.stderr_text().find(gone) != std::string::npos; }));
       for (size_t i = third; i < log.size(); i += 512) writer << log.substr(i, 512) << std::flush;
       CHECK(wait_until([&] { return view.events(job) == 1; }));
       CHECK(nlohmann::json::parse(view.story(job)->events.at(0).event_json)["step"] == 500);
@@ -514,7 +518,11 @@ TEST_SUITE("daemon::e2e") {
       std::ofstream(log, std::ios::app) << "step 1\n";
       fs::remove(log);
     }
-    std::this_thread::sleep_for(200ms);
+    // inotify's queue is read in order: once a crash written after the deletions is stored,
+    // the daemon has been through all of them.
+    fs::create_directories(out / "after");
+    write_slowly(out / "after" / "log.txt", "Killed\n");
+    CHECK(wait_until([&] { return view.events("after") == 1; }));
     CHECK(daemon.alive());
   }
   TEST_CASE("two training folders with a job of the same name make two jobs, not one") {
@@ -555,8 +563,8 @@ TEST_SUITE("daemon::e2e") {
     fs::copy_file(kGolden / "aitk_gc_off_oom_step2.log", out / "old" / "log.txt");
     DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};
-    REQUIRE(wait_until([&] { return view.story("old").has_value(); }));
-    std::this_thread::sleep_for(300ms);
+    // Ready comes after the first scan, which read the old log from its end: nothing is left.
+    REQUIRE(view.story("old").has_value());
     CHECK(view.events("old") == 0);  // no alert storm over an old crash
     // `report` says so, and how to read the part the daemon skipped.
     const std::string report = oomtriage_says("--color never --state-dir '" +
