@@ -505,36 +505,37 @@ bool same_value(const nlohmann::json& a, const nlohmann::json& b) {
 
 }  // namespace
 
-PatchResult patch_toml(std::string_view text, const std::vector<ConfigChange>& changes) {
+Result<std::string> patch_toml(std::string_view text, const std::vector<ConfigChange>& changes) {
   TomlEditor editor(text);
   for (const ConfigChange& change : changes) {
     if (!edits_file(change)) continue;
-    if (!editor.apply(change)) return {std::nullopt, editor.error};
+    if (!editor.apply(change)) return make_error(ErrorCode::kBadInput, editor.error);
   }
-  return {editor.text(), ""};
+  return editor.text();
 }
 
-PatchResult patch_file(parsers::TargetKind kind, std::string_view text,
-                       const std::vector<ConfigChange>& changes) {
+Result<std::string> patch_file(parsers::TargetKind kind, std::string_view text,
+                               const std::vector<ConfigChange>& changes) {
   using parsers::TargetKind;
-  PatchResult result = kind == TargetKind::kToml   ? patch_toml(text, changes)
-                       : kind == TargetKind::kJson ? patch_json(text, changes)
-                                                   : patch_yaml(text, changes);
-  if (!result.text) return result;
+  Result<std::string> result = kind == TargetKind::kToml   ? patch_toml(text, changes)
+                               : kind == TargetKind::kJson ? patch_json(text, changes)
+                                                           : patch_yaml(text, changes);
+  if (!result) return result;
   // Read the result back: every change must hold its new value at its path.
   nlohmann::json doc;
   std::string error;
   if (kind == TargetKind::kToml) {
     try {
-      doc = toml_to_json(toml::parse(*result.text));
+      doc = toml_to_json(toml::parse(*result));
     } catch (const toml::parse_error& e) {
-      return {std::nullopt, fmt::format("the patched file does not parse (line {}: {})",
-                                        e.source().begin.line, e.description())};
+      return make_error(ErrorCode::kBadInput,
+                        fmt::format("the patched file does not parse (line {}: {})",
+                                    e.source().begin.line, e.description()));
     }
   } else if (kind == TargetKind::kJson) {
-    doc = nlohmann::json::parse(*result.text, nullptr, false);
+    doc = nlohmann::json::parse(*result, nullptr, false);
   } else {
-    auto parsed = parsers::yaml_to_json(*result.text, nullptr, &error);
+    auto parsed = parsers::yaml_to_json(*result, nullptr, &error);
     // Config strings may hold any bytes: invalid UTF-8 is replaced, never thrown on.
     if (parsed) {
       doc = nlohmann::json::parse(
@@ -542,7 +543,8 @@ PatchResult patch_file(parsers::TargetKind kind, std::string_view text,
     }
   }
   if (doc.is_discarded() || doc.is_null()) {
-    return {std::nullopt, "the patched file does not parse" + (error.empty() ? "" : ": " + error)};
+    return make_error(ErrorCode::kBadInput,
+                      "the patched file does not parse" + (error.empty() ? "" : ": " + error));
   }
   for (const ConfigChange& change : changes) {
     if (!edits_file(change)) continue;
@@ -553,45 +555,46 @@ PatchResult patch_file(parsers::TargetKind kind, std::string_view text,
     const bool ok = want.is_null() ? got == nullptr || got->is_null()
                                    : got != nullptr && same_value(*got, want);
     if (!ok) {
-      return {std::nullopt,
-              fmt::format("{}: the patched file does not hold {} (holds {})", key_path(change),
-                          change.to_json,
-                          got ? got->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
-                              : "nothing")};
+      return make_error(
+          ErrorCode::kBadInput,
+          fmt::format("{}: the patched file does not hold {} (holds {})", key_path(change),
+                      change.to_json,
+                      got ? got->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
+                          : "nothing"));
     }
   }
   return result;
 }
 
-PatchResult patch_yaml(std::string_view text, const std::vector<ConfigChange>& changes) {
+Result<std::string> patch_yaml(std::string_view text, const std::vector<ConfigChange>& changes) {
   YamlEditor editor(text);
   for (const ConfigChange& change : changes) {
     if (!edits_file(change)) continue;
-    if (!editor.apply(change)) return {std::nullopt, editor.error};
+    if (!editor.apply(change)) return make_error(ErrorCode::kBadInput, editor.error);
   }
-  return {editor.text(), ""};
+  return editor.text();
 }
 
-PatchResult patch_json(std::string_view text, const std::vector<ConfigChange>& changes) {
+Result<std::string> patch_json(std::string_view text, const std::vector<ConfigChange>& changes) {
   auto doc = nlohmann::ordered_json::parse(text, nullptr, false);
-  if (doc.is_discarded()) return {std::nullopt, "not valid JSON"};
+  if (doc.is_discarded()) return make_error(ErrorCode::kBadInput, "not valid JSON");
   for (const ConfigChange& change : changes) {
     if (!edits_file(change)) continue;
     const auto segments = split_path(key_path(change));
     const auto value = nlohmann::ordered_json::parse(change.to_json, nullptr, false);
     if (!segments || value.is_discarded())
-      return {std::nullopt, change.path + ": not a config path"};
+      return make_error(ErrorCode::kBadInput, change.path + ": not a config path");
     std::string error;
     if (value.is_null() && std::holds_alternative<std::string>(segments->back())) {
       // Removing a key: erase it from its parent, if it is there at all.
       std::vector<Segment> parent_path(segments->begin(), segments->end() - 1);
       nlohmann::ordered_json* parent = json_slot(doc, parent_path, error, change.path);
-      if (parent == nullptr) return {std::nullopt, error};
+      if (parent == nullptr) return make_error(ErrorCode::kBadInput, error);
       if (parent->is_object()) parent->erase(std::get<std::string>(segments->back()));
       continue;
     }
     nlohmann::ordered_json* slot = json_slot(doc, *segments, error, change.path);
-    if (slot == nullptr) return {std::nullopt, error};
+    if (slot == nullptr) return make_error(ErrorCode::kBadInput, error);
     *slot = value;
   }
   // Keep the file's indentation: the first indented line tells it.
@@ -606,7 +609,7 @@ PatchResult patch_json(std::string_view text, const std::vector<ConfigChange>& c
   if (text.find('\n') == std::string_view::npos) indent = -1;
   std::string out = doc.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
   if (!text.empty() && text.back() == '\n') out += '\n';
-  return {out, ""};
+  return out;
 }
 
 std::string unified_diff(std::string_view before, std::string_view after,

@@ -12,28 +12,26 @@
 #include <string_view>
 #include <vector>
 
+#include "parsers/result.h"
 #include "triage/fix.h"
 
 namespace oomtriage::triage {
 
-struct PatchResult {
-  std::optional<std::string> text;
-  std::string error;  // "config.process[0].model: is a flow mapping, edit it by hand"
-};
-
+// Each returns the patched text, or a kBadInput error saying which change cannot be made in
+// place ("config.process[0].model: is a flow mapping, edit it by hand").
 // Environment, command-line and operator changes are skipped.
-PatchResult patch_yaml(std::string_view text, const std::vector<ConfigChange>& changes);
-PatchResult patch_json(std::string_view text, const std::vector<ConfigChange>& changes);
+Result<std::string> patch_yaml(std::string_view text, const std::vector<ConfigChange>& changes);
+Result<std::string> patch_json(std::string_view text, const std::vector<ConfigChange>& changes);
 
 // TOML (kohya's --config_file and --dataset_config, SimpleTuner's config.toml) is edited as text:
 // only the value of the changed key, in its table, is replaced; a missing key is added at the
 // end of its table. A `to` of null removes the key's line.
-PatchResult patch_toml(std::string_view text, const std::vector<ConfigChange>& changes);
+Result<std::string> patch_toml(std::string_view text, const std::vector<ConfigChange>& changes);
 
 // Patches one file of `kind` with the changes meant for files, then reads the result back and
 // checks that every change holds its new value at its path (an error otherwise).
-PatchResult patch_file(parsers::TargetKind kind, std::string_view text,
-                       const std::vector<ConfigChange>& changes);
+Result<std::string> patch_file(parsers::TargetKind kind, std::string_view text,
+                               const std::vector<ConfigChange>& changes);
 
 // The process config AI Toolkit prints (no "config.process[0]" around it) cannot be patched in
 // place; callers patch a file instead.

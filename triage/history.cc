@@ -42,8 +42,8 @@ std::vector<std::string> carried_fixes(const std::vector<Fix>& proposed,
         all = false;
         break;
       }
-      const PatchResult patched = patch_file(file->kind, file->text, {change});
-      if (!patched.text || *patched.text != file->text) {
+      const auto patched = patch_file(file->kind, file->text, {change});
+      if (!patched || *patched != file->text) {
         all = false;
         break;
       }

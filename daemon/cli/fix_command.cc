@@ -235,15 +235,15 @@ int run_fix(const FixOptions& options) {
     for (const auto& change : chosen->changes) {
       if (change.file == path) mine.push_back(change);
     }
-    const triage::PatchResult patched = triage::patch_file(file->kind, file->text, mine);
-    if (!patched.text) return fail(kExitBadInput, fmt::format("{}: {}", path, patched.error));
-    fmt::print("{}", triage::unified_diff(file->text, *patched.text, "a/" + path, "b/" + path));
+    const auto patched = triage::patch_file(file->kind, file->text, mine);
+    if (!patched) return fail(kExitBadInput, fmt::format("{}: {}", path, patched.error().message));
+    fmt::print("{}", triage::unified_diff(file->text, *patched, "a/" + path, "b/" + path));
     if (options.write_to) {
       std::ofstream out(*options.write_to, std::ios::binary | std::ios::trunc);
-      out << *patched.text;
+      out << *patched;
       out.close();
       if (!out) return fail(kExitEnvironment, fmt::format("cannot write {}", *options.write_to));
-      record_applied(options, incident_offset, *chosen, path, file->text, *patched.text);
+      record_applied(options, incident_offset, *chosen, path, file->text, *patched);
     }
   }
   for (const auto& line : argument_lines) fmt::print("{}\n", line);

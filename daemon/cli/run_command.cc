@@ -434,11 +434,11 @@ int run_supervised(const RunOptions& options) {
         if (in_file && change.file == file.path) mine.push_back(change);
       }
       if (mine.empty()) continue;
-      const triage::PatchResult patched = triage::patch_file(file.kind, file.text, mine);
-      if (!patched.text) {
+      const auto patched = triage::patch_file(file.kind, file.text, mine);
+      if (!patched) {
         return give_up("stopped: the config cannot be patched",
                        fmt::format("not healed: {} cannot be patched for {}: {}", file.path, fix.id,
-                                   patched.error));
+                                   patched.error().message));
       }
       const fs::path original(file.path);
       std::string stem = original.stem().string();
@@ -448,22 +448,21 @@ int run_supervised(const RunOptions& options) {
           original.parent_path() /
           fmt::format("{}.oomtriage-{}{}", stem, attempt + 1, original.extension().string());
       std::ofstream out(copy, std::ios::binary | std::ios::trunc);
-      out << *patched.text;
+      out << *patched;
       out.close();
       if (!out) {
         return give_up("stopped: cannot write " + copy.string(),
                        "not healed: cannot write " + copy.string());
       }
-      fmt::print(
-          stderr, "{}",
-          triage::unified_diff(file.text, *patched.text, "a/" + file.path, "b/" + copy.string()));
+      fmt::print(stderr, "{}",
+                 triage::unified_diff(file.text, *patched, "a/" + file.path, "b/" + copy.string()));
       if (const auto spelled = spelling_of(argv, original)) {
         argv = triage::replace_path_argument(argv, *spelled, copy.string());
       }
       if (config && fs::weakly_canonical(*config, ec) == fs::weakly_canonical(original, ec)) {
         config = copy.string();
       }
-      store.record_fix(log_path, incident_offset, fix, file.path, file.text, *patched.text);
+      store.record_fix(log_path, incident_offset, fix, file.path, file.text, *patched);
     }
     argv = triage::apply_argument_changes(argv, fix.changes);
     for (const auto& change : fix.changes) {

@@ -270,19 +270,19 @@ void UiHealer::ui_answered(const std::string& job, Result<std::optional<db::Aitk
 void UiHealer::requeue(const std::string& job, Episode& episode, const db::AitkJob& row) {
   std::vector<triage::ConfigChange> changes = episode.fix->changes;
   for (auto& change : changes) change.kind = parsers::TargetKind::kJson;
-  const triage::PatchResult patched = triage::patch_json(row.job_config, changes);
-  if (!patched.text) {
+  const auto patched = triage::patch_json(row.job_config, changes);
+  if (!patched) {
     conclude(job, episode, episode.crashed_run_id, "crashed_oom",
              "stopped: the config cannot be patched",
              fmt::format("not healed: the UI's config of {} cannot be patched for {}: {}", job,
-                         episode.fix->id, patched.error));
+                         episode.fix->id, patched.error().message));
     return;
   }
   const std::string info = fmt::format("Job queued (oomtriage: {}, attempt {}/{})", episode.fix->id,
                                        episode.attempt + 1, config_.max_attempts);
   episode.asking = true;
   episode.ui_job = row;
-  ui_->requeue(row, *patched.text, info,
+  ui_->requeue(row, *patched, info,
                [this, job](Result<bool> queued) { requeued(job, std::move(queued)); });
 }
 

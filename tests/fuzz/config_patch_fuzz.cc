@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   };
   for (const ConfigChange& change : kChanges) {
     const auto yaml = oomtriage::triage::patch_yaml(text, {change});
-    if (yaml.text) (void)oomtriage::triage::unified_diff(text, *yaml.text, "a", "b");
+    if (yaml) (void)oomtriage::triage::unified_diff(text, *yaml, "a", "b");
     (void)oomtriage::triage::patch_json(text, {change});
     (void)oomtriage::triage::patch_file(TargetKind::kYaml, text, {change});
   }

@@ -53,9 +53,9 @@ meta:
 
 std::string patch(const std::vector<ConfigChange>& changes) {
   const auto result = triage::patch_yaml(kYaml, changes);
-  INFO(result.error);
-  REQUIRE(result.text);
-  return triage::unified_diff(kYaml, *result.text, "a/config.yaml", "b/config.yaml");
+  INFO(result.error().message);
+  REQUIRE(result);
+  return triage::unified_diff(kYaml, *result, "a/config.yaml", "b/config.yaml");
 }
 
 }  // namespace
@@ -124,14 +124,14 @@ TEST_SUITE("triage::config_patch") {
   TEST_CASE("environment changes are not written into the config") {
     const auto result = triage::patch_yaml(
         kYaml, {{"env.PYTORCH_CUDA_ALLOC_CONF", "null", "\"expandable_segments:True\""}});
-    REQUIRE(result.text);
-    CHECK(*result.text == kYaml);
+    REQUIRE(result);
+    CHECK(*result == kYaml);
   }
   TEST_CASE("a list item that does not exist is an error, not a guess") {
     const auto result =
         triage::patch_yaml(kYaml, {{"config.process[0].datasets[3].num_workers", "2", "1"}});
-    CHECK_FALSE(result.text);
-    CHECK(result.error.find("list item") != std::string::npos);
+    CHECK_FALSE(result);
+    CHECK(result.error().message.find("list item") != std::string::npos);
   }
   TEST_CASE("JSON keeps key order and indentation") {
     const std::string json =
@@ -142,8 +142,8 @@ TEST_SUITE("triage::config_patch") {
     const auto result = triage::patch_json(
         json, {{"config.process[0].train.gradient_checkpointing", "false", "true"},
                {"config.process[0].model.low_vram", "false", "true"}});
-    REQUIRE(result.text);
-    CHECK(triage::unified_diff(json, *result.text, "a/.job_config.json", "b/.job_config.json") ==
+    REQUIRE(result);
+    CHECK(triage::unified_diff(json, *result, "a/.job_config.json", "b/.job_config.json") ==
           "--- a/.job_config.json\n+++ b/.job_config.json\n"
           "@@ -6,8 +6,11 @@\n"
           "       {\n"
@@ -169,15 +169,15 @@ TEST_SUITE("triage::config_patch") {
     const auto result = triage::patch_yaml(
         original, {{"config.process[0].model.model_kwargs.match_target_res", "false", "true"},
                    {"config.process[0].train.gradient_checkpointing", "true", "false"}});
-    REQUIRE(result.text);
-    const std::string diff = triage::unified_diff(original, *result.text, "a", "b");
+    REQUIRE(result);
+    const std::string diff = triage::unified_diff(original, *result, "a", "b");
     CHECK(diff.find("-        gradient_checkpointing: true  # need the on unless you have a ton "
                     "of vram\n+        gradient_checkpointing: false  # need the on unless you "
                     "have a ton of vram\n") != std::string::npos);
     CHECK(diff.find("+        model_kwargs:\n+          match_target_res: true\n") !=
           std::string::npos);
-    CHECK(result.text->find("# 3bit is required for 32GB") != std::string::npos);
-    const auto load = parsers::parse_job_config(*result.text, parsers::ConfigFormat::kYaml, "x");
+    CHECK(result->find("# 3bit is required for 32GB") != std::string::npos);
+    const auto load = parsers::parse_job_config(*result, parsers::ConfigFormat::kYaml, "x");
     REQUIRE(load.config);
     CHECK(load.config->match_target_res);
     CHECK_FALSE(load.config->gradient_checkpointing);
@@ -254,13 +254,13 @@ TEST_SUITE("triage::config_patch") {
         CAPTURE(dotted);
         const ConfigChange change{dotted, "null", next.dump()};
         const auto result = triage::patch_file(parsers::TargetKind::kYaml, text, {change});
-        if (!result.text) {
-          CHECK(!result.error.empty());
+        if (!result) {
+          CHECK(!result.error().message.empty());
           ++refused;
           continue;
         }
         ++patched;
-        const auto after = parsers::yaml_to_json(*result.text, nullptr, &error);
+        const auto after = parsers::yaml_to_json(*result, nullptr, &error);
         REQUIRE(after);
         nlohmann::json expected = original;
         expected[nlohmann::json::json_pointer(pointer)] = next;
@@ -286,11 +286,11 @@ TEST_SUITE("triage::config_patch") {
                            {{"config.process[0].train.gradient_checkpointing", "null", "true"},
                             {"config.process[0].train.batch_size", "2", "1"},
                             {"config.process[0].sample.neg", "\"don't\"", "\"it's\""}});
-    INFO(result.error);
-    REQUIRE(result.text);
-    CHECK(result.text->find("        batch_size: 1  # was: {4}\n") != std::string::npos);
-    CHECK(result.text->find("        gradient_checkpointing: true\n") != std::string::npos);
-    CHECK(result.text->find("        neg: 'it''s'\n") != std::string::npos);
+    INFO(result.error().message);
+    REQUIRE(result);
+    CHECK(result->find("        batch_size: 1  # was: {4}\n") != std::string::npos);
+    CHECK(result->find("        gradient_checkpointing: true\n") != std::string::npos);
+    CHECK(result->find("        neg: 'it''s'\n") != std::string::npos);
   }
 
   TEST_CASE("TOML: a value replaced in its table, a key added to a table, a key removed") {
@@ -312,9 +312,9 @@ TEST_SUITE("triage::config_patch") {
          {"sample_prompts", "\"/p.txt\"", "null", parsers::TargetKind::kToml, "",
           "training_arguments"},
          {"resolution", "[1024,768]", "[768,576]", parsers::TargetKind::kToml, "", "datasets[0]"}});
-    INFO(result.error);
-    REQUIRE(result.text);
-    CHECK(*result.text ==
+    INFO(result.error().message);
+    REQUIRE(result);
+    CHECK(*result ==
           "# kohya config\n"
           "[training_arguments]\n"
           "train_batch_size = 2   # per GPU\n"
@@ -328,18 +328,18 @@ TEST_SUITE("triage::config_patch") {
     const auto missing = triage::patch_file(
         parsers::TargetKind::kToml, toml,
         {{"batch_size", "null", "1", parsers::TargetKind::kToml, "", "general"}});
-    CHECK_FALSE(missing.text);
-    CHECK(missing.error.find("[general]") != std::string::npos);
+    CHECK_FALSE(missing);
+    CHECK(missing.error().message.find("[general]") != std::string::npos);
   }
   TEST_CASE(
       "regression (fuzz): a patched config holding invalid UTF-8 is read back, not thrown on") {
     const std::string yaml =
         "config:\n  process:\n    - train:\n        note: \"\xff\xfe\"\n"
         "        batch_size: 2\n";
-    triage::PatchResult result;
+    Result<std::string> result = std::string();
     CHECK_NOTHROW(result = triage::patch_file(parsers::TargetKind::kYaml, yaml,
                                               {{"config.process[0].train.batch_size", "2", "1"}}));
-    REQUIRE(result.text);
-    CHECK(result.text->find("batch_size: 1") != std::string::npos);
+    REQUIRE(result);
+    CHECK(result->find("batch_size: 1") != std::string::npos);
   }
 }

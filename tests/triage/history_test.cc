@@ -48,14 +48,13 @@ TEST_SUITE("triage::history") {
     REQUIRE(fixes.front().id == "cheapen_previews");
     CHECK(triage::carried_fixes(fixes, {{TargetKind::kYaml, "config.yaml", kYaml}}).empty());
     const auto patched = triage::patch_file(TargetKind::kYaml, kYaml, fixes.front().changes);
-    REQUIRE(patched.text);
-    CHECK(triage::carried_fixes(fixes,
-                                {{TargetKind::kYaml, "/elsewhere/config.yaml", *patched.text}}) ==
+    REQUIRE(patched);
+    CHECK(triage::carried_fixes(fixes, {{TargetKind::kYaml, "/elsewhere/config.yaml", *patched}}) ==
           std::vector<std::string>{"cheapen_previews"});
     // Half of a fix is not the fix.
     const auto half = triage::patch_file(TargetKind::kYaml, kYaml, {fixes.front().changes.front()});
-    REQUIRE(half.text);
-    CHECK(triage::carried_fixes(fixes, {{TargetKind::kYaml, "config.yaml", *half.text}}).empty());
+    REQUIRE(half);
+    CHECK(triage::carried_fixes(fixes, {{TargetKind::kYaml, "config.yaml", *half}}).empty());
     // An environment change cannot be seen in a file.
     triage::Fix env;
     env.id = "expandable_segments";
@@ -68,8 +67,8 @@ TEST_SUITE("triage::history") {
     const auto first = rank_sampling(kYaml);
     REQUIRE(first.front().id == "cheapen_previews");
     const auto patched = triage::patch_file(TargetKind::kYaml, kYaml, first.front().changes);
-    REQUIRE(patched.text);
-    const auto again = rank_sampling(*patched.text, {"cheapen_previews"});
+    REQUIRE(patched);
+    const auto again = rank_sampling(*patched, {"cheapen_previews"});
     REQUIRE(again.size() >= 2);
     CHECK(again.front().id == "disable_sampling");
     CHECK(again.back().id == "cheapen_previews");
@@ -82,11 +81,10 @@ TEST_SUITE("triage::history") {
     const auto first = rank_sampling(kYaml);
     REQUIRE(first.front().id == "cheapen_previews");
     const auto patched = triage::patch_file(TargetKind::kYaml, kYaml, first.front().changes);
-    REQUIRE(patched.text);
-    auto load =
-        parsers::parse_job_config(*patched.text, parsers::ConfigFormat::kYaml, "config.yaml");
+    REQUIRE(patched);
+    auto load = parsers::parse_job_config(*patched, parsers::ConfigFormat::kYaml, "config.yaml");
     REQUIRE(load.config);
-    const std::vector<parsers::NativeFile> files{{TargetKind::kYaml, "config.yaml", *patched.text}};
+    const std::vector<parsers::NativeFile> files{{TargetKind::kYaml, "config.yaml", *patched}};
     const triage::JobView job{&*load.config, "", &files};
     parsers::OomEvent event;
     event.phase = parsers::Phase::kSampling;

@@ -103,10 +103,10 @@ TEST_SUITE("triage::native fixes") {
         if (mine.empty()) continue;
         CAPTURE(fix.id);
         const auto patched = triage::patch_file(TargetKind::kToml, source.text, mine);
-        INFO(patched.error);
-        REQUIRE(patched.text);
-        const bool comments_kept = patched.text->find("# the top bucket") != std::string::npos ||
-                                   patched.text->find("# also: fp16, no") != std::string::npos;
+        INFO(patched.error().message);
+        REQUIRE(patched);
+        const bool comments_kept = patched->find("# the top bucket") != std::string::npos ||
+                                   patched->find("# also: fp16, no") != std::string::npos;
         CHECK(comments_kept);
       }
     }
@@ -131,9 +131,9 @@ TEST_SUITE("triage::native fixes") {
         TargetKind::kToml,
         load.config->targets[0].path.empty() ? "" : slurp(load.config->targets[0].path),
         off->changes);
-    REQUIRE(patched.text);
-    CHECK(patched.text->find("sample_prompts") == std::string::npos);
-    CHECK(patched.text->find("sample_every_n_steps = 250") != std::string::npos);
+    REQUIRE(patched);
+    CHECK(patched->find("sample_prompts") == std::string::npos);
+    CHECK(patched->find("sample_every_n_steps = 250") != std::string::npos);
   }
 
   TEST_CASE("a kohya log without config: unknowns are checks, nothing is claimed") {
@@ -169,8 +169,8 @@ TEST_SUITE("triage::native fixes") {
     CHECK(fixes[0].changes.at(0).to_json == "\"ON\"");
     const auto patched = triage::patch_file(
         TargetKind::kJson, slurp(kConfigs / "onetrainer_config.json"), fixes[0].changes);
-    REQUIRE(patched.text);
-    CHECK(nlohmann::json::parse(*patched.text)["gradient_checkpointing"] == "ON");
+    REQUIRE(patched);
+    CHECK(nlohmann::json::parse(*patched)["gradient_checkpointing"] == "ON");
     const triage::Fix* optimizer = find(fixes, "use_8bit_optimizer");
     REQUIRE(optimizer);
     CHECK(optimizer->changes.at(0).table == "optimizer");
@@ -208,9 +208,9 @@ TEST_SUITE("triage::native fixes") {
     CHECK(paths.count("--validation_num_inference_steps"));
     const auto patched = triage::patch_file(
         TargetKind::kJson, slurp(kConfigs / "simpletuner_config.json"), fixes[0].changes);
-    INFO(patched.error);
-    REQUIRE(patched.text);
-    const auto doc = nlohmann::json::parse(*patched.text);
+    INFO(patched.error().message);
+    REQUIRE(patched);
+    const auto doc = nlohmann::json::parse(*patched);
     CHECK(doc["--validation_num_inference_steps"] == 20);
     CHECK(doc["--validation_resolution"] == "768x768");
   }

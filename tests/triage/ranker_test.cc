@@ -506,9 +506,9 @@ TEST_SUITE("triage::ranker") {
               if (!booleans.count(fix.id) || !fix.changes_config()) continue;
               // Applied to the config text, the fix is not proposed again.
               const auto patched = triage::patch_yaml(scenario.yaml, fix.changes);
-              INFO(patched.error);
-              REQUIRE(patched.text);
-              const auto again = rank(*patched.text, incident);
+              INFO(patched.error().message);
+              REQUIRE(patched);
+              const auto again = rank(*patched, incident);
               for (const auto& other : again) CHECK(other.id != fix.id);
               ++checked;
             }
