@@ -467,23 +467,21 @@ std::optional<ordered_json> yaml_to_json(std::string_view text, std::map<std::st
   return std::nullopt;
 }
 
-ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::string_view source) {
-  ConfigLoad load;
+Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
+                                   std::string_view source) {
   std::map<std::string, int> lines;
   ordered_json doc;
   if (format == ConfigFormat::kYaml) {
     std::string error;
     auto converted = yaml_to_json(text, &lines, &error);
     if (!converted) {
-      load.error = std::string(source) + ":" + error;
-      return load;
+      return make_error(ErrorCode::kBadInput, std::string(source) + ":" + error);
     }
     doc = std::move(*converted);
   } else {
     doc = ordered_json::parse(text, nullptr, false);
     if (doc.is_discarded()) {
-      load.error = std::string(source) + ": not valid JSON";
-      return load;
+      return make_error(ErrorCode::kBadInput, std::string(source) + ": not valid JSON");
     }
   }
 
@@ -494,8 +492,8 @@ ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::str
     process = doc;
   } else {
     if (!doc.is_object() || !doc.contains("config") || !doc["config"].is_object()) {
-      load.error = std::string(source) + ": the config has no `config` section";
-      return load;
+      return make_error(ErrorCode::kBadInput,
+                        std::string(source) + ": the config has no `config` section");
     }
     const ordered_json& section = doc["config"];
     if (section.contains("name") && section["name"].is_string()) {
@@ -504,16 +502,16 @@ ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::str
     if (!section.contains("process") || !section["process"].is_array() ||
         section["process"].empty() || !section["process"][0].is_object()) {
       const auto it = lines.find("config");
-      load.error = std::string(source) + ":" +
-                   (it != lines.end() ? std::to_string(it->second) + ":" : "") +
-                   " config.process is missing or empty";
-      return load;
+      return make_error(ErrorCode::kBadInput,
+                        std::string(source) + ":" +
+                            (it != lines.end() ? std::to_string(it->second) + ":" : "") +
+                            " config.process is missing or empty");
     }
     process = section["process"][0];
   }
   if (!process.is_object()) {
-    load.error = std::string(source) + ": the process config is not an object";
-    return load;
+    return make_error(ErrorCode::kBadInput,
+                      std::string(source) + ": the process config is not an object");
   }
 
   std::set<std::string> failed_paths;
@@ -599,8 +597,7 @@ ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::str
   for (const std::string& path : failed_paths) {
     if (const auto knob = knob_of_path(path)) config.forget(*knob);
   }
-  load.config = std::move(config);
-  return load;
+  return config;
 }
 
 }  // namespace oomtriage::parsers

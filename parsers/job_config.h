@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "parsers/event.h"
+#include "parsers/result.h"
 
 namespace oomtriage::parsers {
 
@@ -171,18 +172,14 @@ struct JobConfig {
   void forget(Knob knob) { unknown.set(static_cast<size_t>(knob)); }
 };
 
-// `config` is set whenever the document itself parsed; bad fields are listed in
-// config->problems and their knobs marked unknown. `error` is set when nothing could be read.
-struct ConfigLoad {
-  std::optional<JobConfig> config;
-  std::string error;  // "config.yaml:3: mapping values are not allowed here"
-};
-
 // The family a model name or path suggests ("black-forest-labs/FLUX.1-dev" -> kFlux1).
 ModelFamily family_from_name(const std::string& name_or_path);
 
-// `source` names the file in error messages.
-ConfigLoad parse_job_config(std::string_view text, ConfigFormat format, std::string_view source);
+// The config whenever the document itself parsed: bad fields are listed in its `problems` and
+// their knobs marked unknown. A kBadInput error ("config.yaml:3: mapping values are not allowed
+// here") when nothing could be read; `source` names the file in it.
+Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
+                                   std::string_view source);
 
 // Refuses documents nested deeper than any config needs, before a recursive parser sees them:
 // true when `text` is fine, else false with the line in `error`.

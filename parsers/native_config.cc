@@ -267,25 +267,19 @@ void apply_rows(Trainer trainer, const Document& doc, bool complete,
 
 }  // namespace
 
-ConfigLoad read_native_config(Trainer trainer, const std::vector<NativeFile>& files) {
-  ConfigLoad load;
-  if (files.empty()) {
-    load.error = "no config file";
-    return load;
-  }
+Result<JobConfig> read_native_config(Trainer trainer, const std::vector<NativeFile>& files) {
+  if (files.empty()) return make_error(ErrorCode::kBadInput, "no config file");
+  std::string dataset_error;
   Document doc;
   std::vector<std::string> names;
   for (size_t i = 0; i < files.size(); ++i) {
     names.push_back(files[i].path);
     std::string error = read_file_into(files[i], i, i > 0, doc);
     if (!error.empty()) {
-      if (i == 0) {
-        load.error = std::move(error);
-        return load;
-      }
+      if (i == 0) return make_error(ErrorCode::kBadInput, std::move(error));
       // A broken dataset config loses the dataset keys, not the job.
       doc.datasets.clear();
-      load.error = std::move(error);
+      dataset_error = std::move(error);
     }
   }
   JobConfig config;
@@ -299,9 +293,8 @@ ConfigLoad read_native_config(Trainer trainer, const std::vector<NativeFile>& fi
     config.targets.push_back({file.kind, file.path, dashes ? "--" : ""});
   }
   config.datasets.clear();
-  if (!load.error.empty()) {
-    config.problems.push_back(load.error + "; the dataset settings are unknown");
-    load.error.clear();
+  if (!dataset_error.empty()) {
+    config.problems.push_back(dataset_error + "; the dataset settings are unknown");
   }
   for (const char* key : {"pretrained_model_name_or_path", "model_name_or_path", "base_model_name",
                           "pretrained_model", "dit"}) {
@@ -316,8 +309,7 @@ ConfigLoad read_native_config(Trainer trainer, const std::vector<NativeFile>& fi
     config.name = it->second.value.get<std::string>();
   }
   apply_rows(trainer, doc, true, names, config);
-  load.config = std::move(config);
-  return load;
+  return config;
 }
 
 std::optional<JobConfig> config_from_printed_arguments(

@@ -27,7 +27,7 @@ struct NativeFile {
 };
 
 // files[0] is the trainer's main config; kohya's dataset config, when there is one, follows.
-ConfigLoad read_native_config(Trainer trainer, const std::vector<NativeFile>& files);
+Result<JobConfig> read_native_config(Trainer trainer, const std::vector<NativeFile>& files);
 
 // The arguments a log printed (name, value as Python prints it), read as a config of `trainer`
 // whose target is the command line. `complete`: the print shows every argument (a whole

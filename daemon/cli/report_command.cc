@@ -90,7 +90,7 @@ std::string family_of(const db::SnapshotRow& snapshot) {
   const auto format = snapshot.path.ends_with(".json") ? parsers::ConfigFormat::kJson
                                                        : parsers::ConfigFormat::kYaml;
   auto load = parsers::parse_job_config(snapshot.content, format, snapshot.path);
-  return load.config ? std::string(parsers::to_string(load.config->family)) : "unknown";
+  return load ? std::string(parsers::to_string(load->family)) : "unknown";
 }
 
 // What a run carried from the previous run's crash, and how it went.

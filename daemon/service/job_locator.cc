@@ -195,13 +195,13 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
     }
     if (!owner) continue;  // a config.json of something else
     std::vector<parsers::NativeFile> files{{kind, candidate.path.string(), *text}};
-    parsers::ConfigLoad load;
-    if (*owner == Trainer::kAiToolkit) {
-      load = parsers::parse_job_config(
-          *text,
-          kind == TargetKind::kJson ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml,
-          candidate.path.string());
-    } else {
+    const auto read_config = [&]() -> Result<parsers::JobConfig> {
+      if (*owner == Trainer::kAiToolkit) {
+        return parsers::parse_job_config(
+            *text,
+            kind == TargetKind::kJson ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml,
+            candidate.path.string());
+      }
       std::optional<std::string> dataset =
           kind == TargetKind::kToml ? dataset_config_of(*text) : std::nullopt;
       if (!dataset && facts.named_dataset_config) dataset = facts.named_dataset_config;
@@ -216,25 +216,26 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
                           dataset_path.string(), std::strerror(errno)));
         }
       }
-      load = parsers::read_native_config(*owner, files);
-    }
-    if (!load.config) {
-      warnings.push_back(load.error + "; triaging without the config");
+      return parsers::read_native_config(*owner, files);
+    };
+    Result<parsers::JobConfig> load = read_config();
+    if (!load) {
+      warnings.push_back(load.error().message + "; triaging without the config");
       lookup.config_problem = "the job config did not parse";
       if (candidate.explicit_file) break;
       continue;
     }
-    lookup.config = std::move(load.config);
+    lookup.config = std::move(*load);
     lookup.files = std::move(files);
     break;
   }
 
   if (!lookup.config && lookup.config_problem.empty() && !facts.printed_config.empty()) {
-    parsers::ConfigLoad load =
+    Result<parsers::JobConfig> load =
         parsers::parse_job_config(facts.printed_config, parsers::ConfigFormat::kPrintedProcess,
                                   log.string() + " (the config printed at its top)");
-    if (load.config) {
-      lookup.config = std::move(load.config);
+    if (load) {
+      lookup.config = std::move(*load);
       lookup.config->targets = {{TargetKind::kYaml, "", ""}};
     } else {
       lookup.config_problem = "the config printed in the log did not parse";

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (ConfigFormat format :
        {ConfigFormat::kYaml, ConfigFormat::kJson, ConfigFormat::kPrintedProcess}) {
     const auto load = oomtriage::parsers::parse_job_config(text, format, "fuzz");
-    if (load.config) (void)load.config->all_resolutions();
+    if (load) (void)load->all_resolutions();
   }
   using oomtriage::parsers::TargetKind;
   using oomtriage::parsers::Trainer;

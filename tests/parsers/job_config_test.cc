@@ -18,10 +18,10 @@ using namespace oomtriage::parsers;
 namespace {
 
 JobConfig load_yaml(const std::string& text) {
-  ConfigLoad load = parse_job_config(text, ConfigFormat::kYaml, "config.yaml");
-  INFO(load.error);
-  REQUIRE(load.config);
-  return *load.config;
+  auto load = parse_job_config(text, ConfigFormat::kYaml, "config.yaml");
+  INFO(load.error().message);
+  REQUIRE(load);
+  return *load;
 }
 
 }  // namespace
@@ -160,54 +160,56 @@ config:
     CHECK(c.sample.has_control_images);
   }
   TEST_CASE("JSON job configs and the process config printed in log.txt") {
-    ConfigLoad json = parse_job_config(
+    auto json = parse_job_config(
         R"({"job":"extension","config":{"name":"j","process":[{"type":"diffusion_trainer",
         "train":{"batch_size":2,"gradient_checkpointing":true},"model":{"arch":"wan22_14b"}}]}})",
         ConfigFormat::kJson, ".job_config.json");
-    REQUIRE(json.config);
-    CHECK(json.config->batch_size == 2);
-    CHECK(json.config->family == ModelFamily::kWan22);
-    ConfigLoad printed = parse_job_config(
+    REQUIRE(json);
+    CHECK(json->batch_size == 2);
+    CHECK(json->family == ModelFamily::kWan22);
+    auto printed = parse_job_config(
         "{\n    \"type\": \"sd_trainer\",\n    \"train\": {\"batch_size\": 3}\n}\n",
         ConfigFormat::kPrintedProcess, "log.txt");
-    REQUIRE(printed.config);
-    CHECK(printed.config->batch_size == 3);
-    CHECK(printed.config->process_path == "config.process[0]");
+    REQUIRE(printed);
+    CHECK(printed->batch_size == 3);
+    CHECK(printed->process_path == "config.process[0]");
   }
   TEST_CASE("broken configs give one line with file, line and reason") {
-    CHECK(parse_job_config("config:\n  name: [unclosed\n", ConfigFormat::kYaml, "c.yaml").error ==
-          "c.yaml:3: end of sequence flow not found");
+    CHECK(parse_job_config("config:\n  name: [unclosed\n", ConfigFormat::kYaml, "c.yaml")
+              .error()
+              .message == "c.yaml:3: end of sequence flow not found");
     {
       // A bad field is a problem; the rest of the config stands and only its knob is unknown.
-      const ConfigLoad load = parse_job_config(
+      const auto load = parse_job_config(
           "config:\n  name: x\n  process:\n    - train:\n        batch_size: two\n"
           "        gradient_checkpointing: false\n",
           ConfigFormat::kYaml, "c.yaml");
-      CHECK(load.error == "");
-      REQUIRE(load.config);
-      REQUIRE(load.config->problems.size() == 1);
-      CHECK(load.config->problems[0] ==
+      CHECK_MESSAGE(load, (load ? "" : load.error().message));
+      REQUIRE(load);
+      REQUIRE(load->problems.size() == 1);
+      CHECK(load->problems[0] ==
             "c.yaml:5: train.batch_size must be a non-negative integer, got \"two\"; the rest of "
             "the config is used");
-      CHECK_FALSE(load.config->knows(Knob::kBatchSize));
-      CHECK(load.config->knows(Knob::kGradientCheckpointing));
-      CHECK(load.config->gradient_checkpointing == false);
+      CHECK_FALSE(load->knows(Knob::kBatchSize));
+      CHECK(load->knows(Knob::kGradientCheckpointing));
+      CHECK(load->gradient_checkpointing == false);
     }
     CHECK(parse_job_config("job: extension\nconfig:\n  name: x\n", ConfigFormat::kYaml, "c.yaml")
-              .error == "c.yaml:2: config.process is missing or empty");
-    CHECK(parse_job_config("job: extension\n", ConfigFormat::kYaml, "c.yaml").error ==
+              .error()
+              .message == "c.yaml:2: config.process is missing or empty");
+    CHECK(parse_job_config("job: extension\n", ConfigFormat::kYaml, "c.yaml").error().message ==
           "c.yaml: the config has no `config` section");
-    CHECK(parse_job_config("{nope", ConfigFormat::kJson, "j.json").error ==
+    CHECK(parse_job_config("{nope", ConfigFormat::kJson, "j.json").error().message ==
           "j.json: not valid JSON");
     {
-      const ConfigLoad load = parse_job_config(
+      const auto load = parse_job_config(
           "config:\n  process:\n    - datasets:\n        - resolution: [512, big]\n",
           ConfigFormat::kYaml, "c.yaml");
-      REQUIRE(load.config);
-      REQUIRE(load.config->problems.size() == 1);
-      CHECK(load.config->problems[0].find("datasets[0].resolution[1] must be a positive integer") !=
+      REQUIRE(load);
+      REQUIRE(load->problems.size() == 1);
+      CHECK(load->problems[0].find("datasets[0].resolution[1] must be a positive integer") !=
             std::string::npos);
-      CHECK_FALSE(load.config->knows(Knob::kResolution));
+      CHECK_FALSE(load->knows(Knob::kResolution));
     }
   }
   TEST_CASE("every real AI Toolkit example config loads") {
@@ -220,11 +222,11 @@ config:
     for (const auto& entry : fs::directory_iterator(dir)) {
       if (entry.path().extension() != ".yaml") continue;
       CAPTURE(entry.path().filename().string());
-      ConfigLoad load = parse_job_config(slurp(entry.path()), ConfigFormat::kYaml,
-                                         entry.path().filename().string());
-      CHECK(load.error == "");
-      REQUIRE(load.config);
-      const JobConfig& c = *load.config;
+      auto load = parse_job_config(slurp(entry.path()), ConfigFormat::kYaml,
+                                   entry.path().filename().string());
+      CHECK_MESSAGE(load, (load ? "" : load.error().message));
+      REQUIRE(load);
+      const JobConfig& c = *load;
       CHECK_FALSE(c.name.empty());
       CHECK(c.family != ModelFamily::kOther);
       CHECK(c.gradient_checkpointing);
@@ -256,12 +258,11 @@ config:
       "regression (fuzz): a wrong-typed value with invalid UTF-8 is a problem line, not a throw") {
     const std::string yaml =
         "config:\n  process:\n    - datasets:\n        - resolution: \"a\xff\"\n";
-    ConfigLoad load = parse_job_config(yaml, ConfigFormat::kYaml, "c.yaml");
+    auto load = parse_job_config(yaml, ConfigFormat::kYaml, "c.yaml");
     // A problem line (the bytes replaced), the rest of the config kept, the knob unknown.
-    REQUIRE(load.config);
-    REQUIRE(load.config->problems.size() == 1);
-    CHECK(load.config->problems[0].find("c.yaml:4: datasets[0].resolution must be an integer") ==
-          0);
-    CHECK_FALSE(load.config->knows(Knob::kResolution));
+    REQUIRE(load);
+    REQUIRE(load->problems.size() == 1);
+    CHECK(load->problems[0].find("c.yaml:4: datasets[0].resolution must be an integer") == 0);
+    CHECK_FALSE(load->knows(Knob::kResolution));
   }
 }

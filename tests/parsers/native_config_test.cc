@@ -30,11 +30,11 @@ NativeFile file(TargetKind kind, const std::string& name) {
 
 TEST_SUITE("parsers::native_config") {
   TEST_CASE("kohya: a grouped --config_file and its --dataset_config") {
-    const ConfigLoad load =
+    const auto load =
         read_native_config(Trainer::kSdScripts, {file(TargetKind::kToml, "kohya_flux_lora.toml"),
                                                  file(TargetKind::kToml, "kohya_dataset.toml")});
-    REQUIRE(load.config);
-    const JobConfig& c = *load.config;
+    REQUIRE(load);
+    const JobConfig& c = *load;
     CHECK(c.problems.empty());
     CHECK(c.trainer == Trainer::kSdScripts);
     CHECK(c.family == ModelFamily::kFlux1);
@@ -69,33 +69,33 @@ TEST_SUITE("parsers::native_config") {
   }
 
   TEST_CASE("kohya: a bad value is one problem with file and line, and the rest stays") {
-    const ConfigLoad load = read_native_config(
-        Trainer::kSdScripts, {{TargetKind::kToml, "job.toml",
-                               "pretrained_model_name_or_path = \"sdxl.safetensors\"\n"
-                               "train_batch_size = \"two\"\n"
-                               "gradient_checkpointing = true\n"}});
-    REQUIRE(load.config);
-    REQUIRE(load.config->problems.size() == 1);
-    CHECK(load.config->problems[0] ==
+    const auto load = read_native_config(Trainer::kSdScripts,
+                                         {{TargetKind::kToml, "job.toml",
+                                           "pretrained_model_name_or_path = \"sdxl.safetensors\"\n"
+                                           "train_batch_size = \"two\"\n"
+                                           "gradient_checkpointing = true\n"}});
+    REQUIRE(load);
+    REQUIRE(load->problems.size() == 1);
+    CHECK(load->problems[0] ==
           "job.toml:2: train_batch_size has a value this trainer does not take, got \"two\"; the "
           "rest of the config is used");
-    CHECK_FALSE(load.config->knows(Knob::kBatchSize));
-    CHECK(load.config->gradient_checkpointing);
-    CHECK(load.config->family == ModelFamily::kSdxl);
+    CHECK_FALSE(load->knows(Knob::kBatchSize));
+    CHECK(load->gradient_checkpointing);
+    CHECK(load->family == ModelFamily::kSdxl);
   }
 
   TEST_CASE("a TOML syntax error names the file and line") {
-    const ConfigLoad load = read_native_config(Trainer::kSdScripts,
-                                               {{TargetKind::kToml, "job.toml", "a = 1\nb = [\n"}});
-    CHECK_FALSE(load.config);
-    CHECK(load.error.rfind("job.toml:", 0) == 0);
+    const auto load = read_native_config(Trainer::kSdScripts,
+                                         {{TargetKind::kToml, "job.toml", "a = 1\nb = [\n"}});
+    CHECK_FALSE(load);
+    CHECK(load.error().message.rfind("job.toml:", 0) == 0);
   }
 
   TEST_CASE("SimpleTuner: config.json with dashed keys, and its checkpointing default is on") {
-    const ConfigLoad load = read_native_config(
-        Trainer::kSimpleTuner, {file(TargetKind::kJson, "simpletuner_config.json")});
-    REQUIRE(load.config);
-    const JobConfig& c = *load.config;
+    const auto load = read_native_config(Trainer::kSimpleTuner,
+                                         {file(TargetKind::kJson, "simpletuner_config.json")});
+    REQUIRE(load);
+    const JobConfig& c = *load;
     CHECK(c.problems.empty());
     CHECK(c.targets.at(0).key_prefix == "--");
     CHECK(c.gradient_checkpointing);
@@ -109,10 +109,10 @@ TEST_SUITE("parsers::native_config") {
   }
 
   TEST_CASE("OneTrainer: ON/OFF checkpointing, string resolution, nested optimizer") {
-    const ConfigLoad load = read_native_config(Trainer::kOneTrainer,
-                                               {file(TargetKind::kJson, "onetrainer_config.json")});
-    REQUIRE(load.config);
-    const JobConfig& c = *load.config;
+    const auto load = read_native_config(Trainer::kOneTrainer,
+                                         {file(TargetKind::kJson, "onetrainer_config.json")});
+    REQUIRE(load);
+    const JobConfig& c = *load;
     CHECK(c.problems.empty());
     CHECK(c.knows(Knob::kGradientCheckpointing));
     CHECK_FALSE(c.gradient_checkpointing);
@@ -125,21 +125,21 @@ TEST_SUITE("parsers::native_config") {
     CHECK_FALSE(c.disable_sampling);
 
     // Since v11 checkpointing is set per model part.
-    const ConfigLoad v11 = read_native_config(
+    const auto v11 = read_native_config(
         Trainer::kOneTrainer,
         {{TargetKind::kJson, "c.json",
           R"({"__version": 11, "transformer": {"gradient_checkpointing": false}, "batch_size": 1})"}});
-    REQUIRE(v11.config);
-    CHECK(v11.config->knows(Knob::kGradientCheckpointing));
-    CHECK_FALSE(v11.config->gradient_checkpointing);
-    CHECK(v11.config->slots.at("train.gradient_checkpointing").table == "transformer");
+    REQUIRE(v11);
+    CHECK(v11->knows(Knob::kGradientCheckpointing));
+    CHECK_FALSE(v11->gradient_checkpointing);
+    CHECK(v11->slots.at("train.gradient_checkpointing").table == "transformer");
   }
 
   TEST_CASE("HF Trainer: training_args.json") {
-    const ConfigLoad load = read_native_config(Trainer::kTransformers,
-                                               {file(TargetKind::kJson, "hf_training_args.json")});
-    REQUIRE(load.config);
-    const JobConfig& c = *load.config;
+    const auto load = read_native_config(Trainer::kTransformers,
+                                         {file(TargetKind::kJson, "hf_training_args.json")});
+    REQUIRE(load);
+    const JobConfig& c = *load;
     CHECK(c.gradient_checkpointing);
     CHECK(c.batch_size == 4);
     CHECK(c.sample.batch_size == 16);

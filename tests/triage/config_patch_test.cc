@@ -178,10 +178,10 @@ TEST_SUITE("triage::config_patch") {
           std::string::npos);
     CHECK(result->find("# 3bit is required for 32GB") != std::string::npos);
     const auto load = parsers::parse_job_config(*result, parsers::ConfigFormat::kYaml, "x");
-    REQUIRE(load.config);
-    CHECK(load.config->match_target_res);
-    CHECK_FALSE(load.config->gradient_checkpointing);
-    CHECK(load.config->qtype.rfind("uint3|", 0) == 0);
+    REQUIRE(load);
+    CHECK(load->match_target_res);
+    CHECK_FALSE(load->gradient_checkpointing);
+    CHECK(load->qtype.rfind("uint3|", 0) == 0);
   }
 
   TEST_CASE("property: every scalar and list of the example configs, patched, reads back") {

@@ -36,8 +36,8 @@ std::vector<triage::Fix> rank_sampling(const std::string& yaml,
   event.step = 250;
   analysis.events.push_back(event);
   auto load = parsers::parse_job_config(yaml, parsers::ConfigFormat::kYaml, "config.yaml");
-  REQUIRE(load.config);
-  return triage::triage_log(analysis, {&*load.config, ""}, {std::nullopt, std::move(tried)}).fixes;
+  REQUIRE(load);
+  return triage::triage_log(analysis, {&*load, ""}, {std::nullopt, std::move(tried)}).fixes;
 }
 
 }  // namespace
@@ -83,9 +83,9 @@ TEST_SUITE("triage::history") {
     const auto patched = triage::patch_file(TargetKind::kYaml, kYaml, first.front().changes);
     REQUIRE(patched);
     auto load = parsers::parse_job_config(*patched, parsers::ConfigFormat::kYaml, "config.yaml");
-    REQUIRE(load.config);
+    REQUIRE(load);
     const std::vector<parsers::NativeFile> files{{TargetKind::kYaml, "config.yaml", *patched}};
-    const triage::JobView job{&*load.config, "", &files};
+    const triage::JobView job{&*load, "", &files};
     parsers::OomEvent event;
     event.phase = parsers::Phase::kSampling;
     event.step = 250;
@@ -107,7 +107,7 @@ TEST_SUITE("triage::history") {
     analysis.events.back().recovered = true;
     CHECK(triage::triage_log(analysis, job, same_phase).fixes.back().id != "cheapen_previews");
     analysis.events.back().recovered = false;
-    CHECK(triage::triage_log(analysis, {&*load.config, "", nullptr}, same_phase).fixes.back().id !=
+    CHECK(triage::triage_log(analysis, {&*load, "", nullptr}, same_phase).fixes.back().id !=
           "cheapen_previews");
     // An analysis without an OOM has no incident and no fixes.
     const triage::Triage none = triage::triage_log(parsers::LogAnalysis{}, job, same_phase);

@@ -63,9 +63,9 @@ TEST_SUITE("triage::native fixes") {
     const auto load = parsers::read_native_config(Trainer::kSdScripts,
                                                   {file(TargetKind::kToml, "kohya_flux_lora.toml"),
                                                    file(TargetKind::kToml, "kohya_dataset.toml")});
-    REQUIRE(load.config);
+    REQUIRE(load);
     const auto analysis = incident(Trainer::kSdScripts, Phase::kTrainStep, 2);
-    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
+    const auto fixes = triage::triage_log(analysis, {&*load, ""}).fixes;
     REQUIRE(!fixes.empty());
     const triage::Fix& gc = fixes.front();
     CHECK(gc.id == "enable_gradient_checkpointing");
@@ -115,9 +115,9 @@ TEST_SUITE("triage::native fixes") {
   TEST_CASE("kohya sampling OOM: the prompt file is what to check, sampling off is a TOML edit") {
     const auto load = parsers::read_native_config(
         Trainer::kSdScripts, {file(TargetKind::kToml, "kohya_flux_lora.toml")});
-    REQUIRE(load.config);
+    REQUIRE(load);
     const auto analysis = incident(Trainer::kSdScripts, Phase::kSampling, 250);
-    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
+    const auto fixes = triage::triage_log(analysis, {&*load, ""}).fixes;
     const triage::Fix* previews = find(fixes, "cheapen_previews");
     REQUIRE(previews);
     CHECK(previews->changes.empty());
@@ -128,8 +128,7 @@ TEST_SUITE("triage::native fixes") {
     CHECK(off->changes[0].path == "sample_prompts");
     CHECK(off->changes[0].to_json == "null");  // the key goes
     const auto patched = triage::patch_file(
-        TargetKind::kToml,
-        load.config->targets[0].path.empty() ? "" : slurp(load.config->targets[0].path),
+        TargetKind::kToml, load->targets[0].path.empty() ? "" : slurp(load->targets[0].path),
         off->changes);
     REQUIRE(patched);
     CHECK(patched->find("sample_prompts") == std::string::npos);
@@ -161,9 +160,9 @@ TEST_SUITE("triage::native fixes") {
   TEST_CASE("OneTrainer: OFF becomes ON in its JSON") {
     const auto load = parsers::read_native_config(
         Trainer::kOneTrainer, {file(TargetKind::kJson, "onetrainer_config.json")});
-    REQUIRE(load.config);
+    REQUIRE(load);
     const auto analysis = incident(Trainer::kOneTrainer, Phase::kTrainStep, 3);
-    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
+    const auto fixes = triage::triage_log(analysis, {&*load, ""}).fixes;
     REQUIRE(!fixes.empty());
     CHECK(fixes[0].id == "enable_gradient_checkpointing");
     CHECK(fixes[0].changes.at(0).to_json == "\"ON\"");
@@ -180,9 +179,9 @@ TEST_SUITE("triage::native fixes") {
   TEST_CASE("HF evaluation OOM: a smaller eval batch in training_args.json") {
     const auto load = parsers::read_native_config(
         Trainer::kTransformers, {file(TargetKind::kJson, "hf_training_args.json")});
-    REQUIRE(load.config);
+    REQUIRE(load);
     const auto analysis = incident(Trainer::kTransformers, Phase::kSampling, 200);
-    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
+    const auto fixes = triage::triage_log(analysis, {&*load, ""}).fixes;
     REQUIRE(!fixes.empty());
     CHECK(fixes[0].id == "cheapen_previews");
     REQUIRE(fixes[0].changes.size() == 1);
@@ -197,9 +196,9 @@ TEST_SUITE("triage::native fixes") {
   TEST_CASE("SimpleTuner validation OOM: its own keys, with their dashes") {
     const auto load = parsers::read_native_config(
         Trainer::kSimpleTuner, {file(TargetKind::kJson, "simpletuner_config.json")});
-    REQUIRE(load.config);
+    REQUIRE(load);
     const auto analysis = incident(Trainer::kSimpleTuner, Phase::kSampling, 100);
-    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
+    const auto fixes = triage::triage_log(analysis, {&*load, ""}).fixes;
     REQUIRE(!fixes.empty());
     CHECK(fixes[0].id == "cheapen_previews");
     std::set<std::string> paths;
@@ -252,8 +251,8 @@ TEST_SUITE("triage::native fixes") {
         "config:\n  process:\n    - model:\n        name_or_path: black-forest-labs/FLUX.1-dev\n"
         "        is_flux: true\n      train:\n        dtype: bf16\n",
         parsers::ConfigFormat::kYaml, "config.yaml");
-    REQUIRE(load.config);
-    const auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
+    REQUIRE(load);
+    const auto fixes = triage::triage_log(analysis, {&*load, ""}).fixes;
     REQUIRE(!fixes.empty());
     const triage::Fix* expandable = find(fixes, "expandable_segments");
     REQUIRE(expandable);
@@ -279,13 +278,13 @@ TEST_SUITE("triage::native fixes") {
     auto load =
         parsers::parse_job_config("config:\n  process:\n    - train:\n        batch_size: 2\n",
                                   parsers::ConfigFormat::kYaml, "config.yaml");
-    REQUIRE(load.config);
-    auto fixes = triage::triage_log(analysis, {&*load.config, ""}).fixes;
+    REQUIRE(load);
+    auto fixes = triage::triage_log(analysis, {&*load, ""}).fixes;
     CHECK(find(fixes, "free_gpu") == nullptr);
     // Two processes: they are others.
     auto busy = analysis;
     busy.events[0].figures.other_processes.push_back({700000, 6 * kGiB});
-    fixes = triage::triage_log(busy, {&*load.config, ""}).fixes;
+    fixes = triage::triage_log(busy, {&*load, ""}).fixes;
     REQUIRE(find(fixes, "free_gpu"));
   }
 

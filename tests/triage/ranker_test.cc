@@ -77,9 +77,9 @@ std::vector<triage::Fix> rank(const std::string& yaml, const Incident& incident)
     return triage::triage_log(analysis, {nullptr, "no job config was found"}).fixes;
   }
   auto load = parsers::parse_job_config(yaml, parsers::ConfigFormat::kYaml, "config.yaml");
-  INFO(load.error);
-  REQUIRE(load.config);
-  return triage::triage_log(analysis, {&*load.config, ""}).fixes;
+  INFO(load.error().message);
+  REQUIRE(load);
+  return triage::triage_log(analysis, {&*load, ""}).fixes;
 }
 
 std::vector<std::string> ids(const std::vector<triage::Fix>& fixes) {
