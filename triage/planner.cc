@@ -1,0 +1,243 @@
+// triage/planner.cc: the planner's frame: the event as it reads it (a "process" that is this job
+// is the job), the trainer's name for a setting, which rows of the ranking table apply, which
+// plan_*() each proposed fix id calls, the memory model's estimate of each candidate, and the
+// final order: fits before the rest, then priority, then confidence, a fix already tried last.
+#include "triage/planner.h"
+
+#include <algorithm>
+
+#include "parsers/trainer_dialect.h"
+#include "triage/native_changes.h"
+
+namespace oomtriage::triage::detail {
+namespace {
+
+constexpr double kFitMargin = 0.95;
+
+// "Process P has X memory in use" names this job itself when it runs in a container (the
+// driver reports the host's PID): a process whose memory matches the job's own in-use figure,
+// or PyTorch's reserved memory plus a CUDA context, is the job.
+bool is_this_job(const parsers::OtherProcess& process, const parsers::MemoryFigures& f) {
+  constexpr uint64_t kContextAllowance = 3ull << 29;  // 1.5 GiB of context and non-PyTorch memory
+  if (f.this_process_in_use_bytes) {
+    const uint64_t own = *f.this_process_in_use_bytes;
+    const uint64_t diff = own > process.bytes ? own - process.bytes : process.bytes - own;
+    return diff * 100 <= own;  // within 1%
+  }
+  const std::optional<uint64_t> reserved =
+      f.reserved_total_bytes ? f.reserved_total_bytes
+      : f.allocated_by_pytorch_bytes && f.reserved_unallocated_bytes
+          ? std::optional<uint64_t>(*f.allocated_by_pytorch_bytes + *f.reserved_unallocated_bytes)
+          : f.allocated_by_pytorch_bytes;
+  if (!reserved || *reserved == 0) return false;
+  return process.bytes >= *reserved && process.bytes - *reserved <= kContextAllowance;
+}
+
+// The event as the planner reads it: a "process" that is this job moves to its own figure.
+OomEvent without_this_job(OomEvent event) {
+  auto& others = event.figures.other_processes;
+  // Only a lone process can be told apart as the job; with several, all are others.
+  if (others.size() == 1 && is_this_job(others.front(), event.figures)) {
+    if (!event.figures.this_process_in_use_bytes) {
+      event.figures.this_process_in_use_bytes = others.front().bytes;
+    }
+    others.clear();
+  }
+  return event;
+}
+
+}  // namespace
+
+Planner::Planner(const TriageInput& input, const OomEvent& event, const JobConfig& config,
+                 bool assumed_config)
+    : input_(input),
+      e_(without_this_job(event)),
+      c_(config),
+      assumed_(assumed_config),
+      cal_(calibrate(e_, assumed_config ? nullptr : &config)) {}
+
+std::string Planner::setting(std::string_view neutral, std::string_view ai_toolkit_name) const {
+  if (ai_toolkit() || c_.trainer == parsers::Trainer::kUnknown) {
+    return c_.trainer == parsers::Trainer::kUnknown
+               ? std::string(neutral.substr(neutral.find('.') + 1))
+               : std::string(ai_toolkit_name);
+  }
+  const parsers::DialectRow* row = parsers::row_for(c_.trainer, neutral);
+  if (row == nullptr) return std::string(neutral.substr(neutral.find('.') + 1));
+  const bool flags = !c_.targets.empty() && c_.targets.front().kind == parsers::TargetKind::kArgs;
+  return (flags ? "--" : "") + std::string(row->native);
+}
+
+void Planner::estimate(Candidate& candidate) const {
+  if (!cal_ || !candidate.effect.modelled) return;
+  const Effect& effect = candidate.effect;
+  double peak = cal_->weights_bytes * effect.weights + cal_->activations_bytes * effect.activations;
+  if (effect.reclaims_fragmentation) {
+    peak -= std::min<double>(peak * 0.5, e_.figures.reserved_unallocated_bytes.value_or(0));
+  }
+  const double usable = effect.frees_other_processes ? cal_->capacity_bytes : cal_->usable_bytes;
+  Fix& fix = candidate.fix;
+  fix.predicted_peak_bytes = static_cast<uint64_t>(std::max(0.0, peak));
+  fix.fits = peak < usable * kFitMargin;
+  fix.estimate = fmt::format(
+      "estimated, not measured: the failed step needed {} ({} modelled weights{} + {} "
+      "activations); with this fix {} -> about {} of {} usable{}",
+      gib(cal_->need_bytes), gib(cal_->weights_bytes),
+      assumed_ ? "" : fmt::format(" for {}", parsers::to_string(c_.family)),
+      gib(cal_->activations_bytes), effect.what.empty() ? "unchanged" : effect.what,
+      gib(*fix.predicted_peak_bytes), gib(static_cast<uint64_t>(usable)),
+      *fix.fits ? " (fits with a 5% margin)" : " (still too much alone)");
+}
+
+bool Planner::applies(Situation situation) const {
+  const Phase phase = e_.phase;
+  const bool host = e_.kind == OomKind::kHostKilled || e_.kind == OomKind::kHostMemoryError;
+  const bool gpu = e_.kind != OomKind::kShm && !host;
+  const bool loading = phase == Phase::kModelLoad || phase == Phase::kQuantize;
+  const bool caching = phase == Phase::kCacheLatents || phase == Phase::kCacheTextEmbeddings;
+  const bool training = gpu && !loading && !caching && phase != Phase::kSampling;
+  const bool later = e_.step && *e_.step > 5;
+  const bool early = e_.step && *e_.step <= 5;
+  const bool batch_above_one = !knows(Knob::kBatchSize) || c_.effective_batch_size() > 1;
+  switch (situation) {
+    case Situation::kShm: return e_.kind == OomKind::kShm;
+    case Situation::kHost: return host;
+    case Situation::kOtherProcesses: {
+      uint64_t others = 0;
+      for (const auto& p : e_.figures.other_processes) others += p.bytes;
+      const uint64_t capacity = e_.figures.total_capacity_bytes.value_or(0);
+      return gpu && others >= kGiB && (capacity == 0 || others * 10 >= capacity);
+    }
+    case Situation::kFragmentation: {
+      const uint64_t unalloc = e_.figures.reserved_unallocated_bytes.value_or(0);
+      const uint64_t tried = e_.figures.tried_to_allocate_bytes.value_or(0);
+      return gpu &&
+             (unalloc >= kGiB || (unalloc >= 256ull << 20 && unalloc * 2 >= tried && tried > 0));
+    }
+    case Situation::kCheckpointingOff: return gpu && !loading && !caching;
+    case Situation::kLoad: return gpu && loading;
+    case Situation::kCacheTextEmbeddings: return gpu && phase == Phase::kCacheTextEmbeddings;
+    case Situation::kCacheLatents: return gpu && phase == Phase::kCacheLatents;
+    case Situation::kSampling: return gpu && phase == Phase::kSampling;
+    case Situation::kTrainLaterBuckets: return training && later && c_.all_resolutions().size() > 1;
+    case Situation::kTrainBatch:
+      return training && !(later && c_.all_resolutions().size() > 1) && batch_above_one;
+    case Situation::kTrainBatchOne:
+      return training && !(later && c_.all_resolutions().size() > 1) && !batch_above_one;
+    case Situation::kTrainAny: return training;
+  }
+  (void)early;
+  return false;
+}
+
+void Planner::propose(std::string_view id, int priority, Situation situation) {
+  const bool early = e_.step && *e_.step <= 5 && e_.phase != Phase::kSampling;
+  if (id == "increase_shm") return plan_shm();
+  if (id == "reduce_host_memory") return plan_host_memory();
+  if (id == "free_gpu") return plan_free_gpu(priority);
+  if (id == "expandable_segments") return plan_expandable_segments(priority, 45);
+  // Not shown: checked first for an OOM in the first steps (the GC-off signature), after the
+  // situation's own first fix for a later one, and after the preview levers for a sampling OOM
+  // (cheaper previews fix those, not checkpointing).
+  if (id == "enable_gradient_checkpointing") {
+    return plan_gradient_checkpointing(priority, early                          ? 2
+                                                 : e_.phase == Phase::kSampling ? 21
+                                                                                : 11);
+  }
+  if (id == "quantize_model") return plan_quantize(priority);
+  if (id == "quantize_text_encoder") return plan_quantize_te(priority);
+  if (id == "layer_offloading") return plan_layer_offloading(priority);
+  if (id == "cache_latents_to_disk") return plan_cache_latents_to_disk(priority);
+  if (id == "drop_top_bucket") return plan_top_bucket(priority);
+  if (id == "lower_resolution") return plan_lower_resolution(priority);
+  if (id == "cheapen_previews") return plan_previews(priority);
+  if (id == "skip_first_sample") return plan_skip_first_sample(priority);
+  if (id == "match_target_res") return plan_match_target_res(priority);
+  if (id == "disable_sampling") return plan_disable_sampling(priority);
+  if (id == "reduce_num_frames") {
+    if (parsers::is_video_family(c_.family)) plan_num_frames(priority);
+    return;
+  }
+  if (id == "lower_batch_size") return plan_batch(priority);
+  if (id == "use_bf16") return plan_bf16(priority);
+  if (id == "cache_text_embeddings") return plan_cache_text_embeddings(priority);
+  if (id == "use_8bit_optimizer") return plan_8bit_optimizer(priority);
+  if (id == "enable_low_vram") {
+    switch (situation) {
+      case Situation::kLoad:
+        return plan_low_vram(priority,
+                             "Loads and quantizes the transformer on the CPU, then moves it to "
+                             "the GPU");
+      case Situation::kCacheTextEmbeddings:
+        return plan_low_vram(priority, "Keeps the model off the GPU while the text encoder runs");
+      case Situation::kCacheLatents:
+        return plan_low_vram(priority,
+                             "Encodes latents with a tiled VAE and keeps the transformer off the "
+                             "GPU");
+      case Situation::kSampling:
+        return plan_low_vram(priority, "Tiles the VAE decode of previews and unloads idle parts");
+      default:
+        return plan_low_vram(priority, c_.family == ModelFamily::kWan22
+                                           ? "Keeps idle parts of the model off the GPU and "
+                                             "unloads the idle Wan 2.2 stage"
+                                           : "Keeps idle parts of the model off the GPU between "
+                                             "uses");
+    }
+  }
+}
+
+namespace {
+
+// A fix the memory model says fits (0) before the others (1): one it cannot estimate and one
+// that does not fit alone keep the table's order between them.
+int fit_class(const Fix& fix) { return fix.fits && *fix.fits ? 0 : 1; }
+
+}  // namespace
+
+std::vector<Fix> Planner::plan() {
+  for (const RankingRow& row : ranking_table()) {
+    if (!applies(row.situation)) continue;
+    for (const auto& [id, priority] : row.fixes) propose(id, priority, row.situation);
+  }
+  std::vector<Candidate> kept;
+  for (Candidate& candidate : candidates_) {
+    estimate(candidate);
+    // Written in the job's own syntax; a fix its trainer cannot express is not proposed, unless
+    // it says what to check (an unknown trainer still gets "make sure checkpointing is on").
+    if (to_native(candidate.fix, c_) || !candidate.fix.check.empty()) {
+      kept.push_back(std::move(candidate));
+    }
+  }
+  // A fix the memory model says cannot fit never outranks one that can.
+  const auto& tried = input_.tried_and_failed;
+  const auto was_tried = [&](const Candidate& c) {
+    return std::find(tried.begin(), tried.end(), c.fix.id) != tried.end();
+  };
+  for (Candidate& candidate : kept) {
+    if (was_tried(candidate)) {
+      candidate.fix.why +=
+          "; the previous run carried this fix and crashed again in the same "
+          "phase, so the next lever comes first";
+    }
+  }
+  std::stable_sort(kept.begin(), kept.end(), [&](const Candidate& a, const Candidate& b) {
+    if (was_tried(a) != was_tried(b)) return was_tried(b);
+    const int fa = fit_class(a.fix), fb = fit_class(b.fix);
+    if (fa != fb) return fa < fb;
+    if (a.priority != b.priority) return a.priority < b.priority;
+    return a.fix.confidence > b.fix.confidence;
+  });
+  std::vector<Fix> fixes;
+  for (Candidate& candidate : kept) {
+    Fix fix = std::move(candidate.fix);
+    if (assumed_) {
+      fix.confidence *= 0.6;
+      fix.why += fmt::format(" ({})", input_.config_problem);
+    }
+    fix.rank = static_cast<int>(fixes.size()) + 1;
+    fixes.push_back(std::move(fix));
+  }
+  return fixes;
+}
+
+}  // namespace oomtriage::triage::detail

@@ -1,0 +1,169 @@
+// triage/planner.h
+//
+// The planner behind rank_fixes() (triage/ranker.h): for one incident and one config it proposes
+// the fixes of every row of ranking_table() that applies, each with its effect on the memory
+// model, then estimates, keeps the ones the job's trainer can express and orders them. Its
+// plan_*() methods are grouped by what they change: the machine, not the config
+// (triage/planner_environment.cc); previews (triage/planner_previews.cc); a training step's
+// activations (triage/planner_activations.cc); the model's weights and precision
+// (triage/planner_weights.cc). Internal to triage/: callers use triage/ranker.h.
+#pragma once
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "parsers/event.h"
+#include "parsers/job_config.h"
+#include "triage/fix.h"
+#include "triage/memory_model.h"
+#include "triage/ranker.h"
+
+namespace oomtriage::triage::detail {
+
+using parsers::JobConfig;
+using parsers::Knob;
+using parsers::ModelFamily;
+using parsers::OomEvent;
+using parsers::OomKind;
+using parsers::Phase;
+
+inline constexpr uint64_t kGiB = 1ull << 30;
+
+inline std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", bytes / double(kGiB)); }
+
+template <class T>
+std::string js(const T& value) {
+  // Config strings may hold any bytes: invalid UTF-8 is replaced, never thrown on.
+  return nlohmann::json(value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// How a fix changes the memory model's two parts.
+struct Effect {
+  double activations = 1.0;
+  double weights = 1.0;
+  bool reclaims_fragmentation = false;
+  bool frees_other_processes = false;
+  bool modelled = true;
+  std::string what;  // "activations x0.56 (1024 -> 768 px)"
+};
+
+inline Effect unmodelled() {
+  Effect effect;
+  effect.modelled = false;
+  return effect;
+}
+
+struct Candidate {
+  int priority = 0;
+  Fix fix;
+  Effect effect;
+};
+
+inline int next_lower_resolution(int r) {
+  for (int step : {2048, 1536, 1024, 768, 512}) {
+    if (step < r) return step;
+  }
+  return r;
+}
+
+// Wan and LTX want 4k+1 frames: 81 -> 41 -> 21 -> 9.
+inline int fewer_frames(int n) {
+  const int half = (n - 1) / 2 + 1;
+  return std::max(1, ((half - 1) / 4) * 4 + 1);
+}
+
+class Planner {
+ public:
+  Planner(const TriageInput& input, const OomEvent& event, const JobConfig& config,
+          bool assumed_config);
+
+  std::vector<Fix> plan();
+
+ private:
+  void add(int priority, Fix fix, Effect effect = {}) {
+    if (!ids_.insert(fix.id).second) return;  // one fix per id, the first (best) placement wins
+    candidates_.push_back({priority, std::move(fix), std::move(effect)});
+  }
+  Fix make(const char* id, std::string title, std::string why, std::string cost,
+           double confidence) {
+    Fix fix;
+    fix.id = id;
+    fix.title = std::move(title);
+    fix.why = std::move(why);
+    fix.cost = std::move(cost);
+    fix.confidence = confidence;
+    return fix;
+  }
+  // A change in the ranker's vocabulary; triage/native_changes.h writes it in the job's syntax.
+  void change(Fix& fix, const std::string& path, std::string from, std::string to) {
+    ConfigChange c;
+    c.path = path;
+    c.from_json = std::move(from);
+    c.to_json = std::move(to);
+    c.neutral = true;
+    fix.changes.push_back(std::move(c));
+  }
+  bool knows(Knob knob) const { return c_.knows(knob); }
+  bool ai_toolkit() const { return c_.trainer == parsers::Trainer::kAiToolkit; }
+
+  // triage/planner.cc
+  // The trainer's own name for a setting, for the words of a fix ("train_batch_size").
+  std::string setting(std::string_view neutral, std::string_view ai_toolkit_name) const;
+  bool applies(Situation situation) const;
+  void propose(std::string_view id, int priority, Situation situation);
+  void estimate(Candidate& candidate) const;
+
+  // triage/planner_environment.cc
+  void plan_host_memory();
+  void plan_shm();
+  void plan_free_gpu(int priority);
+  void plan_expandable_segments(int priority, int priority_if_short);
+
+  // triage/planner_previews.cc
+  std::string preview_check() const;
+  void plan_previews(int priority);
+  void plan_skip_first_sample(int priority);
+  void plan_disable_sampling(int priority);
+
+  // triage/planner_activations.cc
+  void plan_gradient_checkpointing(int priority, int priority_if_unknown);
+  void plan_batch(int priority);
+  void plan_top_bucket(int priority);
+  void plan_lower_resolution(int priority);
+  void plan_num_frames(int priority);
+  void plan_match_target_res(int priority);
+
+  // triage/planner_weights.cc
+  void plan_low_vram(int priority, const char* why);
+  void plan_quantize(int priority);
+  void plan_quantize_te(int priority);
+  void plan_cache_text_embeddings(int priority);
+  void plan_layer_offloading(int priority);
+  void plan_cache_latents_to_disk(int priority);
+  void plan_bf16(int priority);
+  void plan_8bit_optimizer(int priority);
+
+  std::string step_words() const {
+    if (!e_.step) return "";
+    return e_.total_steps ? fmt::format(" at step {} of {}", *e_.step, *e_.total_steps)
+                          : fmt::format(" at step {}", *e_.step);
+  }
+
+  const TriageInput& input_;
+  const OomEvent e_;  // with a "process" that is this job moved to its own figure
+  const JobConfig& c_;
+  bool assumed_;
+  std::optional<Calibration> cal_;
+  std::vector<Candidate> candidates_;
+  std::set<std::string> ids_;
+};
+
+}  // namespace oomtriage::triage::detail
