@@ -358,25 +358,24 @@ Result<Ok> FleetStore::migrate() {
   }
   // CREATE SCHEMA IF NOT EXISTS needs the right to create even when it exists: a schema an
   // administrator made for oomtriage is looked for first.
-  auto exists = c.run("SELECT 1 FROM pg_namespace WHERE nspname = 'oomtriage'");
-  if (!exists) return exists.error();
-  if (libpq().PQntuples(exists->get()) == 0) {
+  OOMTRIAGE_ASSIGN_OR_RETURN(auto exists,
+                             c.run("SELECT 1 FROM pg_namespace WHERE nspname = 'oomtriage'"));
+  if (libpq().PQntuples(exists.get()) == 0) {
     if (auto r = c.script("CREATE SCHEMA oomtriage"); !r) return r.error();
   }
   // The same for the meta table: a role without the right to create (a reporting user) finds
   // it and reads on.
-  auto meta = c.run("SELECT to_regclass('oomtriage.meta') IS NOT NULL");
-  if (!meta) return meta.error();
-  if (text_at(meta->get(), 0, 0) != "t") {
+  OOMTRIAGE_ASSIGN_OR_RETURN(auto meta, c.run("SELECT to_regclass('oomtriage.meta') IS NOT NULL"));
+  if (text_at(meta.get(), 0, 0) != "t") {
     if (auto r =
             c.script("CREATE TABLE oomtriage.meta (key text PRIMARY KEY, value text NOT NULL)");
         !r) {
       return r.error();
     }
   }
-  auto current = c.run("SELECT value FROM oomtriage.meta WHERE key = 'schema_version'");
-  if (!current) return current.error();
-  const int from = libpq().PQntuples(current->get()) ? std::stoi(text_at(current->get(), 0, 0)) : 0;
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto current, c.run("SELECT value FROM oomtriage.meta WHERE key = 'schema_version'"));
+  const int from = libpq().PQntuples(current.get()) ? std::stoi(text_at(current.get(), 0, 0)) : 0;
   const int target = static_cast<int>(std::size(kMigrations));
   if (from > target) {
     return make_error(ErrorCode::kDatabase,
@@ -405,29 +404,27 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
     return make_error(ErrorCode::kIo, "fleet store: " + first_line(libpq().PQerrorMessage(conn_)));
   const std::string h = pg_text(host);
   for (const FleetJob& j : batch.jobs) {
-    auto r = c.run(
+    OOMTRIAGE_TRY(c.run(
         "INSERT INTO oomtriage.jobs (store_id, id, host, name, trainer, log_dir, first_seen, "
         "last_seen, home) VALUES ($1, $2, $3, $4, $5, $6, to_timestamp($7), to_timestamp($8), "
         "$9) ON CONFLICT (store_id, id) DO UPDATE SET host = excluded.host, name = "
         "excluded.name, trainer = excluded.trainer, log_dir = excluded.log_dir, home = "
         "excluded.home, last_seen = GREATEST(oomtriage.jobs.last_seen, excluded.last_seen)",
         {store_id, std::to_string(j.id), h, pg_text(j.name), pg_text(j.trainer), pg_text(j.log_dir),
-         std::to_string(j.first_seen), std::to_string(j.last_seen), pg_text(j.home)});
-    if (!r) return r.error();
+         std::to_string(j.first_seen), std::to_string(j.last_seen), pg_text(j.home)}));
   }
   for (const auto& [job_id, s] : batch.snapshots) {
     const std::string content = pg_text(s.content);
-    auto r = c.run(
+    OOMTRIAGE_TRY(c.run(
         "INSERT INTO oomtriage.config_snapshots (store_id, id, host, job_id, path, sha256, "
         "content, config, seen_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8::jsonb, "
         "to_timestamp($9)) ON CONFLICT (store_id, id) DO NOTHING",
         {store_id, std::to_string(s.id), h, std::to_string(job_id), pg_text(s.path),
-         pg_text(s.sha256), content, config_json(s.path, content), std::to_string(s.seen_at)});
-    if (!r) return r.error();
+         pg_text(s.sha256), content, config_json(s.path, content), std::to_string(s.seen_at)}));
   }
   for (const auto& [job_id, run] : batch.runs) {
     // An older picture of a run (a batch retried after a newer one) never overwrites a newer.
-    auto r = c.run(
+    OOMTRIAGE_TRY(c.run(
         "INSERT INTO oomtriage.runs (store_id, id, host, job_id, log_path, snapshot_id, outcome, "
         "started_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, to_timestamp($8), "
         "to_timestamp($9)) ON CONFLICT (store_id, id) DO UPDATE SET outcome = excluded.outcome, "
@@ -435,11 +432,10 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
         "excluded.log_path WHERE oomtriage.runs.updated_at <= excluded.updated_at",
         {store_id, std::to_string(run.id), h, std::to_string(job_id), pg_text(run.log_path),
          number(run.snapshot_id), pg_text(run.outcome), std::to_string(run.started_at),
-         std::to_string(run.updated_at)});
-    if (!r) return r.error();
+         std::to_string(run.updated_at)}));
   }
   for (const FleetEvent& e : batch.events) {
-    auto r = c.run(
+    OOMTRIAGE_TRY(c.run(
         "INSERT INTO oomtriage.events (event_id, store_id, id, host, job_id, run_id, "
         "snapshot_id, log_offset, kind, phase, model_family, step, recovered, event_json, "
         "fixes_json, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
@@ -449,11 +445,10 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
          number(e.stored.snapshot_id), std::to_string(e.typed.offset), pg_text(e.typed.kind),
          pg_text(e.typed.phase), pg_text(e.typed.model_family), number(e.typed.step),
          e.typed.recovered ? "true" : "false", pg_text(e.stored.event_json),
-         pg_text(e.stored.fixes_json), std::to_string(e.stored.created_at)});
-    if (!r) return r.error();
+         pg_text(e.stored.fixes_json), std::to_string(e.stored.created_at)}));
   }
   for (const auto& [job_id, a] : batch.attempts) {
-    auto r = c.run(
+    OOMTRIAGE_TRY(c.run(
         "INSERT INTO oomtriage.heal_attempts (store_id, run_id, host, job_id, attempt, "
         "max_attempts, fix_id, change, argv_json, resumed_step, outcome, verdict, started_at, "
         "ended_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, to_timestamp($13), "
@@ -462,8 +457,7 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
         {store_id, std::to_string(a.run_id), h, std::to_string(job_id), std::to_string(a.attempt),
          std::to_string(a.max_attempts), pg_text(a.fix_id), pg_text(a.change), pg_text(a.argv_json),
          number(a.resumed_step), pg_text(a.outcome), pg_text(a.verdict),
-         std::to_string(a.started_at), std::to_string(a.ended_at)});
-    if (!r) return r.error();
+         std::to_string(a.started_at), std::to_string(a.ended_at)}));
   }
   return tx.commit();
 }
@@ -484,14 +478,14 @@ Result<std::vector<JobSummary>> FleetStore::list_jobs() {
 Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
                                                       const std::optional<std::string>& home) {
   Connection c(conn_);
-  auto found = c.run((std::string(kJobSummarySelect) +
-                      "WHERE j.name = $1 AND ($2 = '' OR j.host = $2) AND ($3::text IS NULL OR "
-                      "j.home = $3) ORDER BY j.last_seen DESC")
-                         .c_str(),
-                     {pg_text(name), host_filter_,
-                      home ? std::optional<std::string>(pg_text(*home)) : std::nullopt});
-  if (!found) return found.error();
-  const PGresult* jobs = found->get();
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto found, c.run((std::string(kJobSummarySelect) +
+                         "WHERE j.name = $1 AND ($2 = '' OR j.host = $2) AND ($3::text IS NULL OR "
+                         "j.home = $3) ORDER BY j.last_seen DESC")
+                            .c_str(),
+                        {pg_text(name), host_filter_,
+                         home ? std::optional<std::string>(pg_text(*home)) : std::nullopt}));
+  const PGresult* jobs = found.get();
   if (libpq().PQntuples(jobs) == 0) return std::optional<JobStory>();
   std::vector<std::string> hosts;
   for (int row = 0; row < libpq().PQntuples(jobs); ++row) {
@@ -520,45 +514,48 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
   story.job = job_summary_at(jobs, 0);
   const Params key = {text_at(jobs, 0, 9), std::to_string(story.job.id)};
 
-  auto runs = c.run(
-      "SELECT id, log_path, outcome, extract(epoch FROM started_at)::bigint, extract(epoch FROM "
-      "updated_at)::bigint, snapshot_id FROM oomtriage.runs WHERE store_id = $1 AND job_id = $2 "
-      "ORDER BY id",
-      key);
-  if (!runs) return runs.error();
-  for (int row = 0; row < libpq().PQntuples(runs->get()); ++row) {
-    const PGresult* r = runs->get();
+  OOMTRIAGE_ASSIGN_OR_RETURN(auto runs, c.run("SELECT id, log_path, outcome, extract(epoch FROM "
+                                              "started_at)::bigint, extract(epoch FROM "
+                                              "updated_at)::bigint, snapshot_id FROM "
+                                              "oomtriage.runs WHERE store_id = $1 AND job_id = $2 "
+                                              "ORDER BY id",
+                                              key));
+  for (int row = 0; row < libpq().PQntuples(runs.get()); ++row) {
+    const PGresult* r = runs.get();
     story.runs.push_back({integer_at(r, row, 0), text_at(r, row, 1), text_at(r, row, 2),
                           integer_at(r, row, 3), integer_at(r, row, 4), optional_at(r, row, 5)});
   }
-  auto snaps = c.run(
-      "SELECT id, path, sha256, content, extract(epoch FROM seen_at)::bigint FROM "
-      "oomtriage.config_snapshots WHERE store_id = $1 AND job_id = $2 ORDER BY id",
-      key);
-  if (!snaps) return snaps.error();
-  for (int row = 0; row < libpq().PQntuples(snaps->get()); ++row) {
-    const PGresult* r = snaps->get();
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto snaps,
+      c.run("SELECT id, path, sha256, content, extract(epoch FROM seen_at)::bigint FROM "
+            "oomtriage.config_snapshots WHERE store_id = $1 AND job_id = $2 ORDER BY id",
+            key));
+  for (int row = 0; row < libpq().PQntuples(snaps.get()); ++row) {
+    const PGresult* r = snaps.get();
     story.snapshots.push_back({integer_at(r, row, 0), text_at(r, row, 1), text_at(r, row, 2),
                                text_at(r, row, 3), integer_at(r, row, 4)});
   }
-  auto events = c.run(
-      "SELECT id, COALESCE(run_id, 0), snapshot_id, event_json, fixes_json, extract(epoch FROM "
-      "created_at)::bigint FROM oomtriage.events WHERE store_id = $1 AND job_id = $2 ORDER BY id",
-      key);
-  if (!events) return events.error();
-  for (int row = 0; row < libpq().PQntuples(events->get()); ++row) {
-    const PGresult* r = events->get();
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto events,
+      c.run(
+          "SELECT id, COALESCE(run_id, 0), snapshot_id, event_json, fixes_json, extract(epoch FROM "
+          "created_at)::bigint FROM oomtriage.events WHERE store_id = $1 AND job_id = $2 ORDER BY "
+          "id",
+          key));
+  for (int row = 0; row < libpq().PQntuples(events.get()); ++row) {
+    const PGresult* r = events.get();
     story.events.push_back({integer_at(r, row, 0), integer_at(r, row, 1), optional_at(r, row, 2),
                             text_at(r, row, 3), text_at(r, row, 4), integer_at(r, row, 5)});
   }
-  auto attempts = c.run(
-      "SELECT run_id, attempt, max_attempts, fix_id, change, argv_json, resumed_step, outcome, "
-      "verdict, extract(epoch FROM started_at)::bigint, extract(epoch FROM ended_at)::bigint "
-      "FROM oomtriage.heal_attempts WHERE store_id = $1 AND job_id = $2 ORDER BY run_id",
-      key);
-  if (!attempts) return attempts.error();
-  for (int row = 0; row < libpq().PQntuples(attempts->get()); ++row) {
-    const PGresult* r = attempts->get();
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto attempts,
+      c.run(
+          "SELECT run_id, attempt, max_attempts, fix_id, change, argv_json, resumed_step, outcome, "
+          "verdict, extract(epoch FROM started_at)::bigint, extract(epoch FROM ended_at)::bigint "
+          "FROM oomtriage.heal_attempts WHERE store_id = $1 AND job_id = $2 ORDER BY run_id",
+          key));
+  for (int row = 0; row < libpq().PQntuples(attempts.get()); ++row) {
+    const PGresult* r = attempts.get();
     HealAttempt a;
     a.run_id = integer_at(r, row, 0);
     a.attempt = static_cast<int>(integer_at(r, row, 1));

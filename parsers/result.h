@@ -42,3 +42,23 @@ inline Error make_error(ErrorCode code, std::string message) {
 }
 
 }  // namespace oomtriage
+
+// The repetition of passing an error up, once: evaluates `expr` (a Result) and returns its error
+// from the calling function (whose Result type takes an Error). OOMTRIAGE_ASSIGN_OR_RETURN also
+// declares `decl` holding the value:
+//   OOMTRIAGE_TRY(tx.exec(sql));
+//   OOMTRIAGE_ASSIGN_OR_RETURN(auto rows, store.list_jobs());
+#define OOMTRIAGE_CONCAT_INNER(a, b) a##b
+#define OOMTRIAGE_CONCAT(a, b) OOMTRIAGE_CONCAT_INNER(a, b)
+#define OOMTRIAGE_TRY(expr)                                        \
+  do {                                                             \
+    if (auto oomtriage_try_result = (expr); !oomtriage_try_result) \
+      return oomtriage_try_result.error();                         \
+  } while (false)
+#define OOMTRIAGE_ASSIGN_OR_RETURN(decl, expr)                 \
+  auto OOMTRIAGE_CONCAT(oomtriage_try_, __LINE__) = (expr);    \
+  if (!OOMTRIAGE_CONCAT(oomtriage_try_, __LINE__))             \
+    return OOMTRIAGE_CONCAT(oomtriage_try_, __LINE__).error(); \
+  decl = std::move(*OOMTRIAGE_CONCAT(oomtriage_try_, __LINE__))
+
+namespace oomtriage {}  // namespace oomtriage
