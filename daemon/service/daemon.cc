@@ -33,6 +33,7 @@
 #include "daemon/service/fleet_shipper.h"
 #include "daemon/service/followed_logs.h"
 #include "daemon/service/job_registry.h"
+#include "daemon/service/log_discovery.h"
 #include "daemon/service/read_scheduler.h"
 #include "daemon/service/service_manager.h"
 #include "daemon/service/slurm_source.h"
@@ -109,6 +110,7 @@ class Daemon final : public LogHost {
     } else {
       watcher_.emplace(std::move(*watcher));
       scheduler_.set_watcher(&*watcher_);
+      discovery_.set_watcher(&*watcher_);
       inotify_.assign(watcher_->fd());
       wait_inotify();
     }
@@ -116,16 +118,15 @@ class Daemon final : public LogHost {
     // exists but has no jobs yet is not a first start (a crash may have come while down).
     auto marker = store_.meta("first_scan_done");
     count_store_failure(metrics_, "read_first_scan_done", marker);
-    first_start_ = marker && !*marker && !config_.backfill;
+    const bool first_start = marker && !*marker && !config_.backfill;
     if (config_.backfill && marker && !*marker) {
       log_line(kNotice, "backfill: reading the logs already here from their beginning");
     }
     // Before the first scan: what it stores must be queued for the fleet store.
     if (!start_fleet_shipper()) return false;
-    scan_all();
+    discovery_.scan_all(first_start);
     slurm_.configure(config_.watch);
-    if (first_start_) mark_first_scan_done();
-    first_start_ = false;
+    if (first_start) mark_first_scan_done();
     logs_.drain_rotated_while_down();
     arm_rescan();
     wait_signals();
@@ -217,72 +218,11 @@ class Daemon final : public LogHost {
   }
 
   // --- discovery ---------------------------------------------------------------------------
-  void scan_all() {
-    for (const auto& [path, rule] : slurm_.paths()) {
-      ensure_watch(fs::path(path).parent_path().string());
-      logs_.track(path, rule, StartAt::kStored);
-    }
-    for (const WatchRule& rule : config_.watch) {
-      if (rule.source == "slurm") continue;  // its files come from squeue
-      ensure_watch(static_prefix(rule.logs));
-      for (const std::string& dir : glob_paths(fs::path(rule.logs).parent_path().string(), true)) {
-        ensure_watch(dir);
-      }
-      for (const std::string& path : glob_paths(rule.logs, false)) {
-        logs_.track(path, rule, first_start_ ? StartAt::kEnd : StartAt::kStored);
-      }
-    }
-    // Identity checks catch renames, deletes and truncations inotify did not report.
-    std::vector<std::string> paths;
-    for (const auto& [path, file] : logs_.by_path()) paths.push_back(path);
-    for (const std::string& path : paths) logs_.check_identity(path);
-  }
-
-  // A folder appeared (a new job's): watch it and what below it may hold logs, and follow the
-  // logs already there. Only that folder is looked at; a full rescan would stat and read every
-  // followed log, which under 1,000 busy logs delays the alert this folder may be about to need.
-  void discover_under(const std::string& folder) {
-    constexpr size_t kMaxFolders = 256;  // more than a job's tree: the full rescan does the rest
-    std::vector<std::string> pending = {folder};
-    size_t looked = 0;
-    while (!pending.empty()) {
-      if (++looked > kMaxFolders) {
-        scan_all();
-        return;
-      }
-      const std::string dir = std::move(pending.back());
-      pending.pop_back();
-      if (!may_hold_logs(config_.watch, dir)) continue;
-      ensure_watch(dir);
-      std::error_code ec;
-      for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-        const std::string path = it->path().string();
-        std::error_code type_ec;
-        if (it->is_directory(type_ec)) {
-          pending.push_back(path);
-        } else if (!logs_.find(path)) {
-          if (std::optional<WatchRule> rule = rule_of(path))
-            logs_.track(path, *rule, StartAt::kBeginning);
-        }
-      }
-    }
-  }
-
   // The rule a path belongs to: a Slurm job's output file squeue named, or a rule's glob.
   std::optional<WatchRule> rule_of(const std::string& path) const override {
     if (std::optional<WatchRule> slurm = slurm_.rule_of(path)) return slurm;
     if (const WatchRule* rule = rule_for(config_.watch, path)) return *rule;
     return std::nullopt;
-  }
-
-  void ensure_watch(const std::string& dir) {
-    if (!watcher_ || watcher_->watching(dir)) return;
-    auto watched = watcher_->watch(dir);
-    if (!watched && watched.error().code == ErrorCode::kIo && !watch_limit_logged_) {
-      log_line(kWarning, "{}: those files are polled every {} s", watched.error().message,
-               config_.rescan_seconds);
-      watch_limit_logged_ = true;
-    }
   }
 
   // Drains inotify as soon as it is readable. Busy logs are polled, not heard (read_scheduler.h),
@@ -333,9 +273,9 @@ class Daemon final : public LogHost {
     }
     // A rescan may drop files (rotation): read only those still followed.
     if (rescan) {
-      scan_all();
+      discovery_.scan_all();
     } else {
-      for (const std::string& folder : folders) discover_under(folder);
+      for (const std::string& folder : folders) discovery_.discover_under(folder);
     }
     const auto now = Clock::now();
     for (const std::string& path : written) {
@@ -531,7 +471,7 @@ class Daemon final : public LogHost {
       for (Tracked* file : waiting) read(*file);
       if (rescan_on_retry_) {
         rescan_on_retry_ = false;
-        scan_all();
+        discovery_.scan_all();
       }
     });
   }
@@ -564,7 +504,7 @@ class Daemon final : public LogHost {
     rescan_timer_.expires_after(std::chrono::seconds(config_.rescan_seconds));
     rescan_timer_.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
-      scan_all();
+      discovery_.scan_all();
       for (auto& [path, file] : logs_.by_path()) read(*file);
       // Rows made pending from outside (`oomtriage alerts resend`) go out within a rescan.
       if (dispatcher_) dispatcher_->poke();
@@ -653,7 +593,7 @@ class Daemon final : public LogHost {
     }
     slurm_.configure(config_.watch);
     if (!start_fleet_shipper()) log_line(kError, "SIGHUP: no fleet store until the next reload");
-    scan_all();
+    discovery_.scan_all();
     log_line(kNotice, "SIGHUP: config reloaded from {} ({} rule(s))", config_.source,
              config_.watch.size());
   }
@@ -705,13 +645,13 @@ class Daemon final : public LogHost {
   asio::steady_timer watchdog_timer_{io_};
   std::chrono::microseconds watchdog_interval_{0};
   int textfile_error_logged_ = 0;
-  bool first_start_ = false;
   bool first_scan_marker_pending_ = false;  // its write failed: tried again at the next commit
-  bool watch_limit_logged_ = false;
   asio::steady_timer store_retry_timer_{io_};
   bool store_retry_armed_ = false;
   bool rescan_on_retry_ = false;  // a log could not be registered: scan again on the retry
-  SlurmSource slurm_{io_, logs_, *this, [this] { scan_all(); }, verbose_};  // last: its thread
+  LogDiscovery discovery_{config_, logs_, slurm_, *this};
+  SlurmSource slurm_{io_, logs_, *this, [this] { discovery_.scan_all(); }, verbose_};  // last:
+  // its squeue thread stops before the rest goes
 };
 
 }  // namespace
