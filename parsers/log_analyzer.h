@@ -6,6 +6,7 @@
 // context_patterns.h), recognises OOM messages (oom_patterns.h, oom_figures.h) and groups the
 // signals of one incident (the "Error running job:" line, the traceback's last line, a second
 // rank's copy, a doubled tee) into one event. Pure: no I/O, no clock; never throws on any input.
+// Its member functions are defined in parts, which parsers/log_analyzer_internal.h lists.
 #pragma once
 
 #include <array>

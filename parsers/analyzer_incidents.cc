@@ -1,0 +1,284 @@
+// parsers/analyzer_incidents.cc: the signals of one incident grouped into one event (the
+// "Error running job:" line, the traceback's last line, a second rank's copy, a doubled tee, a
+// trainer's back-off), the allocator message's wrapped lines joined, the phase and step resolved
+// by precedence when the incident closes, settle(), an event the scheduler reported, and the
+// log's outcome.
+#include "parsers/log_analyzer.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "parsers/context_patterns.h"
+#include "parsers/log_analyzer_internal.h"
+#include "parsers/oom_figures.h"
+#include "parsers/oom_patterns.h"
+
+namespace oomtriage::parsers {
+namespace {
+
+// How far before a signal its traceback may start.
+constexpr int64_t kTracebackLookback = 300;
+constexpr size_t kMaxMessageBytes = 4096;
+constexpr int kMaxContinuationLines = 8;
+// How many records after an OOM message a trainer's back-off line still speaks of it.
+constexpr int64_t kBackoffReach = 50;
+
+bool is_gpu_family(OomKind kind) {
+  return kind == OomKind::kCuda || kind == OomKind::kHip || kind == OomKind::kCublas ||
+         kind == OomKind::kCudnn || kind == OomKind::kNccl;
+}
+
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+Evidence to_evidence(const auto& clue) { return Evidence{clue.line, clue.source, clue.text}; }
+
+}  // namespace
+
+bool LogAnalyzer::can_merge(const Incident& incident, OomKind kind, const MemoryFigures& figures,
+                            std::optional<int> rank) const {
+  if (incident.own_incident) return false;
+  const OomKind open_kind = incident.event.kind;
+  if (open_kind != kind && !(is_gpu_family(open_kind) && is_gpu_family(kind))) return false;
+  // Another rank's copy of the same crash prints its own GPU's figures.
+  if (rank && !incident.ranks.empty() &&
+      std::find(incident.ranks.begin(), incident.ranks.end(), *rank) == incident.ranks.end()) {
+    return true;
+  }
+  // Two different failures may ask for the same size: compare every figure both show.
+  const MemoryFigures& mine = incident.event.figures;
+  auto differs = [](const auto& a, const auto& b) { return a && b && *a != *b; };
+  return !(differs(mine.tried_to_allocate_bytes, figures.tried_to_allocate_bytes) ||
+           differs(mine.total_capacity_bytes, figures.total_capacity_bytes) ||
+           differs(mine.free_bytes, figures.free_bytes) ||
+           differs(mine.allocated_by_pytorch_bytes, figures.allocated_by_pytorch_bytes) ||
+           differs(mine.reserved_unallocated_bytes, figures.reserved_unallocated_bytes) ||
+           differs(mine.reserved_total_bytes, figures.reserved_total_bytes) ||
+           differs(mine.gpu_index, figures.gpu_index));
+}
+
+void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::optional<int> rank,
+                            uint64_t offset, int64_t line_number) {
+  const OomPattern& pattern = *match.pattern;
+  std::string_view message = line.substr(match.begin);
+  if (message.size() > kMaxMessageBytes) message = message.substr(0, kMaxMessageBytes);
+  MemoryFigures figures =
+      pattern.allocator_message ? extract_figures(message, match.kind) : MemoryFigures{};
+  if (!figures.gpu_index) figures.gpu_index = pattern.gpu_index;
+  const auto exception = exception_class(line);
+
+  if (open_ && !pattern.recovered && can_merge(*open_, match.kind, figures, rank)) {
+    Incident& incident = *open_;
+    incident.last_signal_seq = seq_;
+    if (incident.event.kind == OomKind::kCuda && match.kind == OomKind::kHip) {
+      incident.event.kind = OomKind::kHip;  // ROCm prints "CUDA error: ..." then hipError...
+    }
+    if (!incident.event.figures.has_any() && figures.has_any()) {
+      incident.event.message.assign(message);
+      incident.awaiting_continuation = looks_incomplete(message);
+      incident.continuation_lines = 0;
+    }
+    incident.event.figures.fill_from(figures);
+    if (!incident.event.exception && exception) incident.event.exception.emplace(*exception);
+    if (incident.signal_phase == Phase::kUnknown) incident.signal_phase = pattern.phase;
+    if (rank) incident.ranks.push_back(*rank);
+    return;
+  }
+  // "CUDA out of memory ..." then "attempting to recover from OOM" / "retrying with batch 2":
+  // the back-off is the trainer's verdict on the OOM it just printed, one recovered incident.
+  if (open_ && pattern.recovered && !open_->own_incident && !open_->event.recovered &&
+      seq_ - open_->last_signal_seq <= kBackoffReach &&
+      top_level_frame_seq_ < open_->traceback_from_seq) {
+    open_->event.recovered = true;
+    open_->own_incident = true;
+    open_->last_signal_seq = seq_;
+    if (open_->signal_phase == Phase::kUnknown) open_->signal_phase = pattern.phase;
+    return;
+  }
+  if (open_) close_incident();
+  // The rest of an incident that settle() already reported (its traceback's last line, say).
+  if (settled_ && !pattern.recovered && seq_ - settled_->last_signal_seq <= kIncidentWindow &&
+      can_merge(*settled_, match.kind, figures, rank)) {
+    settled_->last_signal_seq = seq_;
+    last_incident_end_seq_ = seq_;
+    return;
+  }
+
+  Incident incident;
+  incident.record_offset = current_record_offset_;
+  incident.record_line = current_record_line_;
+  OomEvent& event = incident.event;
+  event.kind = match.kind;
+  event.recovered = pattern.recovered;
+  event.total_steps = train_total_
+                          ? train_total_
+                          : (printed_total_steps_ ? printed_total_steps_ : options_.total_steps);
+  event.figures = figures;
+  event.line = line_number;
+  event.offset = offset;
+  if (exception) event.exception.emplace(*exception);
+  event.message.assign(message);
+  incident.first_seq = incident.last_signal_seq = seq_;
+  incident.traceback_from_seq = (traceback_seq_ >= 0 && seq_ - traceback_seq_ <= kTracebackLookback)
+                                    ? traceback_seq_
+                                    : seq_ - kTracebackLookback;
+  // Frames printed before the previous incident ended belong to it, not to this one.
+  incident.traceback_from_seq = std::max(incident.traceback_from_seq, last_incident_end_seq_ + 1);
+  incident.signal_phase = pattern.phase;
+  incident.context = context_;
+  incident.step = step_;
+  if (node_ && seq_ - node_->seq <= kTracebackLookback) incident.node = node_;
+  incident.own_incident = pattern.recovered;
+  incident.awaiting_continuation = pattern.allocator_message && looks_incomplete(message);
+  if (rank) incident.ranks.push_back(*rank);
+  watch_ = Watch{seq_, incident.traceback_from_seq, {}};
+  open_ = std::move(incident);
+}
+
+bool LogAnalyzer::try_continue_message(std::string_view line) {
+  Incident& incident = *open_;
+  const bool new_record = starts_with(line, "Traceback") || starts_with(line, "File ") ||
+                          starts_with(line, "frame #") || starts_with(line, "During handling") ||
+                          starts_with(line, "The above exception") || is_exception_line(line) ||
+                          line.find("Warning:") != std::string_view::npos ||
+                          starts_with(line, "ERROR") || starts_with(line, "WARN") ||
+                          starts_with(line, "INFO") || starts_with(line, "DEBUG") ||
+                          starts_with(line, "CRITICAL") || starts_with(line, "FATAL") ||
+                          (may_mention_oom(line) && match_oom(line));
+  if (new_record || incident.continuation_lines >= kMaxContinuationLines ||
+      incident.event.message.size() + line.size() > kMaxMessageBytes) {
+    incident.awaiting_continuation = false;
+    return false;
+  }
+  incident.event.message.push_back(' ');
+  incident.event.message.append(line);
+  ++incident.continuation_lines;
+  incident.event.figures.fill_from(extract_figures(incident.event.message, incident.event.kind));
+  incident.awaiting_continuation = looks_incomplete(incident.event.message);
+  return true;
+}
+
+// The phase, by precedence (docs/detection.md "Phase precedence"): what the OOM line itself names;
+// the traceback's frames that name a stage (the innermost activity wins); a UI node type; a failure
+// line after the error; the newest marker, counter or bar before the error; what the traceback's
+// entry points and script names suggest; a training bar drawn after the error.
+// The step: the newest step evidence before the error (a training bar, a counter, a marker naming
+// its step, a save name); else a training bar drawn after the error (tqdm's close() at exit).
+void LogAnalyzer::close_incident() {
+  Incident& incident = *open_;
+  OomEvent& event = incident.event;
+  Phase phase = incident.signal_phase;
+  if (phase != Phase::kUnknown) {
+    event.phase_evidence =
+        Evidence{event.line, EvidenceSource::kMarker, evidence_text(event.message)};
+  }
+  // The innermost frame that names a stage wins (a sample inside the training loop is sampling,
+  // a save inside "_maybe_log_save_evaluate" is saving), with two exceptions: training-step code
+  // runs inside evaluation too (compute_loss under prediction_step), so a training frame wins
+  // only when no other stage is named; and a model moved to the device (Module._apply) belongs
+  // to the stage that moved it. Frames of the error's own traceback come before later ones.
+  auto best_frame = [&](bool strong) -> const Clue* {
+    const Clue* best = nullptr;
+    auto rank = [&](const Clue& frame) {
+      return std::tuple(frame.seq <= incident.last_signal_seq, frame.phase != Phase::kTrainStep,
+                        !frame.device_move, frame.seq);
+    };
+    for (const Clue& frame : frames_) {
+      if (frame.seq < incident.traceback_from_seq || frame.strong != strong ||
+          frame.phase == Phase::kUnknown) {
+        continue;
+      }
+      if (!best || rank(frame) > rank(*best)) best = &frame;
+    }
+    return best;
+  };
+  auto clue_of = [](const std::optional<Clue>& clue) { return clue ? &*clue : nullptr; };
+  const Clue* const by_precedence[] = {best_frame(true),           clue_of(incident.node),
+                                       clue_of(incident.epilogue), clue_of(incident.context),
+                                       best_frame(false),          clue_of(incident.after_bar)};
+  for (const Clue* clue : by_precedence) {
+    if (phase != Phase::kUnknown) break;
+    if (clue && clue->phase != Phase::kUnknown) {
+      phase = clue->phase;
+      event.phase_evidence = to_evidence(*clue);
+    }
+  }
+  event.phase = phase;
+  const Clue* step =
+      incident.step ? &*incident.step : (incident.after_bar ? &*incident.after_bar : nullptr);
+  if (step && step->step) {
+    event.step = step->step;
+    event.step_evidence = to_evidence(*step);
+  }
+  if (!event.figures.gpu_index && gpu_hint_ && gpu_hint_seq_ >= incident.first_seq) {
+    event.figures.gpu_index = gpu_hint_;
+  }
+  last_event_seq_ = incident.first_seq;
+  last_incident_end_seq_ = incident.last_signal_seq;
+  last_event_recovered_ = event.recovered;
+  events_.push_back(std::move(event));
+  open_.reset();
+}
+
+void LogAnalyzer::add_reported_event(OomKind kind, std::string message) {
+  // The job is over: its last line is whole even without its newline (a killed tqdm bar).
+  splitter_.finish([this](const Record& record) { on_record(record); });
+  flush_pending_frame();
+  if (open_) close_incident();
+  OomEvent event;
+  event.kind = kind;
+  event.message = std::move(message);
+  event.line = splitter_.pending_record_line();
+  event.offset = splitter_.pending_record_offset();
+  event.total_steps = train_total_ ? train_total_ : printed_total_steps_;
+  if (context_ && context_->phase != Phase::kUnknown) {
+    event.phase = context_->phase;
+    event.phase_evidence = to_evidence(*context_);
+  }
+  if (step_ && step_->step) {
+    event.step = step_->step;
+    event.step_evidence = to_evidence(*step_);
+  } else if (train_n_) {
+    event.step = train_n_;
+  }
+  ++seq_;  // after everything the log said: no bar drawn before it is progress after it
+  last_event_seq_ = seq_;
+  last_incident_end_seq_ = seq_;
+  last_event_recovered_ = false;
+  events_.push_back(std::move(event));
+}
+
+void LogAnalyzer::settle() {
+  flush_pending_frame();
+  if (!open_) return;
+  Incident copy = *open_;
+  close_incident();
+  settled_ = std::move(copy);
+}
+
+Outcome LogAnalyzer::decide_outcome(bool had_events) const {
+  const bool progress_after_oom = went_on_seq_ > last_event_seq_;
+  const bool training_finished =
+      train_n_ && train_total_ && *train_total_ > 0 && *train_n_ >= *train_total_;
+  if (stop_seq_ >= 0 && stop_seq_ >= crash_seq_ && stop_seq_ >= last_event_seq_) {
+    return Outcome::kStopped;
+  }
+  if (had_events && !progress_after_oom &&
+      (!last_event_recovered_ || crash_seq_ > last_event_seq_)) {
+    return Outcome::kCrashedOom;
+  }
+  // After a crash, one redraw of a bar (tqdm's close() at exit) is no training going on.
+  if (crash_seq_ >= 0 && (crash_seq_ > train_advance_seq_ || advances_after_crash_ < 2) &&
+      crash_seq_ > completed_seq_) {
+    return Outcome::kCrashedOther;
+  }
+  if (completed_seq_ >= 0 || training_finished) return Outcome::kCompleted;
+  return any_text_ ? Outcome::kRunning : Outcome::kUnknown;
+}
+
+Outcome LogAnalyzer::outcome_so_far() const {
+  return decide_outcome(open_.has_value() || last_event_seq_ >= 0);
+}
+
+}  // namespace oomtriage::parsers
