@@ -1,4 +1,7 @@
-// daemon/cli/report_command.cc: the store's rows back into words and JSON.
+// daemon/cli/report_command.cc: `jobs` and `report`: the store opened read-side, the job chosen,
+// its rows made into the story every output draws (ReportView, daemon/render/report_view.h) and
+// handed to the renderer the options ask for (daemon/render/: text, JSON, Markdown, HTML); the
+// jobs table.
 #include "daemon/cli/report_command.h"
 
 #include "daemon/common/clock.h"
@@ -22,8 +25,10 @@
 #include "daemon/render/html_report.h"
 #include "daemon/render/job_names.h"
 #include "daemon/render/json_output.h"
+#include "daemon/render/json_report.h"
 #include "daemon/render/markdown_report.h"
 #include "daemon/render/text_output.h"
+#include "daemon/render/text_report.h"
 #include "db/fleet_store.h"
 #include "db/loss_log.h"
 #include "db/store.h"
@@ -210,54 +215,6 @@ ReportView build_view(const db::JobStory& story) {
   return view;
 }
 
-ordered_json report_json(const db::JobStory& story, const ReportView& view) {
-  ordered_json runs = ordered_json::array();
-  for (size_t i = 0; i < story.runs.size(); ++i) {
-    const db::RunRow& r = story.runs[i];
-    const RunView& run = view.runs[i];
-    ordered_json attempt = nullptr;
-    if (const db::HealAttempt* a = attempt_of(story, r.id)) {
-      attempt = {
-          {"attempt", a->attempt},
-          {"max_attempts", a->max_attempts},
-          {"fix_id", a->fix_id.empty() ? ordered_json(nullptr) : ordered_json(a->fix_id)},
-          {"change", a->change},
-          {"argv", ordered_json::parse(a->argv_json, nullptr, false)},
-          {"resumed_step",
-           a->resumed_step ? ordered_json(*a->resumed_step) : ordered_json(nullptr)},
-          {"outcome", a->outcome},
-          {"verdict", a->verdict.empty() ? ordered_json(nullptr) : ordered_json(a->verdict)}};
-    }
-    runs.push_back(
-        {{"id", r.id},
-         {"number", run.number},
-         {"log_path", r.log_path},
-         {"outcome", r.outcome},
-         {"started_at", run.started_at},
-         {"updated_at", run.updated_at},
-         {"snapshot_id", r.snapshot_id ? ordered_json(*r.snapshot_id) : ordered_json(nullptr)},
-         {"carried_fixes", run.carried_fixes},
-         {"carried_result",
-          run.carried_result.empty() ? ordered_json(nullptr) : ordered_json(run.carried_result)},
-         {"attempt", attempt}});
-  }
-  ordered_json snapshots = ordered_json::array();
-  for (const auto& s : story.snapshots) {
-    snapshots.push_back({{"id", s.id},
-                         {"path", s.path},
-                         {"sha256", s.sha256},
-                         {"seen_at", when(s.seen_at)},
-                         {"content", s.content}});
-  }
-  ordered_json job = {
-      {"name", story.job.name},  {"display_name", view.name},         {"folder", story.job.home},
-      {"trainer", view.trainer}, {"model_family", view.model_family}, {"outcome", view.outcome},
-      {"log_dir", view.log_dir}};
-  if (!view.host.empty()) job["host"] = view.host;
-  return {{"oomtriage", 1},        {"job", job},         {"runs", runs}, {"snapshots", snapshots},
-          {"events", view.events}, {"fixes", view.fixes}};
-}
-
 // The training loss for the curve: AI Toolkit's loss_log.db beside the log when it has rows, else
 // what the runs' logs show in their bars.
 LossCurve loss_curve_of(const ReportView& view) {
@@ -315,116 +272,7 @@ Result<Ok> write_file(const std::string& path, const std::string& content) {
   return Ok{};
 }
 
-void print_text_report(const ReportView& view, bool c) {
-  const auto bold = [&](const std::string& s) { return paint(c, fmt::emphasis::bold, s); };
-  fmt::print("{}  {}  {}  model {}\n", bold("job " + view.name), view.trainer, view.outcome,
-             view.model_family);
-  fmt::print("folder {}\n", view.log_dir);
-  if (!view.host.empty()) fmt::print("host {}\n", view.host);
-  if (view.unread_log) {
-    fmt::print(
-        "note: {} was already there when the daemon first started and was read from its "
-        "end; `oomtriage scan {}` reads it all\n",
-        *view.unread_log, shell_quote(*view.unread_log));
-  }
-  fmt::print("\n{}\n", bold("runs"));
-  for (const RunView& run : view.runs) {
-    fmt::print("  run {}  {}  {}  {}\n", run.number, run.started_at, run.outcome, run.log_path);
-    if (!run.attempt.empty()) fmt::print("       {}\n", run.attempt);
-    if (!run.carried_fixes.empty()) {
-      fmt::print("       carried {} from the previous crash: {}\n",
-                 fmt::join(run.carried_fixes, ", "), run.carried_result);
-    }
-  }
-  fmt::print("\n{}\n", bold("config"));
-  if (view.snapshots.empty()) fmt::print("  no config file seen\n");
-  for (const SnapshotView& s : view.snapshots) {
-    fmt::print("  snapshot {}  sha256 {}  taken {}  {}\n", s.id, s.sha256.substr(0, 12), s.seen_at,
-               s.path);
-    for (size_t at = 0, next; at < s.diff_from_previous.size(); at = next + 1) {
-      next = s.diff_from_previous.find('\n', at);
-      if (next == std::string::npos) next = s.diff_from_previous.size();
-      fmt::print("    {}\n", s.diff_from_previous.substr(at, next - at));
-    }
-  }
-  fmt::print("\n{}\n", bold(fmt::format("out-of-memory events ({})", view.events.size())));
-  int index = 0;
-  for (const auto& event : view.events) {
-    ++index;
-    const auto number = [&event](const char* key) -> std::optional<int64_t> {
-      if (!event.contains(key) || !event[key].is_number_integer()) return std::nullopt;
-      return event[key].get<int64_t>();
-    };
-    const std::string step = step_text(number("step"), number("total_steps"));
-    fmt::print("  {}. {} in {}, {}{}  (run {}, line {}, {})\n", index, event.value("kind", "?"),
-               event.value("phase", "?"), step,
-               event.value("recovered", false) ? " (recovered)" : "",
-               view.run_number(number("run_id").value_or(0)), event["line"].dump(),
-               event.value("stored_at", "?"));
-    const MemoryAtCrash m = memory_at_crash(event);
-    if (m.capacity > 0) {
-      fmt::print("     {} used {} + tried {} of {} ({} free)\n",
-                 memory_bar(m.capacity, m.in_use, m.tried, 30), format_bytes(m.in_use),
-                 format_bytes(m.tried), format_bytes(m.capacity),
-                 m.free ? format_bytes(*m.free) : "?");
-    }
-    std::string message = event.value("message", "");
-    if (message.size() > 150) message = message.substr(0, 150) + "…";
-    fmt::print("     {}\n", message);
-    // Why this phase and this step: the line that showed each.
-    for (const auto& [key, what] :
-         {std::pair{"phase_evidence", "phase"}, std::pair{"step_evidence", "step"}}) {
-      if (!event.contains(key) || !event[key].is_object()) continue;
-      const auto& evidence = event[key];
-      fmt::print("     {} from {} at line {}: {}\n", what, evidence.value("source", "?"),
-                 evidence.value("line", int64_t{0}), evidence.value("text", ""));
-    }
-  }
-  if (!view.fixes.empty()) {
-    fmt::print("\n{}\n", bold(view.completed_since
-                                  ? "fixes for the last incident, best first (the job completed "
-                                    "in a later run)"
-                                  : "fixes for the last incident, best first"));
-    for (const auto& fix : view.fixes) {
-      if (!fix.is_object()) continue;
-      fmt::print("  {}. {} [{}]\n", fix.value("rank", 0), fix.value("title", ""),
-                 fix.value("id", ""));
-      if (fix.contains("target") && fix["target"].is_object() && fix.contains("changes") &&
-          !fix["changes"].empty()) {
-        const auto& target = fix["target"];
-        fmt::print("       in {}{}\n", target.value("kind", "?"),
-                   target["path"].is_string() ? " " + target["path"].get<std::string>() : "");
-      }
-      if (fix.contains("changes") && fix["changes"].is_array()) {
-        for (const auto& change : fix["changes"]) {
-          fmt::print("       {}: {} -> {}\n", change.value("path", ""), change["from"].dump(),
-                     change["to"].dump());
-        }
-      }
-      if (fix.contains("why") && fix["why"].is_string()) {
-        fmt::print("       why: {}\n", fix["why"].get<std::string>());
-      }
-      if (fix.contains("check") && fix["check"].is_string()) {
-        fmt::print("       check: {}\n", fix["check"].get<std::string>());
-      }
-      fmt::print("       cost: {}\n", fix.value("cost", ""));
-    }
-  }
-}
-
 }  // namespace
-
-std::string memory_bar(uint64_t capacity, uint64_t used, uint64_t tried, int width) {
-  if (capacity == 0 || width <= 0) return "";
-  const auto cells = [&](uint64_t bytes) {
-    return static_cast<int>(std::min<uint64_t>(width, (bytes * width + capacity / 2) / capacity));
-  };
-  const int used_cells = cells(std::min(used, capacity));
-  const int tried_cells = std::min(width - used_cells, std::max(tried > 0 ? 1 : 0, cells(tried)));
-  const int free_cells = width - used_cells - tried_cells;
-  return "[" + std::string(used_cells, '#') + std::string(tried_cells, '!') +
-         std::string(free_cells, '.') + "]";
-}
 
 std::optional<int64_t> parse_duration(const std::string& text) {
   if (text.empty()) return std::nullopt;
@@ -598,11 +446,7 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
   view.report_command = "oomtriage report " + shell_quote(view.name) +
                         (chosen->host.empty() ? "" : " --host " + shell_quote(chosen->host));
   switch (options.format) {
-    case ReportFormat::kJson:
-      fmt::print(
-          "{}\n",
-          report_json(*story, view).dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
-      return kExitOk;
+    case ReportFormat::kJson: fmt::print("{}", render_json_report(*story, view)); return kExitOk;
     case ReportFormat::kMarkdown: fmt::print("{}", render_markdown_report(view)); return kExitOk;
     case ReportFormat::kHtml: {
       view.loss = loss_curve_of(view);
@@ -620,7 +464,9 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
       }
       return kExitOk;
     }
-    case ReportFormat::kText: print_text_report(view, color_enabled(options.color)); return kExitOk;
+    case ReportFormat::kText:
+      fmt::print("{}", render_text_report(view, color_enabled(options.color)));
+      return kExitOk;
   }
   return kExitOk;
 }

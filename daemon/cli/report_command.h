@@ -42,7 +42,4 @@ struct ReportOptions {
 // An empty `job`: the newest job that crashed (else the newest job).
 int run_report(const StoreTarget& store, const std::string& job, const ReportOptions& options);
 
-// "[#########=====......]": used, requested and free memory as a fixed-width bar.
-std::string memory_bar(uint64_t capacity, uint64_t used, uint64_t tried, int width);
-
 }  // namespace oomtriage::daemon

@@ -1,8 +1,10 @@
 // daemon/render/report_view.h
 //
-// One job's story as `report` tells it, whatever the output: the text on a terminal, the HTML page
-// and the Markdown for chat are each drawn from this, so they say the same things. Built by
-// daemon/cli/report_command.cc from the store's rows (and the loss the job's files show).
+// One job's story as `report` tells it, whatever the output: the text on a terminal
+// (text_report.h), the JSON (json_report.h, with the store's rows), the HTML page (html_report.h)
+// and the Markdown for chat (markdown_report.h) are each drawn from this, so they say the same
+// things. Built by daemon/cli/report_command.cc from the store's rows (and the loss the job's
+// files show).
 #pragma once
 
 #include <cstdint>
