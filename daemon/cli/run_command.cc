@@ -237,6 +237,379 @@ bool wait_or_interrupted(std::chrono::seconds delay) {
   return ::sigtimedwait(&set, nullptr, &timeout) < 0;
 }
 
+// Where the run starts: the command line, the trainer, the config, the job's name and its log.
+struct Launch {
+  std::vector<std::string> argv;
+  parsers::Trainer trainer = parsers::Trainer::kUnknown;
+  std::optional<std::string> config;
+  std::string job;
+  std::string log_path;
+};
+
+Launch plan_launch(const RunOptions& options) {
+  Launch launch;
+  launch.argv = options.command;
+  launch.trainer = options.trainer;
+  launch.config = options.config ? options.config : config_in_command(launch.argv);
+  // Stored and sent absolute: "job.yaml" means nothing in a report or a Slack message.
+  if (launch.config) launch.config = fs::absolute(*launch.config).lexically_normal().string();
+  if (options.heal) launch.argv = triage::prepare_first_attempt(launch.trainer, launch.argv);
+  launch.job = options.job.value_or(launch.config ? fs::path(*launch.config).stem().string()
+                                                  : fs::path(launch.argv[0]).stem().string());
+  launch.log_path =
+      fs::absolute(options.log.value_or(default_log_path(options.store, launch.job))).string();
+  return launch;
+}
+
+// One attempt: what the child did and what was made of it. Never copied or moved: `triage`
+// points into `analysis`.
+struct Attempt {
+  explicit Attempt(int n) : number(n) {}
+  Attempt(const Attempt&) = delete;
+  Attempt& operator=(const Attempt&) = delete;
+
+  int number;
+  uint64_t base_offset = 0;  // where its output starts in the log
+  int64_t base_line = 0;     // and the log's lines before it
+  int64_t started_at = 0;
+  ChildExit exit;
+  std::optional<int64_t> resumed_at;  // the step its training bar started at
+  bool did_not_resume = false;        // it started before the last save: it was stopped
+  uint64_t end_offset = 0;
+  std::optional<int64_t> saved_step;  // the step of the newest save its log named
+  parsers::LogAnalysis analysis;      // offsets and lines in the whole log
+  JobLookup lookup;
+  triage::Triage triage;
+  std::optional<RunIds> ids;  // its job and run in the store
+  db::HealAttempt record;     // completed by Supervisor::finish()
+  std::string outcome;        // the analysis's outcome in words
+  int failed_code = 1;        // the exit code when the run ends with this attempt
+};
+
+// A patched copy's path: beside the original (relative paths inside it still hold), named for
+// the attempt it is for ("job.oomtriage-2.yaml", never "job.oomtriage-2.oomtriage-3.yaml").
+fs::path patched_copy_path(const fs::path& original, int attempt) {
+  std::string stem = original.stem().string();
+  if (const size_t mark = stem.find(".oomtriage-"); mark != std::string::npos) stem.resize(mark);
+  return original.parent_path() /
+         fmt::format("{}.oomtriage-{}{}", stem, attempt, original.extension().string());
+}
+
+// The attempt loop of one `oomtriage run`, one step per method, in the order run() calls them.
+class Supervisor {
+ public:
+  Supervisor(const RunOptions& options, Launch launch, std::ofstream log)
+      : options_(options),
+        argv_(std::move(launch.argv)),
+        trainer_(launch.trainer),
+        config_(std::move(launch.config)),
+        job_(std::move(launch.job)),
+        log_path_(std::move(launch.log_path)),
+        log_(std::move(log)),
+        alerts_(options.alerts, options.store),
+        store_(options.store, alerts_.receivers()),
+        env_{{"PYTHONUNBUFFERED", "1"}, {"COLUMNS", "4096"}},
+        backoff_(options.backoff),
+        color_(color_enabled(options.color)) {}
+
+  int run();
+
+ private:
+  std::optional<int> run_child(Attempt& a);
+  void triage_and_record(Attempt& a);
+  std::optional<int> end_without_healing(Attempt& a);
+  std::optional<int> apply_fix(Attempt& a, const triage::Fix& fix);
+  std::optional<int> patch_config_files(Attempt& a, const triage::Fix& fix,
+                                        uint64_t incident_offset);
+  bool wait_for_next_attempt(const Attempt& a, const triage::Fix& fix);
+  void finish(Attempt& a, const std::string& outcome, const std::string& verdict);
+  int give_up(Attempt& a, const std::string& verdict, const std::string& message);
+  std::string attempt_suffix(const Attempt& a) const;
+
+  const RunOptions& options_;
+  std::vector<std::string> argv_;  // the next attempt's command line
+  parsers::Trainer trainer_;
+  std::optional<std::string> config_;
+  std::string job_;
+  const std::string log_path_;
+  std::ofstream log_;
+  RunAlerts alerts_;
+  RunStore store_;
+  std::map<std::string, std::string> env_;
+  std::vector<std::string> tried_;
+  std::string applied_fix_;     // the fix applied before the coming attempt
+  std::string applied_change_;  // and its changes in words
+  int64_t lines_written_ = 0;
+  std::optional<int64_t> expected_step_;  // where the next attempt must resume
+  std::chrono::seconds backoff_;
+  const bool color_;
+};
+
+int Supervisor::run() {
+  for (int number = 1;; ++number) {
+    Attempt attempt(number);
+    if (const std::optional<int> code = run_child(attempt)) return *code;
+    triage_and_record(attempt);
+    if (const std::optional<int> code = end_without_healing(attempt)) return *code;
+    const triage::HealStep step =
+        triage::next_heal_step(attempt.analysis, attempt.triage.fixes, tried_);
+    if (step.fix == nullptr) {
+      return give_up(attempt, "stopped: " + step.stop_reason,
+                     fmt::format("not healed{}: {}", attempt_suffix(attempt), step.stop_reason));
+    }
+    if (number >= options_.max_attempts) {
+      return give_up(
+          attempt, "exhausted",
+          fmt::format(
+              "exhausted: {} attempt(s) spent ({}); the next fix would be {}", number,
+              tried_.empty() ? "no fix applied" : fmt::format("{}", fmt::join(tried_, ", ")),
+              step.fix->id));
+    }
+    if (const std::optional<int> code = apply_fix(attempt, *step.fix)) return *code;
+    if (!wait_for_next_attempt(attempt, *step.fix)) return 130;
+  }
+}
+
+// Starts the child and passes its output through into the log, analysed as it comes. A restart
+// whose training bar starts before the step of the last save is stopped. An exit code when the
+// child cannot start.
+std::optional<int> Supervisor::run_child(Attempt& a) {
+  log_.seekp(0, std::ios::end);
+  a.base_offset = static_cast<uint64_t>(log_.tellp());
+  a.base_line = lines_written_;  // the attempt's lines follow the earlier ones
+  parsers::AnalyzerOptions analyzer_options;
+  analyzer_options.trainer = trainer_;
+  parsers::LogAnalyzer analyzer(analyzer_options);
+  a.started_at = unix_now();
+  auto child = ChildProcess::start(argv_, env_);
+  if (!child) {
+    say(child.error().message);
+    return exit_code_for(child.error());
+  }
+  a.exit = child->pass_through(
+      [&](int, std::string_view bytes) {
+        log_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+        lines_written_ += std::count(bytes.begin(), bytes.end(), '\n');
+        log_.flush();
+        const bool known = a.resumed_at.has_value();
+        parsers::feed_until_bar_start(analyzer, bytes, a.resumed_at);
+        if (known) return;
+        // AI Toolkit's bar starts at the resumed step; one step of slack for a bar drawn
+        // before its first update.
+        if (a.resumed_at && expected_step_ && *a.resumed_at + 1 < *expected_step_) {
+          a.did_not_resume = true;
+          child->stop();
+        }
+      },
+      options_.grace);
+  log_.flush();
+  a.end_offset = static_cast<uint64_t>(log_.tellp());
+  a.saved_step = analyzer.last_saved_step();
+  a.analysis = analyzer.finish();
+  for (parsers::OomEvent& event : a.analysis.events) {
+    event.offset += a.base_offset;
+    event.line += a.base_line;
+    if (event.phase_evidence) event.phase_evidence->line += a.base_line;
+    if (event.step_evidence) event.step_evidence->line += a.base_line;
+  }
+  return std::nullopt;
+}
+
+// What the attempt's log says (the trainer and, at the first attempt, the job's name when they
+// were not given), the job's files, the fixes for its incident; the attempt stored as a run with
+// its events, and its heal_attempts row begun.
+void Supervisor::triage_and_record(Attempt& a) {
+  if (trainer_ == parsers::Trainer::kUnknown) trainer_ = a.analysis.trainer;
+  if (!options_.job && a.analysis.job_name && a.number == 1) job_ = *a.analysis.job_name;
+
+  std::optional<fs::path> explicit_config;
+  if (config_) explicit_config = *config_;
+  auto located = locate_job(log_path_, explicit_config, trainer_, a.analysis);
+  a.lookup = located ? std::move(*located) : JobLookup{};
+  const triage::JobView job_view{a.lookup.config ? &*a.lookup.config : nullptr,
+                                 a.lookup.config_problem, &a.lookup.files};
+  a.triage = triage::triage_log(a.analysis, job_view, {std::nullopt, tried_});
+  a.ids =
+      store_.record_attempt(job_, a.analysis, log_path_, a.end_offset, a.lookup, a.triage.fixes);
+  alerts_.poke();
+  a.record.attempt = a.number;
+  a.record.max_attempts = options_.heal ? options_.max_attempts : 1;
+  a.record.fix_id = applied_fix_;
+  a.record.change = applied_change_;
+  a.record.argv_json =
+      nlohmann::json(argv_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  a.record.resumed_step = a.resumed_at;
+  a.record.started_at = a.started_at;
+  a.outcome = std::string(parsers::to_string(a.analysis.outcome));
+  a.failed_code = a.exit.exit_code == 0 ? 1 : a.exit.exit_code;
+}
+
+// The ends that need no fix: a signal, a restart that did not resume, a job that completed, a
+// crash without --heal (its scan block printed first). nullopt: the attempt is to be healed.
+std::optional<int> Supervisor::end_without_healing(Attempt& a) {
+  if (a.exit.interrupted) {
+    say(fmt::format("stopped by a signal{}; the child exited with {}", attempt_suffix(a),
+                    a.exit.exit_code));
+    finish(a, "interrupted", "stopped: by a signal");
+    return a.exit.exit_code == 0 ? 130 : a.exit.exit_code;
+  }
+  if (a.did_not_resume) {
+    say(
+        fmt::format("attempt {} did not resume: its training bar started at step {}, the last "
+                    "save was at step {}; stopped so that it does not overwrite its saves",
+                    a.number, a.resumed_at.value_or(0), expected_step_.value_or(0)));
+    finish(a, "did_not_resume",
+           fmt::format("stopped: restarted at step {}, not at its save at {}",
+                       a.resumed_at.value_or(0), expected_step_.value_or(0)));
+    return a.exit.exit_code == 0 ? 1 : a.exit.exit_code;
+  }
+  const bool completed =
+      a.exit.exit_code == 0 && a.analysis.outcome != parsers::Outcome::kCrashedOom;
+  if (completed) {
+    if (a.number > 1) {
+      say(fmt::format("healed: the job completed at attempt {}/{} after {}", a.number,
+                      options_.max_attempts, fmt::join(tried_, ", ")));
+    }
+    finish(a, a.outcome, a.number > 1 ? "healed" : "");
+    return 0;
+  }
+  ScannedLog scanned;
+  scanned.path = log_path_;
+  scanned.analysis = a.analysis;
+  scanned.job = a.lookup.job;
+  scanned.fixes = a.triage.fixes;
+  fmt::print(stderr, "{}", render_scan_text(scanned, color_));
+  if (!options_.heal) {
+    finish(a, a.outcome, "");
+    return a.exit.exit_code;
+  }
+  return std::nullopt;
+}
+
+// The fix, in the trainer's own channel (its config files, its flags, its environment), with
+// the trainer's resume option; the attempt's row finished. An exit code when it cannot be done.
+std::optional<int> Supervisor::apply_fix(Attempt& a, const triage::Fix& fix) {
+  const uint64_t incident_offset = a.triage.incident ? a.triage.incident->offset : a.base_offset;
+  if (const std::optional<int> code = patch_config_files(a, fix, incident_offset)) return code;
+  argv_ = triage::apply_argument_changes(argv_, fix.changes);
+  for (const auto& change : fix.changes) {
+    if (change.kind != parsers::TargetKind::kEnv) continue;
+    const auto value = nlohmann::json::parse(change.to_json, nullptr, false);
+    std::string name = change.path;
+    if (name.rfind("env.", 0) == 0) name = name.substr(4);
+    env_[name] = value.is_string() ? value.get<std::string>() : value.dump();
+  }
+  if (!fix.changes_config()) store_.record_fix(log_path_, incident_offset, fix, "", "", "");
+  const triage::ResumeArguments resume =
+      triage::with_resume(trainer_, argv_, newest_state(trainer_, argv_));
+  if (!resume.missing.empty()) {
+    return give_up(a, "stopped: " + resume.missing,
+                   fmt::format("not healed: cannot resume the job: {}", resume.missing));
+  }
+  argv_ = resume.argv;
+  tried_.push_back(fix.id);
+  finish(a, a.outcome, "");
+  applied_fix_ = fix.id;
+  applied_change_ = fmt::format("{}: {}", fix.title, triage::describe_changes(fix));
+  if (a.saved_step) expected_step_ = a.saved_step;  // else the save before still is the newest
+  return std::nullopt;
+}
+
+// A patched copy of each config file the fix edits (patched_copy_path()), its diff printed,
+// named in the command line instead of the original. An exit code when one cannot be patched
+// or written.
+std::optional<int> Supervisor::patch_config_files(Attempt& a, const triage::Fix& fix,
+                                                  uint64_t incident_offset) {
+  for (const parsers::NativeFile& file : a.lookup.files) {
+    std::vector<triage::ConfigChange> mine;
+    for (const auto& change : fix.changes) {
+      const bool in_file = change.kind == parsers::TargetKind::kYaml ||
+                           change.kind == parsers::TargetKind::kJson ||
+                           change.kind == parsers::TargetKind::kToml;
+      if (in_file && change.file == file.path) mine.push_back(change);
+    }
+    if (mine.empty()) continue;
+    const auto patched = triage::patch_file(file.kind, file.text, mine);
+    if (!patched) {
+      return give_up(a, "stopped: the config cannot be patched",
+                     fmt::format("not healed: {} cannot be patched for {}: {}", file.path, fix.id,
+                                 patched.error().message));
+    }
+    const fs::path original(file.path);
+    const fs::path copy = patched_copy_path(original, a.number + 1);
+    std::ofstream out(copy, std::ios::binary | std::ios::trunc);
+    out << *patched;
+    out.close();
+    if (!out) {
+      return give_up(a, "stopped: cannot write " + copy.string(),
+                     "not healed: cannot write " + copy.string());
+    }
+    fmt::print(stderr, "{}",
+               triage::unified_diff(file.text, *patched, "a/" + file.path, "b/" + copy.string()));
+    if (const auto spelled = spelling_of(argv_, original)) {
+      argv_ = triage::replace_path_argument(argv_, *spelled, copy.string());
+    }
+    std::error_code ec;
+    if (config_ && fs::weakly_canonical(*config_, ec) == fs::weakly_canonical(original, ec)) {
+      config_ = copy.string();
+    }
+    store_.record_fix(log_path_, incident_offset, fix, file.path, file.text, *patched);
+  }
+  return std::nullopt;
+}
+
+// Says what the next attempt runs and waits the backoff (doubled for the one after, at most
+// 5 min). False when a signal came first.
+bool Supervisor::wait_for_next_attempt(const Attempt& a, const triage::Fix& fix) {
+  say(fmt::format(
+      "attempt {}/{} in {} s: {} ({}){}; command: {}", a.number + 1, options_.max_attempts,
+      backoff_.count(), fix.title, triage::describe_changes(fix),
+      expected_step_ ? fmt::format(", resuming from the save at step {}", *expected_step_) : "",
+      fmt::join(argv_, " ")));
+  if (!wait_or_interrupted(backoff_)) {
+    say("stopped by a signal before the next attempt");
+    return false;
+  }
+  backoff_ = std::min(std::chrono::seconds(300), backoff_ * 2);
+  return true;
+}
+
+// Every way out of an attempt says how it ended, and the last one the verdict: its
+// heal_attempts row, and for a healing run the verdict alert (none for a first attempt that
+// completed).
+void Supervisor::finish(Attempt& a, const std::string& outcome, const std::string& verdict) {
+  a.record.outcome = outcome;
+  a.record.verdict = verdict;
+  a.record.ended_at = unix_now();
+  if (a.ids) store_.record_heal(*a.ids, a.record);
+  if (!options_.heal || verdict.empty() || (verdict == "healed" && a.number == 1)) return;
+  AlertContent content;
+  content.event_id = a.ids ? a.ids->run_id : 0;
+  content.heal = verdict == "healed" ? "healed" : verdict == "exhausted" ? "exhausted" : "stopped";
+  content.job = job_;
+  content.trainer = std::string(parsers::to_string(trainer_));
+  content.model_family =
+      a.lookup.config ? std::string(parsers::to_string(a.lookup.config->family)) : "unknown";
+  content.step = a.resumed_at ? std::to_string(*a.resumed_at) : "unknown";
+  content.message =
+      fmt::format("attempt {}/{}: {}; fixes applied: {}", a.number, options_.max_attempts, verdict,
+                  tried_.empty() ? "none" : fmt::format("{}", fmt::join(tried_, ", ")));
+  content.log_path = log_path_;
+  alerts_.send_verdict(std::move(content));
+}
+
+// Ends the run: says why, records the verdict, returns the exit code.
+int Supervisor::give_up(Attempt& a, const std::string& verdict, const std::string& message) {
+  say(message);
+  finish(a, a.outcome, verdict);
+  return a.failed_code;
+}
+
+// " (attempt 2/3)" for a healing run, "" otherwise.
+std::string Supervisor::attempt_suffix(const Attempt& a) const {
+  return options_.heal ? fmt::format(" (attempt {}/{})", a.number, options_.max_attempts) : "";
+}
+
 }  // namespace
 
 int run_supervised(const RunOptions& options) {
@@ -245,257 +618,16 @@ int run_supervised(const RunOptions& options) {
     return kExitBadInput;
   }
   take_over_signals();
-  std::vector<std::string> argv = options.command;
-  parsers::Trainer trainer = options.trainer;
-  std::optional<std::string> config = options.config ? options.config : config_in_command(argv);
-  // Stored and sent absolute: "job.yaml" means nothing in a report or a Slack message.
-  if (config) config = fs::absolute(*config).lexically_normal().string();
-  if (options.heal) argv = triage::prepare_first_attempt(trainer, argv);
-  std::string job = options.job.value_or(config ? fs::path(*config).stem().string()
-                                                : fs::path(argv[0]).stem().string());
-  const std::string log_path =
-      fs::absolute(options.log.value_or(default_log_path(options.store, job))).string();
+  Launch launch = plan_launch(options);
   std::error_code ec;
-  fs::create_directories(fs::path(log_path).parent_path(), ec);
-  std::ofstream log(log_path, std::ios::binary | std::ios::app);
+  fs::create_directories(fs::path(launch.log_path).parent_path(), ec);
+  std::ofstream log(launch.log_path, std::ios::binary | std::ios::app);
   if (!log) {
-    say("cannot write " + log_path);
+    say("cannot write " + launch.log_path);
     return kExitEnvironment;
   }
-  RunAlerts alerts(options.alerts, options.store);
-  RunStore store(options.store, alerts.receivers());
-  const std::map<std::string, std::string> base_env = {{"PYTHONUNBUFFERED", "1"},
-                                                       {"COLUMNS", "4096"}};
-  std::map<std::string, std::string> env = base_env;
-  std::vector<std::string> tried;
-  std::string applied_fix;     // the fix applied before the coming attempt
-  std::string applied_change;  // and its changes in words
-  int64_t lines_written = 0;
-  std::optional<int64_t> expected_step;  // where the next attempt must resume
-  std::chrono::seconds backoff = options.backoff;
-  const bool color = color_enabled(options.color);
-
-  for (int attempt = 1;; ++attempt) {
-    log.seekp(0, std::ios::end);
-    const uint64_t base_offset = static_cast<uint64_t>(log.tellp());
-    const int64_t base_line = lines_written;  // the attempt's lines follow the earlier ones
-    parsers::AnalyzerOptions analyzer_options;
-    analyzer_options.trainer = trainer;
-    parsers::LogAnalyzer analyzer(analyzer_options);
-    const int64_t started_at = unix_now();
-    auto child = ChildProcess::start(argv, env);
-    if (!child) {
-      say(child.error().message);
-      return exit_code_for(child.error());
-    }
-    std::optional<int64_t> resumed_at;
-    bool did_not_resume = false;
-    const ChildExit exit = child->pass_through(
-        [&](int, std::string_view bytes) {
-          log.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-          lines_written += std::count(bytes.begin(), bytes.end(), '\n');
-          log.flush();
-          const bool known = resumed_at.has_value();
-          parsers::feed_until_bar_start(analyzer, bytes, resumed_at);
-          if (known) return;
-          // AI Toolkit's bar starts at the resumed step; one step of slack for a bar drawn
-          // before its first update.
-          if (resumed_at && expected_step && *resumed_at + 1 < *expected_step) {
-            did_not_resume = true;
-            child->stop();
-          }
-        },
-        options.grace);
-    log.flush();
-    const uint64_t end_offset = static_cast<uint64_t>(log.tellp());
-    const std::optional<int64_t> saved_step = analyzer.last_saved_step();
-    parsers::LogAnalysis analysis = analyzer.finish();
-    for (parsers::OomEvent& event : analysis.events) {
-      event.offset += base_offset;
-      event.line += base_line;
-      if (event.phase_evidence) event.phase_evidence->line += base_line;
-      if (event.step_evidence) event.step_evidence->line += base_line;
-    }
-    if (trainer == parsers::Trainer::kUnknown) trainer = analysis.trainer;
-    if (!options.job && analysis.job_name && attempt == 1) job = *analysis.job_name;
-
-    std::optional<fs::path> explicit_config;
-    if (config) explicit_config = *config;
-    auto located = locate_job(log_path, explicit_config, trainer, analysis);
-    JobLookup lookup = located ? std::move(*located) : JobLookup{};
-    const triage::JobView job_view{lookup.config ? &*lookup.config : nullptr, lookup.config_problem,
-                                   &lookup.files};
-    const triage::Triage triage = triage::triage_log(analysis, job_view, {std::nullopt, tried});
-    const std::vector<triage::Fix>& fixes = triage.fixes;
-    const std::optional<RunIds> ids =
-        store.record_attempt(job, analysis, log_path, end_offset, lookup, fixes);
-    alerts.poke();
-    db::HealAttempt record;
-    record.attempt = attempt;
-    record.max_attempts = options.heal ? options.max_attempts : 1;
-    record.fix_id = applied_fix;
-    record.change = applied_change;
-    record.argv_json =
-        nlohmann::json(argv).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    record.resumed_step = resumed_at;
-    record.started_at = started_at;
-    // Every way out of this attempt says how it ended, and the last one the verdict.
-    const auto finish = [&](const std::string& outcome, const std::string& verdict) {
-      record.outcome = outcome;
-      record.verdict = verdict;
-      record.ended_at = unix_now();
-      if (ids) store.record_heal(*ids, record);
-      if (!options.heal || verdict.empty() || (verdict == "healed" && attempt == 1)) return;
-      AlertContent content;
-      content.event_id = ids ? ids->run_id : 0;
-      content.heal = verdict == "healed"      ? "healed"
-                     : verdict == "exhausted" ? "exhausted"
-                                              : "stopped";
-      content.job = job;
-      content.trainer = std::string(parsers::to_string(trainer));
-      content.model_family =
-          lookup.config ? std::string(parsers::to_string(lookup.config->family)) : "unknown";
-      content.step = resumed_at ? std::to_string(*resumed_at) : "unknown";
-      content.message =
-          fmt::format("attempt {}/{}: {}; fixes applied: {}", attempt, options.max_attempts,
-                      verdict, tried.empty() ? "none" : fmt::format("{}", fmt::join(tried, ", ")));
-      content.log_path = log_path;
-      alerts.send_verdict(std::move(content));
-    };
-    const std::string outcome(parsers::to_string(analysis.outcome));
-    const int failed_code = exit.exit_code == 0 ? 1 : exit.exit_code;
-    // Ends the run: says why, records the verdict, returns the exit code.
-    const auto give_up = [&](const std::string& verdict, const std::string& message) {
-      say(message);
-      finish(outcome, verdict);
-      return failed_code;
-    };
-
-    ScannedLog scanned;
-    scanned.path = log_path;
-    scanned.analysis = analysis;
-    scanned.job = lookup.job;
-    scanned.fixes = fixes;
-    const std::string attempt_text =
-        options.heal ? fmt::format(" (attempt {}/{})", attempt, options.max_attempts) : "";
-    if (exit.interrupted) {
-      say(fmt::format("stopped by a signal{}; the child exited with {}", attempt_text,
-                      exit.exit_code));
-      finish("interrupted", "stopped: by a signal");
-      return exit.exit_code == 0 ? 130 : exit.exit_code;
-    }
-    if (did_not_resume) {
-      say(
-          fmt::format("attempt {} did not resume: its training bar started at step {}, the last "
-                      "save was at step {}; stopped so that it does not overwrite its saves",
-                      attempt, resumed_at.value_or(0), expected_step.value_or(0)));
-      finish("did_not_resume", fmt::format("stopped: restarted at step {}, not at its save at {}",
-                                           resumed_at.value_or(0), expected_step.value_or(0)));
-      return exit.exit_code == 0 ? 1 : exit.exit_code;
-    }
-    const bool completed = exit.exit_code == 0 && analysis.outcome != parsers::Outcome::kCrashedOom;
-    if (completed) {
-      if (attempt > 1) {
-        say(fmt::format("healed: the job completed at attempt {}/{} after {}", attempt,
-                        options.max_attempts, fmt::join(tried, ", ")));
-      }
-      finish(outcome, attempt > 1 ? "healed" : "");
-      return 0;
-    }
-    fmt::print(stderr, "{}", render_scan_text(scanned, color));
-    if (!options.heal) {
-      finish(outcome, "");
-      return exit.exit_code;
-    }
-
-    const triage::HealStep step = triage::next_heal_step(analysis, fixes, tried);
-    if (step.fix == nullptr) {
-      return give_up("stopped: " + step.stop_reason,
-                     fmt::format("not healed{}: {}", attempt_text, step.stop_reason));
-    }
-    if (attempt >= options.max_attempts) {
-      return give_up(
-          "exhausted",
-          fmt::format("exhausted: {} attempt(s) spent ({}); the next fix would be {}", attempt,
-                      tried.empty() ? "no fix applied" : fmt::format("{}", fmt::join(tried, ", ")),
-                      step.fix->id));
-    }
-    const triage::Fix& fix = *step.fix;
-    const uint64_t incident_offset = triage.incident ? triage.incident->offset : base_offset;
-
-    // The fix, in the trainer's own channel: a patched copy of each config file it edits (beside
-    // the original, so that relative paths inside it still hold), its flags, its environment.
-    for (const parsers::NativeFile& file : lookup.files) {
-      std::vector<triage::ConfigChange> mine;
-      for (const auto& change : fix.changes) {
-        const bool in_file = change.kind == parsers::TargetKind::kYaml ||
-                             change.kind == parsers::TargetKind::kJson ||
-                             change.kind == parsers::TargetKind::kToml;
-        if (in_file && change.file == file.path) mine.push_back(change);
-      }
-      if (mine.empty()) continue;
-      const auto patched = triage::patch_file(file.kind, file.text, mine);
-      if (!patched) {
-        return give_up("stopped: the config cannot be patched",
-                       fmt::format("not healed: {} cannot be patched for {}: {}", file.path, fix.id,
-                                   patched.error().message));
-      }
-      const fs::path original(file.path);
-      std::string stem = original.stem().string();
-      if (const size_t mark = stem.find(".oomtriage-"); mark != std::string::npos)
-        stem.resize(mark);
-      const fs::path copy =
-          original.parent_path() /
-          fmt::format("{}.oomtriage-{}{}", stem, attempt + 1, original.extension().string());
-      std::ofstream out(copy, std::ios::binary | std::ios::trunc);
-      out << *patched;
-      out.close();
-      if (!out) {
-        return give_up("stopped: cannot write " + copy.string(),
-                       "not healed: cannot write " + copy.string());
-      }
-      fmt::print(stderr, "{}",
-                 triage::unified_diff(file.text, *patched, "a/" + file.path, "b/" + copy.string()));
-      if (const auto spelled = spelling_of(argv, original)) {
-        argv = triage::replace_path_argument(argv, *spelled, copy.string());
-      }
-      if (config && fs::weakly_canonical(*config, ec) == fs::weakly_canonical(original, ec)) {
-        config = copy.string();
-      }
-      store.record_fix(log_path, incident_offset, fix, file.path, file.text, *patched);
-    }
-    argv = triage::apply_argument_changes(argv, fix.changes);
-    for (const auto& change : fix.changes) {
-      if (change.kind != parsers::TargetKind::kEnv) continue;
-      const auto value = nlohmann::json::parse(change.to_json, nullptr, false);
-      std::string name = change.path;
-      if (name.rfind("env.", 0) == 0) name = name.substr(4);
-      env[name] = value.is_string() ? value.get<std::string>() : value.dump();
-    }
-    if (!fix.changes_config()) store.record_fix(log_path, incident_offset, fix, "", "", "");
-    const triage::ResumeArguments resume =
-        triage::with_resume(trainer, argv, newest_state(trainer, argv));
-    if (!resume.missing.empty()) {
-      return give_up("stopped: " + resume.missing,
-                     fmt::format("not healed: cannot resume the job: {}", resume.missing));
-    }
-    argv = resume.argv;
-    tried.push_back(fix.id);
-    finish(outcome, "");
-    applied_fix = fix.id;
-    applied_change = fmt::format("{}: {}", fix.title, triage::describe_changes(fix));
-    if (saved_step) expected_step = saved_step;  // else the save before still is the newest
-    say(fmt::format(
-        "attempt {}/{} in {} s: {} ({}){}; command: {}", attempt + 1, options.max_attempts,
-        backoff.count(), fix.title, triage::describe_changes(fix),
-        expected_step ? fmt::format(", resuming from the save at step {}", *expected_step) : "",
-        fmt::join(argv, " ")));
-    if (!wait_or_interrupted(backoff)) {
-      say("stopped by a signal before the next attempt");
-      return 130;
-    }
-    backoff = std::min(std::chrono::seconds(300), backoff * 2);
-  }
+  Supervisor supervisor(options, std::move(launch), std::move(log));
+  return supervisor.run();
 }
 
 }  // namespace oomtriage::daemon
