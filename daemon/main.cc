@@ -46,12 +46,12 @@ std::optional<std::string> unknown_subcommand(int argc, char** argv,
 bool patterns_compile() {
   // The OOM table's set is the slowest to compile (~6 ms, a third of a small scan's time): a
   // second core builds it while this one builds the other tables, then checks it built.
-  std::thread oom_table([] { parsers::oom_patterns_ok(nullptr); });
-  std::string error;
-  const bool ok = parsers::parser_patterns_ok(&error);
+  // Its verdict is not needed here: parser_patterns_ok() asks again once it is built.
+  std::thread oom_table([] { (void)parsers::oom_patterns_ok(); });
+  const Result<Ok> compiled = parsers::parser_patterns_ok();
   oom_table.join();
-  if (!ok) fmt::print(stderr, "oomtriage: internal error: {}\n", error);
-  return ok;
+  if (!compiled) fmt::print(stderr, "oomtriage: internal error: {}\n", compiled.error().message);
+  return static_cast<bool>(compiled);
 }
 
 }  // namespace

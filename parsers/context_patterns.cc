@@ -512,16 +512,16 @@ bool is_exception_line(std::string_view line) {
 
 namespace oomtriage::parsers {
 
-bool context_patterns_ok(std::string* error) {
+Result<Ok> context_patterns_ok() {
   const auto& patterns = context_patterns();
   for (size_t i = 0; i < patterns.size(); ++i) {
     RE2 regex(patterns[i].regex, quiet_options());
     if (!regex.ok()) {
-      if (error) *error = "context pattern " + std::string(patterns[i].name) + ": " + regex.error();
-      return false;
+      return make_error(ErrorCode::kBadInput,
+                        "context pattern " + std::string(patterns[i].name) + ": " + regex.error());
     }
   }
-  return stage_lexicon_ok(error);
+  return stage_lexicon_ok();
 }
 
 }  // namespace oomtriage::parsers

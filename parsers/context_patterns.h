@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "parsers/event.h"
+#include "parsers/result.h"
 
 namespace re2 {
 class RE2;
@@ -109,7 +110,7 @@ Phase announced_stage(std::string_view line);
 Phase failed_stage(std::string_view line);
 
 // Whether every regex of the marker table and of the frame, node and announcement rules compiled.
-bool context_patterns_ok(std::string* error);
+Result<Ok> context_patterns_ok();
 
 // The final line of a Python traceback: "torch.OutOfMemoryError: ...", "KeyboardInterrupt".
 bool is_exception_line(std::string_view line);

@@ -400,7 +400,14 @@ int JobConfig::effective_batch_size() const {
   return best;
 }
 
-bool yaml_nesting_ok(std::string_view text, std::string* error) {
+namespace {
+Error too_deep(int line, int max_depth) {
+  return make_error(ErrorCode::kBadInput, std::to_string(line) + ": nested deeper than " +
+                                              std::to_string(max_depth) + " levels");
+}
+}  // namespace
+
+Result<Ok> yaml_nesting_ok(std::string_view text) {
   // A rough depth: indentation, "- " items opened on one line, and open flow brackets. Real
   // configs stay far below the limit; a crafted one would otherwise exhaust the stack.
   constexpr int kMaxDepth = 400;
@@ -434,37 +441,25 @@ bool yaml_nesting_ok(std::string_view text, std::string* error) {
         while (i < text.size() && text[i] != '\n') ++i;
         break;
       }
-      if (indent / 2 + dashes + flow > kMaxDepth) {
-        if (error)
-          *error = std::to_string(line) + ": nested deeper than " + std::to_string(kMaxDepth) +
-                   " levels";
-        return false;
-      }
+      if (indent / 2 + dashes + flow > kMaxDepth) return too_deep(line, kMaxDepth);
     }
-    if (indent / 2 + dashes + flow > kMaxDepth) {
-      if (error)
-        *error =
-            std::to_string(line) + ": nested deeper than " + std::to_string(kMaxDepth) + " levels";
-      return false;
-    }
+    if (indent / 2 + dashes + flow > kMaxDepth) return too_deep(line, kMaxDepth);
     ++i;
     ++line;
   }
-  return true;
+  return Ok{};
 }
 
-std::optional<ordered_json> yaml_to_json(std::string_view text, std::map<std::string, int>* lines,
-                                         std::string* error) {
-  if (!yaml_nesting_ok(text, error)) return std::nullopt;
+Result<ordered_json> yaml_to_json(std::string_view text, std::map<std::string, int>* lines) {
+  OOMTRIAGE_TRY(yaml_nesting_ok(text));
   try {
     const YAML::Node root = YAML::Load(std::string(text));
     return convert(root, "", lines);
   } catch (const YAML::Exception& e) {
-    if (error) *error = std::to_string(e.mark.line + 1) + ": " + e.msg;
+    return make_error(ErrorCode::kBadInput, std::to_string(e.mark.line + 1) + ": " + e.msg);
   } catch (const std::exception& e) {
-    if (error) *error = std::string("1: ") + e.what();
+    return make_error(ErrorCode::kBadInput, std::string("1: ") + e.what());
   }
-  return std::nullopt;
 }
 
 Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
@@ -472,10 +467,10 @@ Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
   std::map<std::string, int> lines;
   ordered_json doc;
   if (format == ConfigFormat::kYaml) {
-    std::string error;
-    auto converted = yaml_to_json(text, &lines, &error);
+    auto converted = yaml_to_json(text, &lines);
     if (!converted) {
-      return make_error(ErrorCode::kBadInput, std::string(source) + ":" + error);
+      return make_error(ErrorCode::kBadInput,
+                        std::string(source) + ":" + converted.error().message);
     }
     doc = std::move(*converted);
   } else {

@@ -181,14 +181,13 @@ ModelFamily family_from_name(const std::string& name_or_path);
 Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
                                    std::string_view source);
 
-// Refuses documents nested deeper than any config needs, before a recursive parser sees them:
-// true when `text` is fine, else false with the line in `error`.
-bool yaml_nesting_ok(std::string_view text, std::string* error);
+// Refuses documents nested deeper than any config needs, before a recursive parser sees them: a
+// kBadInput error naming the line ("412: nested deeper than 400 levels").
+Result<Ok> yaml_nesting_ok(std::string_view text);
 
-// Converts a YAML document to JSON, remembering the line of every path ("config.process[0]...").
-// Throws nothing; returns the error in `error`.
-std::optional<nlohmann::ordered_json> yaml_to_json(std::string_view text,
-                                                   std::map<std::string, int>* lines,
-                                                   std::string* error);
+// Converts a YAML document to JSON, remembering the line of every path ("config.process[0]...")
+// in `lines` when given. Throws nothing: a kBadInput error "line: reason".
+Result<nlohmann::ordered_json> yaml_to_json(std::string_view text,
+                                            std::map<std::string, int>* lines = nullptr);
 
 }  // namespace oomtriage::parsers

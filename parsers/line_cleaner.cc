@@ -153,18 +153,16 @@ std::string strip_ansi(std::string_view raw) {
   return out;
 }
 
-bool line_cleaner_ok(std::string* error) {
-  bool ok = true;
+Result<Ok> line_cleaner_ok() {
+  std::string problems;
   for (const auto& [name, regex] :
        {std::pair<const char*, const RE2*>{"prefix", &prefix_regex()}, {"ansi", &ansi_regex()}}) {
     if (regex->ok()) continue;
-    ok = false;
-    if (error != nullptr) {
-      if (!error->empty()) error->append("; ");
-      error->append("line_cleaner ").append(name).append(": ").append(regex->error());
-    }
+    if (!problems.empty()) problems.append("; ");
+    problems.append("line_cleaner ").append(name).append(": ").append(regex->error());
   }
-  return ok;
+  if (!problems.empty()) return make_error(ErrorCode::kBadInput, problems);
+  return Ok{};
 }
 
 CleanLine clean_line(std::string_view raw, std::string& scratch) {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include "parsers/result.h"
 
 namespace oomtriage::parsers {
 
@@ -30,6 +31,6 @@ std::string strip_ansi(std::string_view raw);
 
 // True when every RE2 of the cleaner compiled; otherwise false, and `error` (if not null) names
 // each bad pattern with RE2's reason. For a start-up check.
-bool line_cleaner_ok(std::string* error);
+Result<Ok> line_cleaner_ok();
 
 }  // namespace oomtriage::parsers

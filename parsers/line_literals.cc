@@ -60,10 +60,10 @@ LineLiterals line_literals(std::string_view text) {
   return literals;
 }
 
-bool line_literals_ok(std::string* error) {
-  if (literal_set() != nullptr) return true;
-  if (error) *error = "line literals: the RE2::Set of the three prefilters did not compile";
-  return false;
+Result<Ok> line_literals_ok() {
+  if (literal_set() != nullptr) return Ok{};
+  return make_error(ErrorCode::kBadInput,
+                    "line literals: the RE2::Set of the three prefilters did not compile");
 }
 
 }  // namespace oomtriage::parsers

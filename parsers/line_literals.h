@@ -8,6 +8,7 @@
 
 #include <string>
 #include <string_view>
+#include "parsers/result.h"
 
 namespace oomtriage::parsers {
 
@@ -20,6 +21,6 @@ struct LineLiterals {
 LineLiterals line_literals(std::string_view text);
 
 // Whether the set compiled (line_literals() falls back to the three prefilters if not).
-bool line_literals_ok(std::string* error);
+Result<Ok> line_literals_ok();
 
 }  // namespace oomtriage::parsers

@@ -378,11 +378,15 @@ LogAnalysis LogAnalyzer::finish() {
   return analysis;
 }
 
-bool parser_patterns_ok(std::string* error) {
+Result<Ok> parser_patterns_ok() {
   // The OOM table last: a caller may be compiling it on another thread meanwhile (main.cc).
-  return oom_figures_ok(error) && line_cleaner_ok(error) && context_patterns_ok(error) &&
-         counter_patterns_ok(error) && progress_patterns_ok(error) && line_literals_ok(error) &&
-         oom_patterns_ok(error);
+  OOMTRIAGE_TRY(oom_figures_ok());
+  OOMTRIAGE_TRY(line_cleaner_ok());
+  OOMTRIAGE_TRY(context_patterns_ok());
+  OOMTRIAGE_TRY(counter_patterns_ok());
+  OOMTRIAGE_TRY(progress_patterns_ok());
+  OOMTRIAGE_TRY(line_literals_ok());
+  return oom_patterns_ok();
 }
 
 LogAnalysis analyze_log(std::string_view bytes, AnalyzerOptions options) {

@@ -20,6 +20,7 @@
 #include "parsers/event.h"
 #include "parsers/progress.h"
 #include "parsers/record_splitter.h"
+#include "parsers/result.h"
 
 namespace oomtriage::parsers {
 
@@ -253,7 +254,7 @@ class LogAnalyzer {
 
 // Whether every regex of every parser table compiled (checked at start-up: a bad edit must fail
 // loudly, not match nothing); names the first bad one in `error`.
-bool parser_patterns_ok(std::string* error);
+Result<Ok> parser_patterns_ok();
 
 // Convenience for tests and one-shot callers: the whole analysis of `bytes`.
 LogAnalysis analyze_log(std::string_view bytes, AnalyzerOptions options = {});

@@ -183,17 +183,15 @@ bool looks_incomplete(std::string_view message) {
   return !RE2::PartialMatch(squashed, regexes().complete);
 }
 
-bool oom_figures_ok(std::string* error) {
-  bool ok = true;
+Result<Ok> oom_figures_ok() {
+  std::string problems;
   for (const auto& [name, regex] : regexes().all()) {
     if (regex->ok()) continue;
-    ok = false;
-    if (error != nullptr) {
-      if (!error->empty()) error->append("; ");
-      error->append("oom_figures ").append(name).append(": ").append(regex->error());
-    }
+    if (!problems.empty()) problems.append("; ");
+    problems.append("oom_figures ").append(name).append(": ").append(regex->error());
   }
-  return ok;
+  if (!problems.empty()) return make_error(ErrorCode::kBadInput, problems);
+  return Ok{};
 }
 
 }  // namespace oomtriage::parsers

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "parsers/event.h"
+#include "parsers/result.h"
 
 namespace oomtriage::parsers {
 
@@ -25,6 +26,6 @@ bool looks_incomplete(std::string_view message);
 
 // True when every figure pattern compiled; otherwise false, and `error` (if not null) names each
 // bad pattern with RE2's reason. For a start-up check.
-bool oom_figures_ok(std::string* error);
+Result<Ok> oom_figures_ok();
 
 }  // namespace oomtriage::parsers

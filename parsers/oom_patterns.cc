@@ -605,27 +605,23 @@ bool check_rows(const std::vector<CompiledPattern>& rows, std::string* error) {
 
 }  // namespace
 
-bool oom_patterns_ok(std::string* error) {
-  bool ok = true;
+Result<Ok> oom_patterns_ok() {
+  std::string problems;
   if (!compiled_table().set) {  // every row's regex is parsed by the set
-    ok = false;
-    report(error, "oom pattern set", "RE2::Set did not compile");
+    report(&problems, "oom pattern set", "RE2::Set did not compile");
   }
-  if (!oom_literals().ok()) {
-    ok = false;
-    report(error, "may_mention_oom literals", oom_literals().error());
-  }
-  if (!class_regex().ok()) {
-    ok = false;
-    report(error, "exception_class", class_regex().error());
-  }
-  return ok;
+  if (!oom_literals().ok()) report(&problems, "may_mention_oom literals", oom_literals().error());
+  if (!class_regex().ok()) report(&problems, "exception_class", class_regex().error());
+  if (!problems.empty()) return make_error(ErrorCode::kBadInput, problems);
+  return Ok{};
 }
 
-bool oom_table_ok(const std::vector<OomPattern>& table, std::string* error) {
+Result<Ok> oom_table_ok(const std::vector<OomPattern>& table) {
   std::vector<CompiledPattern> rows;
   for (const OomPattern& pattern : table) rows.push_back(compile_row(pattern));
-  return check_rows(rows, error);
+  std::string problems;
+  if (!check_rows(rows, &problems)) return make_error(ErrorCode::kBadInput, problems);
+  return Ok{};
 }
 
 const RE2& oom_literals() {

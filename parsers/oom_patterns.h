@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "parsers/event.h"
+#include "parsers/result.h"
 
 namespace re2 {
 class RE2;
@@ -62,10 +63,10 @@ std::optional<std::string_view> exception_class(std::string_view line);
 // Otherwise false, and `error` (if not null) names each bad pattern with RE2's reason. Meant for a
 // start-up check: a pattern that fails to compile matches nothing. Each row's own regex, `also`
 // and `veto` compile when the set first names the row; oom_table_ok(oom_patterns()) checks them.
-bool oom_patterns_ok(std::string* error);
+Result<Ok> oom_patterns_ok();
 
 // Compiles every regex, `also` and `veto` of `table` afresh and reports the same way as
 // oom_patterns_ok; for tables under test and for checking a row before it is added.
-bool oom_table_ok(const std::vector<OomPattern>& table, std::string* error);
+Result<Ok> oom_table_ok(const std::vector<OomPattern>& table);
 
 }  // namespace oomtriage::parsers

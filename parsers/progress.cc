@@ -212,6 +212,6 @@ BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer 
   return {};
 }
 
-bool progress_patterns_ok(std::string* error) { return stage_lexicon_ok(error); }
+Result<Ok> progress_patterns_ok() { return stage_lexicon_ok(); }
 
 }  // namespace oomtriage::parsers

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "parsers/event.h"
+#include "parsers/result.h"
 
 namespace oomtriage::parsers {
 
@@ -50,6 +51,6 @@ struct BarClass {
 BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer trainer_guess,
                       bool trainer_rules = true);
 
-bool progress_patterns_ok(std::string* error);
+Result<Ok> progress_patterns_ok();
 
 }  // namespace oomtriage::parsers

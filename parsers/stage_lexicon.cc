@@ -122,15 +122,14 @@ Phase stage_of(std::string_view text, bool lone_words) {
   return Phase::kUnknown;
 }
 
-bool stage_lexicon_ok(std::string* error) {
+Result<Ok> stage_lexicon_ok() {
   for (const CompiledRule& rule : compiled_rules()) {
     if (!rule.regex->ok()) {
-      if (error)
-        *error = "stage lexicon rule /" + rule.regex->pattern() + "/: " + rule.regex->error();
-      return false;
+      return make_error(ErrorCode::kBadInput, "stage lexicon rule /" + rule.regex->pattern() +
+                                                  "/: " + rule.regex->error());
     }
   }
-  return true;
+  return Ok{};
 }
 
 }  // namespace oomtriage::parsers

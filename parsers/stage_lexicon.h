@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "parsers/event.h"
+#include "parsers/result.h"
 
 namespace oomtriage::parsers {
 
@@ -29,6 +30,6 @@ std::string stage_tokens(std::string_view text);
 Phase stage_of(std::string_view text, bool lone_words = true);
 
 // Whether every rule of the lexicon compiled; names the first bad one in `error`.
-bool stage_lexicon_ok(std::string* error);
+Result<Ok> stage_lexicon_ok();
 
 }  // namespace oomtriage::parsers

@@ -279,20 +279,18 @@ std::optional<StepCounter> match_counter(std::string_view line) {
   return std::nullopt;
 }
 
-bool counter_patterns_ok(std::string* error) {
+Result<Ok> counter_patterns_ok() {
   if (!compiled_counters().set) {
-    if (error) *error = "step counters: the RE2::Set of all rows did not compile";
-    return false;
+    return make_error(ErrorCode::kBadInput,
+                      "step counters: the RE2::Set of all rows did not compile");
   }
   for (const CompiledCounter& entry : compiled_counters().rows) {
     if (!entry.regex->ok()) {
-      if (error) {
-        *error = "step counter " + std::string(entry.pattern->name) + ": " + entry.regex->error();
-      }
-      return false;
+      return make_error(ErrorCode::kBadInput, "step counter " + std::string(entry.pattern->name) +
+                                                  ": " + entry.regex->error());
     }
   }
-  return true;
+  return Ok{};
 }
 
 }  // namespace oomtriage::parsers

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string_view>
 #include <vector>
+#include "parsers/result.h"
 
 namespace re2 {
 class RE2;
@@ -56,6 +57,6 @@ const re2::RE2& counter_literals();
 // The first row that matches the cleaned line.
 std::optional<StepCounter> match_counter(std::string_view line);
 
-bool counter_patterns_ok(std::string* error);
+Result<Ok> counter_patterns_ok();
 
 }  // namespace oomtriage::parsers

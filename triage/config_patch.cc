@@ -159,9 +159,8 @@ class YamlEditor {
     }
     YAML::Node root;
     const std::string current = join_lines(lines_, trailing_newline_);
-    std::string depth_error;
-    if (!parsers::yaml_nesting_ok(current, &depth_error)) {
-      error = "line " + depth_error;
+    if (auto nesting = parsers::yaml_nesting_ok(current); !nesting) {
+      error = "line " + nesting.error().message;
       return false;
     }
     try {
@@ -535,11 +534,13 @@ Result<std::string> patch_file(parsers::TargetKind kind, std::string_view text,
   } else if (kind == TargetKind::kJson) {
     doc = nlohmann::json::parse(*result, nullptr, false);
   } else {
-    auto parsed = parsers::yaml_to_json(*result, nullptr, &error);
+    auto parsed = parsers::yaml_to_json(*result);
     // Config strings may hold any bytes: invalid UTF-8 is replaced, never thrown on.
     if (parsed) {
       doc = nlohmann::json::parse(
           parsed->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), nullptr, false);
+    } else {
+      error = parsed.error().message;
     }
   }
   if (doc.is_discarded() || doc.is_null()) {

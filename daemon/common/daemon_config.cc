@@ -220,9 +220,8 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
   DaemonConfig config;
   config.source = source;
   YAML::Node root;
-  std::string depth_error;
-  if (!parsers::yaml_nesting_ok(text, &depth_error)) {
-    return make_error(ErrorCode::kBadInput, source + ":" + depth_error);
+  if (auto nesting = parsers::yaml_nesting_ok(text); !nesting) {
+    return make_error(ErrorCode::kBadInput, source + ":" + nesting.error().message);
   }
   try {
     root = YAML::Load(text);

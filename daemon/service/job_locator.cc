@@ -43,8 +43,7 @@ TargetKind kind_for(const fs::path& path) {
 // Which trainer wrote a config file, from its content; nullopt when none is recognised.
 std::optional<Trainer> sniff_trainer(const std::string& text, TargetKind kind) {
   if (kind == TargetKind::kYaml) {
-    std::string error;
-    const auto doc = parsers::yaml_to_json(text, nullptr, &error);
+    const auto doc = parsers::yaml_to_json(text);
     if (doc && doc->is_object() && doc->contains("config")) return Trainer::kAiToolkit;
     return std::nullopt;
   }

@@ -93,11 +93,9 @@ TEST_SUITE("parsers::oom_patterns") {
   }
 
   TEST_CASE("every RE2 of the table, the prefilter and the class pattern compiled") {
-    std::string error;
-    CHECK(oom_patterns_ok(&error));
-    CHECK(error.empty());
-    CHECK(oom_patterns_ok(nullptr));
-    CHECK(oom_table_ok(oom_patterns(), &error));
+    const auto compiled = oom_patterns_ok();
+    CHECK_MESSAGE(compiled, (compiled ? "" : compiled.error().message));
+    CHECK(oom_table_ok(oom_patterns()));
   }
   TEST_CASE("a pattern that does not compile is reported by name") {
     const std::vector<OomPattern> table = {
@@ -114,8 +112,9 @@ TEST_SUITE("parsers::oom_patterns") {
          .also = "a{2,1}",
          .samples = {"x"}},
     };
-    std::string error;
-    CHECK_FALSE(oom_table_ok(table, &error));
+    const auto checked = oom_table_ok(table);
+    REQUIRE_FALSE(checked);
+    const std::string& error = checked.error().message;
     CHECK(error.find("unclosed") != std::string::npos);
     CHECK(error.find("bad-veto (veto)") != std::string::npos);
     CHECK(error.find("bad-also (also)") != std::string::npos);
