@@ -512,8 +512,8 @@ Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
   std::set<std::string> failed_paths;
   Reader r(lines, source, config.problems, failed_paths);
   const std::string p = config.process_path;
-  config.targets.push_back(
-      {format == ConfigFormat::kJson ? TargetKind::kJson : TargetKind::kYaml, std::string(source)});
+  config.targets.push_back({format == ConfigFormat::kJson ? TargetKind::kJson : TargetKind::kYaml,
+                            std::string(source), ""});
   if (config.name.empty()) r.read(process, p, "name", config.name);
 
   const ordered_json empty = ordered_json::object();

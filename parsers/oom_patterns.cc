@@ -501,7 +501,8 @@ struct CompiledPattern {
 constexpr int kMaxGroups = 8;  // the "dev" group must come among the first 7 groups of its row
 
 CompiledPattern compile_row(const OomPattern& pattern) {
-  CompiledPattern entry{&pattern, std::make_unique<RE2>(pattern.regex, quiet_options())};
+  CompiledPattern entry{&pattern, std::make_unique<RE2>(pattern.regex, quiet_options()), nullptr,
+                        nullptr, -1};
   if (!pattern.also.empty()) entry.also = std::make_unique<RE2>(pattern.also, quiet_options());
   if (!pattern.veto.empty()) entry.veto = std::make_unique<RE2>(pattern.veto, quiet_options());
   const auto& groups = entry.regex->NamedCapturingGroups();

@@ -177,13 +177,15 @@ BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer 
   static const RE2 kEpochIndex(R"(\bepoch (\d+)( \d+)?)");
 
   if (trainer_rules && !desc.empty() && !job_name.empty() && desc == job_name) {
-    return {BarRole::kTrainingSteps, Phase::kTrainStep};
+    return {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
   }
   const Phase phase = stage_of(desc);
-  if (phase != Phase::kUnknown && phase != Phase::kTrainStep) return {BarRole::kPhase, phase};
+  if (phase != Phase::kUnknown && phase != Phase::kTrainStep)
+    return {BarRole::kPhase, phase, std::nullopt};
   if (phase == Phase::kTrainStep) {
     const std::string tokens = stage_tokens(desc);
-    if (RE2::FullMatch(tokens, kEpochsBar)) return {BarRole::kEpochs, Phase::kTrainStep};
+    if (RE2::FullMatch(tokens, kEpochsBar))
+      return {BarRole::kEpochs, Phase::kTrainStep, std::nullopt};
     // "Epoch 1/10 Steps" counts steps; "Epoch 0", "0/10 * Epoch (train)" and OneTrainer's
     // "step" count the batches of the current epoch.
     if (RE2::PartialMatch(tokens, kPerEpoch) && !RE2::PartialMatch(tokens, kGlobalSteps)) {
@@ -195,19 +197,19 @@ BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer 
       }
       return cls;
     }
-    return {BarRole::kTrainingSteps, Phase::kTrainStep};
+    return {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
   }
   if (!trainer_rules) return {};
   // HF Trainer's training bar has no description; pipelines' and quantizers' bars neither.
   if (desc.empty()) {
     if (trainer_guess == Trainer::kTransformers) {
-      return {BarRole::kTrainingSteps, Phase::kTrainStep};
+      return {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
     }
     return {};
   }
   // AI Toolkit describes its training bar with the job name, which can be anything.
   if (trainer_guess == Trainer::kAiToolkit && job_name.empty()) {
-    return {BarRole::kTrainingSteps, Phase::kTrainStep};
+    return {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
   }
   return {};
 }
