@@ -82,6 +82,43 @@ struct StoreInDir {
   }
 };
 
+// One log and a scheduler over a real inotify instance, its reads counted.
+struct SchedulerRig {
+  TempDir dir;
+  std::optional<DirectoryWatcher> watcher;
+  boost::asio::io_context io;
+  int reads = 0;
+  ReadScheduler scheduler{io, std::chrono::milliseconds(20), [this](Tracked&) {
+                            ++reads;
+                            return uint64_t{0};
+                          }};
+  std::unique_ptr<Tracked> file;
+
+  SchedulerRig() {
+    const fs::path log = dir.path / "log.txt";
+    std::ofstream(log) << "step 1\n";
+    auto opened = DirectoryWatcher::open();
+    REQUIRE(opened);
+    watcher.emplace(std::move(*opened));
+    scheduler.set_watcher(&*watcher);
+    file = tracked(log, rule_for_logs(dir.path / "*.txt"));
+  }
+};
+
+// The followed logs over a real store, the loop's side recorded.
+struct LogsRig {
+  StoreInDir db;
+  Metrics metrics;
+  JobRegistry registry{*db.store, metrics, fixed_wall_clock};
+  boost::asio::io_context io;
+  RecordingHost host;
+  ReadScheduler scheduler{io, std::chrono::milliseconds(20),
+                          [this](Tracked& f) { return host.read(f); }};
+  ReadBuffer buffer{kReadChunk};
+  FollowedLogs logs{io,     *db.store, registry,         scheduler, metrics,
+                    buffer, host,      fixed_wall_clock, false};
+};
+
 }  // namespace
 
 TEST_SUITE("daemon::parts") {
@@ -100,22 +137,12 @@ TEST_SUITE("daemon::parts") {
   TEST_CASE(
       "read scheduler: a quiet log is watched; written twice within the interval it is "
       "polled; unchanged for two polls it is watched again") {
-    TempDir dir;
-    const fs::path log = dir.path / "log.txt";
-    std::ofstream(log) << "step 1\n";
-    auto watcher = DirectoryWatcher::open();
-    REQUIRE(watcher);
-    boost::asio::io_context io;
-    int reads = 0;
-    ReadScheduler scheduler(io, std::chrono::milliseconds(20), [&](Tracked&) {
-      ++reads;
-      return uint64_t{0};
-    });
-    scheduler.set_watcher(&*watcher);
-    auto file = tracked(log, rule_for_logs(dir.path / "*.txt"));
+    SchedulerRig rig;
+    ReadScheduler& scheduler = rig.scheduler;
+    Tracked* file = rig.file.get();
     scheduler.watch_quietly(*file);
     REQUIRE(file->watch >= 0);
-    CHECK(scheduler.by_watch(file->watch) == file.get());
+    CHECK(scheduler.by_watch(file->watch) == file);
 
     const MonoTime now = Clock::now();
     scheduler.written(*file, now);
@@ -127,35 +154,25 @@ TEST_SUITE("daemon::parts") {
 
     // Polled until two polls found nothing, then watched again and read once more for what
     // came before the watch; with nothing busy the loop runs out of work.
-    io.run_for(std::chrono::seconds(5));
+    rig.io.run_for(std::chrono::seconds(5));
     CHECK_FALSE(file->pace.busy);
     CHECK(scheduler.busy_count() == 0);
     CHECK(file->watch >= 0);
-    CHECK(reads == 3);
+    CHECK(rig.reads == 3);
   }
 
   TEST_CASE("read scheduler: a log forgotten is neither watched nor polled") {
-    TempDir dir;
-    const fs::path log = dir.path / "log.txt";
-    std::ofstream(log) << "step 1\n";
-    auto watcher = DirectoryWatcher::open();
-    REQUIRE(watcher);
-    boost::asio::io_context io;
-    int reads = 0;
-    ReadScheduler scheduler(io, std::chrono::milliseconds(20), [&](Tracked&) {
-      ++reads;
-      return uint64_t{0};
-    });
-    scheduler.set_watcher(&*watcher);
-    auto file = tracked(log, rule_for_logs(dir.path / "*.txt"));
+    SchedulerRig rig;
+    ReadScheduler& scheduler = rig.scheduler;
+    Tracked* file = rig.file.get();
     scheduler.watch_quietly(*file);
     const int watch = file->watch;
     scheduler.poll(*file);
     scheduler.forget(*file);
     CHECK(scheduler.by_watch(watch) == nullptr);
     CHECK(scheduler.busy_count() == 0);
-    io.run_for(std::chrono::seconds(1));
-    CHECK(reads == 0);
+    rig.io.run_for(std::chrono::seconds(1));
+    CHECK(rig.reads == 0);
   }
 
   TEST_CASE(
@@ -200,16 +217,10 @@ TEST_SUITE("daemon::parts") {
   TEST_CASE(
       "followed logs: past the descriptor budget the least recently read idle log is "
       "closed, and reopened when it is read again") {
-    StoreInDir db;
-    Metrics metrics;
-    JobRegistry registry(*db.store, metrics, fixed_wall_clock);
-    boost::asio::io_context io;
-    RecordingHost host;
-    ReadScheduler scheduler(io, std::chrono::milliseconds(20),
-                            [&](Tracked& f) { return host.read(f); });
-    ReadBuffer buffer(kReadChunk);
-    FollowedLogs logs(io, *db.store, registry, scheduler, metrics, buffer, host, fixed_wall_clock,
-                      false);
+    LogsRig rig;
+    FollowedLogs& logs = rig.logs;
+    RecordingHost& host = rig.host;
+    Metrics& metrics = rig.metrics;
     logs.set_descriptor_budget(2);
     TempDir dir;
     const WatchRule rule = rule_for_logs(dir.path / "*" / "log.txt");
@@ -238,16 +249,9 @@ TEST_SUITE("daemon::parts") {
   }
 
   TEST_CASE("followed logs: a reload lets go only of the logs whose rule changed") {
-    StoreInDir db;
-    Metrics metrics;
-    JobRegistry registry(*db.store, metrics, fixed_wall_clock);
-    boost::asio::io_context io;
-    RecordingHost host;
-    ReadScheduler scheduler(io, std::chrono::milliseconds(20),
-                            [&](Tracked& f) { return host.read(f); });
-    ReadBuffer buffer(kReadChunk);
-    FollowedLogs logs(io, *db.store, registry, scheduler, metrics, buffer, host, fixed_wall_clock,
-                      false);
+    LogsRig rig;
+    FollowedLogs& logs = rig.logs;
+    RecordingHost& host = rig.host;
     TempDir dir;
     WatchRule kept = rule_for_logs(dir.path / "a" / "*.txt");
     WatchRule changed = rule_for_logs(dir.path / "b" / "*.txt");
