@@ -1,89 +1,469 @@
-// triage/memory_model.cc: parameter counts (public model cards) and the calibration step.
+// triage/memory_model.cc: the spec with the common defaults applied (each default an
+// assumption in words), then every phase's terms. The fitted constants are in kFitted; the
+// formulas and where each constant comes from are in docs/memory-model.md.
 #include "triage/memory_model.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+
+#include "triage/architectures.h"
 
 namespace oomtriage::triage {
+namespace {
 
-using parsers::ModelFamily;
+using parsers::Phase;
 
-std::optional<ModelSize> model_size(const parsers::JobConfig& c) {
-  const auto has = [&](const char* s) { return c.arch.find(s) != std::string::npos; };
-  switch (c.family) {
-    case ModelFamily::kZImage: return ModelSize{6.2, 4.0};
-    case ModelFamily::kQwenImage:
-    case ModelFamily::kQwenImageEdit:
-    case ModelFamily::kQwenImageEditPlus: return ModelSize{20.4, 8.3};
-    case ModelFamily::kFlux1: return ModelSize{11.9, 4.9};
-    case ModelFamily::kFlex1: return ModelSize{8.2, 4.9};
-    case ModelFamily::kFlex2: return ModelSize{8.2, 4.9};
-    case ModelFamily::kFlux2:
-      if (has("klein_4b")) return ModelSize{4.0, 4.0};
-      if (has("klein_9b")) return ModelSize{9.0, 8.0};
-      return ModelSize{32.0, 24.0};
-    case ModelFamily::kChroma: return ModelSize{8.9, 4.8};
-    case ModelFamily::kWan21: return has("1b") ? ModelSize{1.3, 5.7} : ModelSize{14.0, 5.7};
-    case ModelFamily::kWan22: return has("5b") ? ModelSize{5.0, 5.7} : ModelSize{14.0, 5.7};
-    case ModelFamily::kLtx: return ModelSize{19.0, 12.0};
-    case ModelFamily::kSdxl: return ModelSize{2.6, 0.8};
-    case ModelFamily::kSd1: return ModelSize{0.86, 0.12};
-    case ModelFamily::kOther: return std::nullopt;
-  }
-  return std::nullopt;
+constexpr double kGiB = 1024.0 * 1024 * 1024;
+
+// The model's few free constants, fitted on measured jobs (docs/memory-model.md).
+struct Fitted {
+  // Bytes kept per (token x hidden) element of one block for the backward pass, without
+  // gradient checkpointing (the attention, MLP and norm inputs of a block).
+  double block_activation_bytes = 34;
+  // With checkpointing only a block's input is kept; one block is recomputed at a time.
+  double checkpoint_bytes = 4;
+  // A UNet's equivalent of the above, per latent pixel x equivalent width x depth.
+  double unet_activation_bytes = 10;
+  double unet_checkpoint_bytes = 1.5;
+  // A denoising step at preview time: one block's working set.
+  double inference_bytes = 16;
+  // VAE decode (and encode) per output pixel and frame.
+  double vae_bytes_per_pixel = 1100;
+  // LoRA parameters per rank: this share of denoiser params / hidden size.
+  double lora_params_per_rank_share = 1.0;
+  // The allocator's slack on activations and the fixed workspaces (cuBLAS, RNG, streams).
+  double fragmentation = 0.08;
+  double workspace_bytes = 0.35 * kGiB;
+};
+constexpr Fitted kFitted;
+
+bool is_one_of(std::string_view word, std::initializer_list<std::string_view> words) {
+  return std::find(words.begin(), words.end(), word) != words.end();
 }
 
-double bytes_per_param(const std::string& spec) {
-  const std::string q = spec.substr(0, spec.find('|'));
-  if (q.rfind("uint", 0) == 0 && q.size() == 5 && q[4] >= '1' && q[4] <= '8') {
-    return (q[4] - '0') / 8.0;
-  }
-  if (q.rfind("convrotint", 0) == 0 && q.size() == 11) return (q[10] - '0') / 8.0;
-  if (q == "uint4" || q == "convrot4" || q == "nvfp4") return 0.5;
-  if (q == "qfloat8" || q == "float8" || q == "convrot8" || q == "qint8" || q == "fp8") return 1.0;
-  if (q == "fp32" || q == "float32" || q == "float") return 4.0;
-  return 2.0;  // bf16, fp16, float16, bfloat16
+std::string lower(std::string word) {
+  for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return word;
 }
 
-uint64_t weights_bytes(const parsers::JobConfig& c) {
-  const auto size = model_size(c);
-  if (!size) return 0;
-  constexpr double kBillion = 1e9;
-  const double transformer_bpp = c.quantize ? bytes_per_param(c.qtype) : bytes_per_param(c.dtype);
-  double bytes = size->transformer_params_billion * kBillion * transformer_bpp;
-  const bool te_resident = !c.cache_text_embeddings && !c.unload_text_encoder;
-  if (te_resident) {
-    const double te_bpp = c.quantize_te ? bytes_per_param(c.qtype_te) : bytes_per_param(c.dtype);
-    bytes += size->text_encoder_params_billion * kBillion * te_bpp;
-  }
-  return static_cast<uint64_t>(bytes);
+double dtype_bytes(std::string_view dtype) {
+  if (is_one_of(dtype, {"fp32", "float32", "float", "no", "tf32"})) return 4;
+  if (is_one_of(dtype, {"fp8", "float8"})) return 1;
+  return 2;
 }
 
-std::optional<Calibration> calibrate(const parsers::OomEvent& event,
-                                     const parsers::JobConfig* config) {
-  const auto& f = event.figures;
-  if (!f.total_capacity_bytes) return std::nullopt;
-  Calibration cal;
-  cal.capacity_bytes = *f.total_capacity_bytes;
-  for (const auto& p : f.other_processes) cal.other_processes_bytes += p.bytes;
-  cal.other_processes_bytes = std::min(cal.other_processes_bytes, cal.capacity_bytes);
-  cal.usable_bytes = cal.capacity_bytes - cal.other_processes_bytes;
-
-  uint64_t in_use = 0;
-  if (f.this_process_in_use_bytes && *f.this_process_in_use_bytes < cal.capacity_bytes) {
-    in_use = *f.this_process_in_use_bytes;
-  } else if (f.allocated_by_pytorch_bytes) {
-    in_use = *f.allocated_by_pytorch_bytes + f.reserved_unallocated_bytes.value_or(0);
-  } else if (f.free_bytes) {
-    in_use = cal.capacity_bytes - std::min(*f.free_bytes, cal.capacity_bytes) -
-             std::min(cal.other_processes_bytes, cal.capacity_bytes - *f.free_bytes);
+// Bytes per weight of a quantized model: most layers at the quantized width plus their scales,
+// norms, embeddings and the first and last layers kept in 16 bits (~3% of parameters).
+std::optional<double> quantized_bytes(std::string_view q) {
+  double bits = 0;
+  if (is_one_of(q, {"fp8", "float8", "qfloat8", "int8", "qint8", "fp8_e4m3fn", "fp8_scaled",
+                    "8bit", "float8_e4m3fn", "q8", "q8_0", "gguf_q8_0", "nf8", "uint8"})) {
+    bits = 8.1;
+  } else if (is_one_of(q, {"nf4", "int4", "uint4", "fp4", "nvfp4", "qint4", "4bit", "q4",
+                           "q4_0", "q4_k", "q4_k_m", "gguf_q4", "gguf_q4_k_m", "mxfp4"})) {
+    bits = 4.5;
+  } else if (is_one_of(q, {"q5", "q5_k", "q5_k_m", "uint5", "gguf_q5_k_m"})) {
+    bits = 5.5;
+  } else if (is_one_of(q, {"q6", "q6_k", "uint6", "gguf_q6_k"})) {
+    bits = 6.6;
+  } else if (is_one_of(q, {"uint3", "int3", "q3", "q3_k", "q3_k_m", "3bit"})) {
+    bits = 3.5;
+  } else if (is_one_of(q, {"int2", "uint2", "q2", "q2_k", "2bit"})) {
+    bits = 2.5;
+  } else if (q.rfind("uint", 0) == 0 && q.size() == 5 && q[4] >= '1' && q[4] <= '8') {
+    bits = (q[4] - '0') + 0.5;
   } else {
     return std::nullopt;
   }
-  cal.need_bytes = in_use + f.tried_to_allocate_bytes.value_or(0);
-  const uint64_t modelled = config ? weights_bytes(*config) : 0;
-  cal.weights_bytes = std::min(modelled, cal.need_bytes * 9 / 10);
-  cal.activations_bytes = cal.need_bytes - cal.weights_bytes;
-  return cal;
+  return 0.97 * bits / 8 + 0.03 * 2;
+}
+
+bool quantized(const std::string& q) { return !q.empty() && q != "none" && q != "no"; }
+
+// The spec with every unstated field settled; what was assumed is said once.
+struct Job {
+  Architecture arch;
+  std::string training = "lora";
+  int width = 0, height = 0, frames = 1, batch = 1, rank = 16;
+  bool checkpointing = true, te_cached = true, te_trained = false;
+  std::string quantization = "none", te_quantization, dtype = "bf16", optimizer = "adamw";
+  std::string attention = "sdpa";
+  Offload offload;
+  SamplingSpec sampling;
+  std::vector<std::string> assumptions;
+};
+
+Job settle(const MemorySpec& spec) {
+  Job job;
+  std::string guess;
+  if (const Architecture* arch = find_architecture(spec.model_family)) {
+    job.arch = *arch;
+  } else {
+    job.arch = guess_architecture(spec.model_family, &guess);
+    job.assumptions.push_back(guess);
+  }
+  const Architecture& a = job.arch;
+  auto& said = job.assumptions;
+  const bool video = a.frames_per_token > 0;
+
+  job.training = lower(spec.training_type.value_or("lora"));
+  if (!spec.training_type) said.push_back("training type not stated: LoRA assumed");
+  if (spec.width && spec.height) {
+    job.width = *spec.width;
+    job.height = *spec.height;
+  } else {
+    job.width = a.default_resolution;
+    job.height = video ? a.default_resolution * 9 / 16 / 16 * 16 : a.default_resolution;
+    said.push_back(fmt::format("resolution not stated: {}x{} assumed", job.width, job.height));
+  }
+  if (video) {
+    job.frames = std::max(1, spec.frames.value_or(a.default_frames));
+    if (!spec.frames) said.push_back(fmt::format("frames not stated: {} assumed", job.frames));
+  }
+  job.batch = std::max(1, spec.batch_size.value_or(1));
+  if (!spec.batch_size) said.push_back("batch size not stated: 1 assumed");
+  if (job.training == "lora") {
+    job.rank = std::max(1, spec.lora_rank.value_or(16));
+    if (!spec.lora_rank) said.push_back("LoRA rank not stated: 16 assumed");
+  } else if (job.training == "lokr" || job.training == "loha" || job.training == "lycoris") {
+    job.rank = spec.lora_rank.value_or(8);  // a LoKr's parameters are those of a low-rank LoRA
+  }
+  job.checkpointing = spec.gradient_checkpointing.value_or(true);
+  if (!spec.gradient_checkpointing) said.push_back("gradient checkpointing not stated: on assumed");
+  // Trainers cache large text encoders' outputs and drop the encoders; small ones stay.
+  const bool large_te = a.text_encoder_billions >= 2;
+  job.te_cached = spec.text_encoder_cached.value_or(large_te);
+  if (!spec.text_encoder_cached) {
+    said.push_back(large_te ? "text encoder caching not stated: cached assumed"
+                            : "text encoder caching not stated: encoders kept on the GPU assumed");
+  }
+  job.te_trained = spec.text_encoder_trained.value_or(false);
+  job.quantization = lower(spec.quantization.value_or("none"));
+  job.dtype = lower(spec.dtype.value_or("bf16"));
+  if (!spec.dtype) said.push_back("precision not stated: bf16 assumed");
+  if (quantized(job.quantization) && !quantized_bytes(job.quantization)) {
+    said.push_back(fmt::format("quantization '{}' not known: read as 8-bit", job.quantization));
+    job.quantization = "int8";
+  }
+  // A trainer that quantizes the denoiser quantizes the text encoders it keeps too.
+  job.te_quantization = lower(spec.text_encoder_quantization.value_or(
+      quantized(job.quantization) ? std::string("int8") : std::string("none")));
+  if (!quantized_bytes(job.te_quantization)) job.te_quantization = "none";
+  job.optimizer = lower(spec.optimizer.value_or("adamw"));
+  if (!spec.optimizer) said.push_back("optimizer not stated: AdamW assumed");
+  job.attention = lower(spec.attention.value_or("sdpa"));
+  job.offload = spec.offload.value_or(Offload{});
+  if (spec.sampling) {
+    job.sampling = *spec.sampling;
+  } else {
+    said.push_back("previews not stated: one per interval at the training size assumed");
+  }
+  if (job.sampling.width <= 0 || job.sampling.height <= 0) {
+    job.sampling.width = job.width;
+    job.sampling.height = job.height;
+  }
+  if (job.sampling.frames <= 0) job.sampling.frames = job.frames;
+  return job;
+}
+
+// The share of the denoiser's weights on the GPU while it trains.
+double resident_share(const Job& job) {
+  const Offload& o = job.offload;
+  const double blocks = std::max(1, job.arch.blocks);
+  if (o.kind == "block_swap") {
+    const double swapped = std::clamp(o.amount.value_or(blocks / 2), 0.0, blocks - 1);
+    return 1.0 - swapped / blocks + 1.0 / blocks;  // one block in flight
+  }
+  if (o.kind == "layer_fraction") {
+    return 1.0 - std::clamp(o.amount.value_or(0.5), 0.0, 0.95) + 1.0 / blocks;
+  }
+  if (o.kind == "stream_all_blocks") return 0.05 + 2.0 / blocks;
+  return 1.0;
+}
+
+struct Terms {
+  std::vector<MemoryTerm> list;
+  void add(std::string name, double bytes) {
+    if (bytes >= 1) list.push_back({std::move(name), static_cast<uint64_t>(bytes)});
+  }
+  uint64_t sum() const {
+    uint64_t total = 0;
+    for (const MemoryTerm& t : list) total += t.bytes;
+    return total;
+  }
+};
+
+class Model {
+ public:
+  explicit Model(Job job) : job_(std::move(job)), a_(job_.arch) {}
+
+  std::vector<PhaseEstimate> phases() const {
+    std::vector<PhaseEstimate> out;
+    out.push_back(phase(Phase::kModelLoad, model_load()));
+    if (job_.te_cached) out.push_back(phase(Phase::kCacheTextEmbeddings, cache_text()));
+    out.push_back(phase(Phase::kCacheLatents, cache_latents()));
+    out.push_back(phase(Phase::kTrainStep, train_step()));
+    if (job_.sampling.enabled) out.push_back(phase(Phase::kSampling, sampling()));
+    out.push_back(phase(Phase::kSaving, saving()));
+    return out;
+  }
+
+ private:
+  static PhaseEstimate phase(Phase p, Terms terms) {
+    PhaseEstimate e;
+    e.phase = p;
+    e.peak_bytes = terms.sum();
+    e.terms = std::move(terms.list);
+    return e;
+  }
+
+  bool full() const { return job_.training == "full"; }
+  bool video() const { return a_.frames_per_token > 0; }
+  double params() const { return a_.denoiser_billions * 1e9; }
+
+  // Bytes per denoiser weight: quantized, or the training precision (full fine-tuning in fp16
+  // keeps fp32 master weights).
+  double denoiser_bytes_per_weight() const {
+    if (quantized(job_.quantization) && !full()) return *quantized_bytes(job_.quantization);
+    if (full() && job_.dtype == "fp16") return 4;
+    return dtype_bytes(job_.dtype);
+  }
+  double denoiser_weights() const {
+    return params() * denoiser_bytes_per_weight() * resident_share(job_);
+  }
+  double text_encoder_weights() const {
+    const double te_bytes = quantized(job_.te_quantization)
+                                ? *quantized_bytes(job_.te_quantization)
+                                : std::min(2.0, dtype_bytes(job_.dtype));
+    return a_.text_encoder_billions * 1e9 * te_bytes;
+  }
+  bool text_encoder_resident() const {
+    if (job_.te_trained) return true;
+    if (job_.te_cached) return false;
+    return !is_one_of(job_.offload.kind, {"text_encoder_offload", "low_vram"});
+  }
+  double vae_weights() const { return a_.vae_billions * 1e9 * 2; }
+
+  double trainable_params() const {
+    if (full()) return params();
+    if (job_.training == "controlnet") return params() * 0.45;
+    return job_.rank * kFitted.lora_params_per_rank_share * params() / a_.hidden;
+  }
+  // The precision trainable weights and their optimizer states are kept in.
+  double trainable_bytes() const { return full() ? denoiser_bytes_per_weight() : 4; }
+  double optimizer_bytes_per_param() const {
+    const double s = trainable_bytes();
+    const std::string& o = job_.optimizer;
+    if (is_one_of(job_.offload.kind, {"zero2_cpu"})) return 0;
+    if (o.find("8bit") != std::string::npos || o == "adamw8bit" || o == "ademamix8bit") {
+      return o.find("lion") != std::string::npos ? 1 : 2;
+    }
+    if (o == "adamw_bf16") return 4;
+    if (o.find("adafactor") != std::string::npos || o == "came") return 0.1;
+    if (o.find("lion") != std::string::npos || o == "sgd" || o == "sgdm") return s;
+    if (o.find("prodigy") != std::string::npos) return 4 * s;
+    if (o.find("automagic") != std::string::npos) return 1.5;
+    return 2 * s;  // AdamW and its kin: two states
+  }
+
+  // Trainable weights (beyond the denoiser's own for full fine-tuning), their gradients and
+  // optimizer states; also the text encoders' when they train.
+  void add_training_state(Terms& t, bool with_gradients) const {
+    const double n = trainable_params();
+    if (!full()) t.add("trainable_weights", n * trainable_bytes());
+    if (with_gradients) {
+      const double grad_bytes = is_one_of(job_.offload.kind, {"zero2_cpu"}) ? 0.1 : trainable_bytes();
+      t.add("gradients", n * grad_bytes);
+    }
+    t.add("optimizer_states", n * optimizer_bytes_per_param());
+    if (job_.te_trained) {
+      const double te = a_.text_encoder_billions * 1e9;
+      const double te_trainable = full() ? te : job_.rank * te / 4096;
+      t.add("text_encoder_training", te_trainable * (with_gradients ? 4 + 8 : 8));
+    }
+  }
+
+  void add_weights(Terms& t) const {
+    t.add("denoiser_weights", denoiser_weights());
+    if (text_encoder_resident()) t.add("text_encoder_weights", text_encoder_weights());
+    t.add("vae_weights", vae_weights());
+  }
+
+  // Tokens one sample puts through the transformer (UNets: latent pixels).
+  double tokens(int width, int height, int frames) const {
+    const double px = std::max(1, a_.pixels_per_token);
+    double image = std::ceil(width / px) * std::ceil(height / px) * a_.image_streams;
+    if (video()) image *= (std::max(1, frames) - 1) / a_.frames_per_token + 1;
+    return image + a_.text_tokens;
+  }
+
+  double activations() const {
+    const double elements = job_.batch * tokens(job_.width, job_.height, job_.frames) * a_.hidden;
+    const bool unet = a_.kind == DenoiserKind::kUnet;
+    const double full_bytes = unet ? kFitted.unet_activation_bytes : kFitted.block_activation_bytes;
+    const double saved_bytes = unet ? kFitted.unet_checkpoint_bytes : kFitted.checkpoint_bytes;
+    const double block_depth = a_.depth / std::max(1, a_.blocks);  // a double block weighs 2
+    const double one_block = elements * full_bytes * block_depth;
+    const bool offloaded = job_.offload.kind == "activation_offload";
+    double bytes = 0;
+    if (job_.checkpointing) {
+      bytes = (offloaded ? 0 : elements * a_.depth * saved_bytes) + one_block;
+    } else {
+      bytes = offloaded ? one_block * 2 : elements * a_.depth * full_bytes;
+    }
+    if (job_.attention == "eager" || job_.attention == "math" || job_.attention == "none") {
+      const double t = tokens(job_.width, job_.height, job_.frames);
+      const double heads = std::max(1, a_.hidden / 128);
+      bytes += job_.batch * heads * t * t * 2 * (job_.checkpointing ? 1 : a_.depth);
+    }
+    return bytes;
+  }
+
+  void add_overhead(Terms& t, double transient) const {
+    t.add("allocator_overhead", kFitted.workspace_bytes + kFitted.fragmentation * transient);
+  }
+
+  Terms train_step() const {
+    Terms t;
+    add_weights(t);
+    add_training_state(t, true);
+    const double act = activations();
+    t.add("activations", act);
+    add_overhead(t, act);
+    return t;
+  }
+
+  Terms sampling() const {
+    Terms t;
+    t.add("denoiser_weights", denoiser_weights());
+    // Prompts are encoded again unless their embeddings were cached with the dataset's.
+    if (text_encoder_resident()) t.add("text_encoder_weights", text_encoder_weights());
+    t.add("vae_weights", vae_weights());
+    add_training_state(t, false);
+    const SamplingSpec& s = job_.sampling;
+    const double passes = a_.previews_use_cfg ? 2 : 1;
+    const double act = s.batch_size * passes * tokens(s.width, s.height, s.frames) * a_.hidden *
+                       kFitted.inference_bytes;
+    t.add("denoise_activations", act);
+    t.add("vae_decode", vae_work(s.width, s.height, s.frames, s.tiled_vae) * s.batch_size);
+    add_overhead(t, act);
+    return t;
+  }
+
+  // A VAE's working memory for one image or clip; a video VAE works a few frames at a time.
+  double vae_work(int width, int height, int frames, bool tiled) const {
+    double pixels = double(width) * height;
+    if (tiled) pixels = std::min(pixels, 512.0 * 512);
+    const double chunk = video() ? std::min(frames, 4 * a_.frames_per_token) : 1;
+    return pixels * chunk * kFitted.vae_bytes_per_pixel;
+  }
+
+  Terms cache_text() const {
+    Terms t;
+    t.add("text_encoder_weights", text_encoder_weights());
+    t.add("encode_activations", 0.2 * kGiB);
+    add_overhead(t, 0);
+    return t;
+  }
+
+  Terms cache_latents() const {
+    Terms t;
+    t.add("vae_weights", vae_weights());
+    t.add("vae_encode", vae_work(job_.width, job_.height, job_.frames, false) / 2);
+    add_overhead(t, 0);
+    return t;
+  }
+
+  Terms model_load() const {
+    Terms t;
+    add_weights(t);
+    // Quantizing materialises one block in 16 bits before it is packed.
+    if (quantized(job_.quantization)) {
+      t.add("block_being_quantized", params() / std::max(1, a_.blocks) * 2);
+    }
+    add_overhead(t, 0);
+    return t;
+  }
+
+  Terms saving() const {
+    Terms t;
+    add_weights(t);
+    add_training_state(t, false);
+    t.add("state_dict_copy", (full() ? params() / std::max(1, a_.blocks) : trainable_params()) * 2);
+    add_overhead(t, 0);
+    return t;
+  }
+
+  Job job_;
+  const Architecture& a_;
+};
+
+}  // namespace
+
+const PhaseEstimate& MemoryEstimate::peak() const {
+  static const PhaseEstimate kNone;
+  const PhaseEstimate* best = nullptr;
+  for (const PhaseEstimate& p : phases) {
+    if (best == nullptr || p.peak_bytes > best->peak_bytes ||
+        (p.peak_bytes == best->peak_bytes && p.phase == Phase::kTrainStep)) {
+      best = &p;
+    }
+  }
+  return best != nullptr ? *best : kNone;
+}
+
+const PhaseEstimate* MemoryEstimate::phase(Phase wanted) const {
+  for (const PhaseEstimate& p : phases) {
+    if (p.phase == wanted) return &p;
+  }
+  return nullptr;
+}
+
+MemoryEstimate estimate_memory(const MemorySpec& spec, const MemoryCorrection& correction) {
+  Job job = settle(spec);
+  MemoryEstimate estimate;
+  estimate.family = std::string(job.arch.id);
+  estimate.assumptions = job.assumptions;
+  estimate.phases = Model(std::move(job)).phases();
+  estimate.correction = correction;
+  if (correction.factor != 1.0 && correction.factor > 0) {
+    for (PhaseEstimate& p : estimate.phases) {
+      const double delta = p.peak_bytes * (correction.factor - 1.0);
+      p.terms.push_back({fmt::format("fleet_correction_{:+.0f}%", (correction.factor - 1) * 100),
+                         static_cast<uint64_t>(std::abs(delta))});
+      p.peak_bytes = static_cast<uint64_t>(std::max(0.0, p.peak_bytes + delta));
+    }
+  }
+  return estimate;
+}
+
+uint64_t usable_bytes(uint64_t card_bytes) {
+  constexpr uint64_t kContext = 512ull << 20;  // the CUDA context and the allocator's slack
+  return card_bytes > kContext ? card_bytes - kContext : 0;
+}
+
+std::string_view to_string(Fit fit) {
+  switch (fit) {
+    case Fit::kFits: return "fits";
+    case Fit::kTight: return "tight";
+    case Fit::kWillNotFit: return "will_not_fit";
+  }
+  return "fits";
+}
+
+FitVerdict judge(const MemoryEstimate& estimate, uint64_t usable) {
+  FitVerdict verdict;
+  for (const PhaseEstimate& p : estimate.phases) {
+    if (p.peak_bytes > usable) {
+      verdict.fit = Fit::kWillNotFit;
+      verdict.first_failing = p.phase;
+      return verdict;
+    }
+  }
+  if (estimate.peak().peak_bytes * 10 > usable * 9) verdict.fit = Fit::kTight;
+  return verdict;
 }
 
 }  // namespace oomtriage::triage

@@ -1,55 +1,67 @@
 // triage/memory_model.h
 //
-// A deliberately simple model of a training job's peak GPU memory, used to say whether a fix is
-// likely to fit. Documented assumptions, not a simulator:
-//   peak = weights + activations
-//   weights      = transformer params x bytes/param (qtype when quantized, else train.dtype)
-//                  + text-encoder params x bytes/param while the text encoder stays resident
-//                  (not cached with cache_text_embeddings, not unloaded)
-//   activations  = whatever the event's own figures say was needed beyond the weights:
-//                  need = memory in use by this process (or allocated + reserved) + the failed
-//                  request; activations = need - weights (at least 10% of need).
-// A fix scales one part: gradient checkpointing keeps ~40% of the activations, activations scale
-// linearly with batch and frames and with pixels (resolution squared), quantization rescales the
-// weights. The estimate is only made when the event carries allocator figures (calibrated); it
-// is never shown as a measurement, and a fix "fits" when the estimate stays under 95% of the
-// memory the job can use (capacity minus other processes).
+// The per-phase memory model: from a job's spec (triage/memory_spec.h) and its family's row of
+// the architecture table (triage/architectures.h), the peak GPU memory of every phase the job
+// runs — model load, text-encoder and latent caching, a training step, previews, saving — each
+// as named terms (weights by precision and residency, trainable parameters, gradients, optimizer
+// states, activations, the VAE, the allocator's overhead). docs/memory-model.md gives the
+// formulas and the constants fitted on measured jobs. The peak excludes the CUDA context, which
+// usable_bytes() takes off the card instead. Pure.
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
+#include <vector>
 
 #include "parsers/event.h"
-#include "parsers/job_config.h"
+#include "triage/memory_spec.h"
 
 namespace oomtriage::triage {
 
-struct ModelSize {
-  double transformer_params_billion = 0;
-  double text_encoder_params_billion = 0;
+struct MemoryTerm {
+  std::string name;  // "denoiser_weights", "activations", ...
+  uint64_t bytes = 0;
 };
 
-// Parameter counts by family (and arch tag for sized variants); nullopt for unknown families.
-std::optional<ModelSize> model_size(const parsers::JobConfig& config);
-
-// Bytes per parameter for a qtype ("qfloat8", "uint4|ara-path", ...) or a dtype ("bf16").
-double bytes_per_param(const std::string& qtype_or_dtype);
-
-struct Calibration {
-  uint64_t need_bytes = 0;         // what the failed step needed, from the event's figures
-  uint64_t weights_bytes = 0;      // modelled
-  uint64_t activations_bytes = 0;  // need - weights
-  uint64_t usable_bytes = 0;       // capacity minus other processes
-  uint64_t capacity_bytes = 0;
-  uint64_t other_processes_bytes = 0;
+struct PhaseEstimate {
+  parsers::Phase phase = parsers::Phase::kTrainStep;
+  uint64_t peak_bytes = 0;
+  std::vector<MemoryTerm> terms;  // they add up to peak_bytes
 };
 
-// Needs the event's figures (capacity plus in-use or allocated); the config refines the split.
-std::optional<Calibration> calibrate(const parsers::OomEvent& event,
-                                     const parsers::JobConfig* config);
+// A correction learnt from finished runs of the same family (triage/fleet_correction.h): the
+// model's figures are multiplied by `factor`.
+struct MemoryCorrection {
+  double factor = 1.0;
+  int runs = 0;
+  std::string scope;  // "flux1-dev on this fleet"
+};
 
-// Modelled weights on the GPU for a config (0 when the family is unknown).
-uint64_t weights_bytes(const parsers::JobConfig& config);
+struct MemoryEstimate {
+  std::string family;           // the architecture row used ("flux1-dev")
+  std::vector<PhaseEstimate> phases;  // the phases the job runs, in the order it runs them
+  std::vector<std::string> assumptions;  // "batch_size not stated: 1 assumed"
+  MemoryCorrection correction;  // factor 1 when none applied
+
+  // The phase with the largest peak (the training step when phases tie).
+  const PhaseEstimate& peak() const;
+  const PhaseEstimate* phase(parsers::Phase phase) const;
+};
+
+MemoryEstimate estimate_memory(const MemorySpec& spec, const MemoryCorrection& correction = {});
+
+// What a job can use of a card: its size less the CUDA context and the allocator's slack.
+uint64_t usable_bytes(uint64_t card_bytes);
+
+enum class Fit { kFits, kTight, kWillNotFit };
+std::string_view to_string(Fit fit);
+
+struct FitVerdict {
+  Fit fit = Fit::kFits;
+  parsers::Phase first_failing = parsers::Phase::kUnknown;  // the first phase over the usable
+};
+
+// kWillNotFit when a phase exceeds `usable`; kTight when the peak is within 10% under it.
+FitVerdict judge(const MemoryEstimate& estimate, uint64_t usable);
 
 }  // namespace oomtriage::triage

@@ -23,7 +23,7 @@
 #include "parsers/event.h"
 #include "parsers/job_config.h"
 #include "triage/fix.h"
-#include "triage/memory_model.h"
+#include "triage/crash_figures.h"
 #include "triage/ranker.h"
 
 namespace oomtriage::triage::detail {

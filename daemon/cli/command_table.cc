@@ -15,6 +15,7 @@
 
 #include "daemon/alerts/alert_dispatcher.h"
 #include "daemon/cli/alerts_command.h"
+#include "daemon/cli/check_command.h"
 #include "daemon/cli/fix_command.h"
 #include "daemon/cli/report_command.h"
 #include "daemon/cli/run_command.h"
@@ -112,6 +113,26 @@ class ScanCommand final : public Subcommand {
   ScanOptions options_;
   std::string trainer_ = "auto";
   bool follow_ = false;
+};
+
+class CheckCommand final : public Subcommand {
+ public:
+  void declare(CLI::App& app) override {
+    app.add_option("CONFIG", options_.config, "The job's config file");
+    app.add_option("--spec", options_.spec, "The model's own input: a spec JSON file");
+    app.add_option("--trainer", options_.trainer, "The trainer whose config this is (default: auto)");
+    app.add_option("--gpu", options_.gpu, "The card: 24GiB, 24, or auto (NVML)");
+    app.add_flag("--json", options_.json, "Print one JSON object");
+    app.add_flag("--explain", options_.explain, "Print the spec read from the config");
+    app.add_option("COMMAND", options_.command, "-- the trainer's command line");
+  }
+  int run(const GlobalOptions& global) override {
+    options_.store = store_path(global);
+    return run_check(options_);
+  }
+
+ private:
+  CheckOptions options_;
 };
 
 class FixCommand final : public Subcommand {
@@ -412,6 +433,8 @@ std::unique_ptr<Subcommand> make() {
 
 constexpr CommandEntry kCommands[] = {
     {"scan", "Analyse logs once and print what happened", true, make<ScanCommand>},
+    {"check", "Predict before a job starts whether every phase fits the GPU, and what to change",
+     false, make<CheckCommand>},
     {"fix", "Print a diff of the job config that applies one ranked fix", true, make<FixCommand>},
     {"daemon", "Run the service (systemd starts this)", true, make<DaemonCommand>},
     {"watch", "Run the daemon in the foreground on training folders", true, make<WatchCommand>},

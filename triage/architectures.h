@@ -1,0 +1,43 @@
+// triage/architectures.h
+//
+// What the memory model (triage/memory_model.h) needs to know of each model family: parameter
+// counts of the denoiser, the text encoders and the VAE (public model cards), the transformer's
+// width and depth, how many pixels (and frames) one token covers, the text tokens that join the
+// image tokens in attention, and what its previews run. Family ids are those of
+// docs/memory-model.md ("flux1-dev", "sdxl", "wan21-t2v-14b", ...); names such as
+// "black-forest-labs/FLUX.1-dev" and ids with a size ("ltx-video-13b") are matched too. Pure.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace oomtriage::triage {
+
+enum class DenoiserKind { kTransformer, kUnet };
+
+struct Architecture {
+  std::string_view id;
+  DenoiserKind kind = DenoiserKind::kTransformer;
+  double denoiser_billions = 0;
+  double text_encoder_billions = 0;  // all text (and image-prompt) encoders together
+  double vae_billions = 0.08;
+  int hidden = 3072;         // the transformer's width (UNets: an equivalent width)
+  int blocks = 0;            // blocks as block swapping counts them
+  double depth = 0;          // blocks weighted by activations (a double-stream block is 2)
+  int pixels_per_token = 16;  // VAE downscale x patch size, per side
+  int frames_per_token = 0;  // the video VAE's temporal downscale; 0 for image models
+  int text_tokens = 0;       // text tokens in joint attention (0: cross-attention)
+  int image_streams = 1;     // 2 when a reference image's tokens join (edit models)
+  bool previews_use_cfg = true;  // two denoiser passes per preview step
+  int default_resolution = 1024;
+  int default_frames = 1;
+};
+
+// The row for a family id or model name; nullptr when nothing matches.
+const Architecture* find_architecture(std::string_view family_or_name);
+
+// A family the table does not know: a transformer of the size its id states ("foo-14b"), else
+// FLUX-sized; `assumption` says which.
+Architecture guess_architecture(std::string_view family_or_name, std::string* assumption);
+
+}  // namespace oomtriage::triage
