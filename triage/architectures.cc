@@ -15,57 +15,68 @@ namespace {
 constexpr DenoiserKind kUnet = DenoiserKind::kUnet;
 constexpr DenoiserKind kDit = DenoiserKind::kTransformer;
 
-// id, kind, denoiser B, text encoders B, VAE B, hidden, blocks, depth, px/token, frames/token,
-// joint text tokens, image streams, previews use CFG, default resolution, default frames.
 const std::array kArchitectures = {
-    Architecture{"flux1-dev", kDit, 11.9, 4.9, 0.08, 3072, 57, 76, 16, 0, 512, 1, false},
-    Architecture{"flux1-kontext", kDit, 11.9, 4.9, 0.08, 3072, 57, 76, 16, 0, 512, 2, false},
-    Architecture{"flux1-schnell", kDit, 11.9, 4.9, 0.08, 3072, 57, 76, 16, 0, 256, 1, false},
-    Architecture{"flex1", kDit, 8.2, 4.9, 0.08, 3072, 46, 54, 16, 0, 512, 1, false},
-    Architecture{"flex2", kDit, 8.2, 4.9, 0.08, 3072, 46, 54, 16, 0, 512, 2, false},
-    Architecture{"chroma", kDit, 8.9, 4.8, 0.08, 3072, 57, 76, 16, 0, 512, 1, true},
-    Architecture{"flux2-klein-4b", kDit, 4.0, 4.0, 0.08, 3072, 25, 30, 16, 0, 512, 1, false},
-    Architecture{"flux2-klein-9b", kDit, 9.0, 8.2, 0.08, 4096, 32, 40, 16, 0, 512, 1, false},
-    Architecture{"flux2-dev", kDit, 32.0, 24.0, 0.08, 6144, 56, 64, 16, 0, 512, 1, false},
-    Architecture{"qwen-image-edit", kDit, 20.4, 8.3, 0.13, 3072, 60, 120, 16, 0, 256, 2, true},
-    Architecture{"qwen-image", kDit, 20.4, 8.3, 0.13, 3072, 60, 120, 16, 0, 256, 1, true},
-    Architecture{"z-image", kDit, 6.15, 4.0, 0.08, 3840, 34, 34, 16, 0, 256, 1, false},
-    Architecture{"hidream", kDit, 17.0, 13.5, 0.08, 2560, 48, 64, 16, 0, 256, 1, true},
-    Architecture{"sd35-large", kDit, 8.1, 5.5, 0.08, 2432, 38, 76, 16, 0, 333, 1, true},
-    Architecture{"sd35-medium", kDit, 2.5, 5.5, 0.08, 1536, 24, 48, 16, 0, 333, 1, true},
-    Architecture{"auraflow", kDit, 6.8, 1.2, 0.08, 3072, 36, 40, 16, 0, 256, 1, true},
-    Architecture{"pixart-sigma", kDit, 0.6, 4.7, 0.08, 1152, 28, 28, 16, 0, 0, 1, true},
-    Architecture{"sana", kDit, 1.6, 2.6, 0.3, 2240, 20, 20, 32, 0, 0, 1, true},
-    Architecture{"lumina2", kDit, 2.6, 2.6, 0.08, 2304, 28, 28, 16, 0, 256, 1, true},
-    Architecture{"cosmos2-image", kDit, 2.0, 4.7, 0.13, 2048, 28, 28, 16, 0, 0, 1, true},
-    Architecture{"stable-cascade", kDit, 3.6, 0.7, 0.1, 2048, 24, 24, 42, 0, 0, 1, true},
-    Architecture{"hunyuan-image-2.1", kDit, 17.0, 8.5, 0.4, 3584, 60, 80, 32, 0, 256, 1, true,
+    //            id, kind, denoiser B, text encoders B, VAE B, hidden, MLP width (0: 4 x hidden),
+    //            blocks, double blocks,
+    //            px/token, frames/token, joint text tokens, image streams, CFG previews,
+    //            default resolution, default frames, activation scale
+    Architecture{"flux1-dev", kDit, 11.9, 4.9, 0.08, 3072, 0, 57, 19, 16, 0, 512, 1, false},
+    Architecture{"flux1-kontext", kDit, 11.9, 4.9, 0.08, 3072, 0, 57, 19, 16, 0, 512, 2, false},
+    Architecture{"flux1-schnell", kDit, 11.9, 4.9, 0.08, 3072, 0, 57, 19, 16, 0, 256, 1, false},
+    Architecture{"flex1", kDit, 8.2, 4.9, 0.08, 3072, 0, 46, 8, 16, 0, 512, 1, false},
+    Architecture{"flex2", kDit, 8.2, 4.9, 0.08, 3072, 0, 46, 8, 16, 0, 512, 2, false},
+    Architecture{"chroma", kDit, 8.9, 4.8, 0.08, 3072, 0, 57, 19, 16, 0, 512, 1, true, 1024, 1,
+                 0.3},
+    Architecture{"flux2-klein-4b", kDit, 4.0, 4.0, 0.08, 3072, 0, 25, 5, 16, 0, 512, 1, false},
+    Architecture{"flux2-klein-9b", kDit, 9.0, 8.2, 0.08, 4096, 0, 32, 8, 16, 0, 512, 1, false},
+    Architecture{"flux2-dev", kDit, 32.0, 24.0, 0.08, 6144, 0, 56, 8, 16, 0, 512, 1, false},
+    Architecture{"qwen-image-edit", kDit, 20.4, 8.3, 0.13, 3072, 0, 60, 60, 16, 0, 256, 2, true,
+                 1024, 1, 1.45},
+    Architecture{"qwen-image", kDit, 20.4, 8.3, 0.13, 3072, 0, 60, 60, 16, 0, 256, 1, true, 1024, 1,
+                 1.45},
+    Architecture{"z-image", kDit, 6.15, 4.0, 0.08, 3840, 10240, 34, 0, 16, 0, 256, 1, false, 1024,
+                 1, 0.5},
+    Architecture{"hidream", kDit, 17.0, 13.5, 0.08, 2560, 0, 48, 16, 16, 0, 256, 1, true},
+    Architecture{"sd35-large", kDit, 8.1, 5.5, 0.08, 2432, 0, 38, 38, 16, 0, 333, 1, true},
+    Architecture{"sd35-medium", kDit, 2.5, 5.5, 0.08, 1536, 0, 24, 24, 16, 0, 333, 1, true},
+    Architecture{"auraflow", kDit, 6.8, 1.2, 0.08, 3072, 0, 36, 4, 16, 0, 256, 1, true},
+    Architecture{"pixart-sigma", kDit, 0.6, 4.7, 0.08, 1152, 0, 28, 0, 16, 0, 0, 1, true},
+    Architecture{"sana", kDit, 1.6, 2.6, 0.3, 2240, 11200, 20, 0, 32, 0, 0, 1, true, 1024, 1, 2.5},
+    Architecture{"lumina2", kDit, 2.6, 2.6, 0.08, 2304, 0, 28, 0, 16, 0, 256, 1, true},
+    Architecture{"cosmos2-image", kDit, 2.0, 4.7, 0.13, 2048, 0, 28, 0, 16, 0, 0, 1, true, 1024, 1,
+                 1.8},
+    Architecture{"stable-cascade", kDit, 3.6, 0.7, 0.1, 2048, 0, 24, 0, 42, 0, 0, 1, true},
+    Architecture{"hunyuan-image-2.1", kDit, 17.0, 8.5, 0.4, 3584, 0, 60, 20, 32, 0, 256, 1, true,
                  2048},
-    Architecture{"kolors", kUnet, 2.6, 6.2, 0.08, 1280, 70, 70, 8, 0, 0, 1, true},
-    Architecture{"sdxl", kUnet, 2.57, 0.82, 0.08, 1280, 70, 70, 8, 0, 0, 1, true},
-    Architecture{"sd2", kUnet, 0.87, 0.35, 0.08, 640, 32, 32, 8, 0, 0, 1, true, 768},
-    Architecture{"sd15", kUnet, 0.86, 0.12, 0.08, 640, 32, 32, 8, 0, 0, 1, true, 512},
-    Architecture{"deepfloyd-if", kUnet, 4.3, 4.7, 0.0, 1280, 40, 40, 1, 0, 0, 1, true, 64},
-    Architecture{"wan21-t2v-1.3b", kDit, 1.3, 5.7, 0.13, 1536, 30, 30, 16, 4, 0, 1, true, 832,
+    Architecture{"kolors", kUnet, 2.6, 6.2, 0.08, 640, 0, 70, 0, 8, 0, 0, 1, true, 1024, 1, 0.3},
+    Architecture{"sdxl", kUnet, 2.57, 0.82, 0.08, 640, 0, 70, 0, 8, 0, 0, 1, true, 1024, 1, 0.3},
+    Architecture{"sd2", kUnet, 0.87, 0.35, 0.08, 320, 0, 16, 0, 8, 0, 0, 1, true, 768, 1, 3},
+    Architecture{"sd15", kUnet, 0.86, 0.12, 0.08, 320, 0, 16, 0, 8, 0, 0, 1, true, 512, 1, 3},
+    Architecture{"deepfloyd-if", kUnet, 4.3, 4.7, 0.0, 1280, 0, 40, 0, 1, 0, 0, 1, true, 64},
+    Architecture{"wan21-t2v-1.3b", kDit, 1.3, 5.7, 0.13, 1536, 8960, 30, 0, 16, 4, 0, 1, true, 832,
                  81},
-    Architecture{"wan21-i2v-14b", kDit, 14.0, 6.3, 0.13, 5120, 40, 40, 16, 4, 0, 1, true, 832,
+    Architecture{"wan21-i2v-14b", kDit, 14.0, 6.3, 0.13, 5120, 13824, 40, 0, 16, 4, 0, 1, true, 832,
                  81},
-    Architecture{"wan21-t2v-14b", kDit, 14.0, 5.7, 0.13, 5120, 40, 40, 16, 4, 0, 1, true, 832,
+    Architecture{"wan21-t2v-14b", kDit, 14.0, 5.7, 0.13, 5120, 13824, 40, 0, 16, 4, 0, 1, true, 832,
                  81},
-    Architecture{"wan22-ti2v-5b", kDit, 5.0, 5.7, 0.7, 3072, 30, 30, 32, 4, 0, 1, true, 1280,
+    Architecture{"wan22-ti2v-5b", kDit, 5.0, 5.7, 0.7, 3072, 14336, 30, 0, 32, 4, 0, 1, true, 1280,
                  121},
-    Architecture{"wan22-14b", kDit, 14.0, 5.7, 0.13, 5120, 40, 40, 16, 4, 0, 1, true, 832, 81},
-    Architecture{"ltx2", kDit, 19.0, 12.0, 0.5, 4096, 48, 48, 32, 8, 0, 1, true, 1280, 121},
-    Architecture{"ltx-video-13b", kDit, 13.0, 4.7, 0.4, 4096, 48, 48, 32, 8, 0, 1, true, 768,
+    Architecture{"wan22-14b", kDit, 14.0, 5.7, 0.13, 5120, 13824, 40, 0, 16, 4, 0, 1, true, 832,
+                 81},
+    Architecture{"ltx2", kDit, 19.0, 12.0, 0.5, 4096, 0, 48, 0, 32, 8, 0, 1, true, 1280, 121, 0.85},
+    Architecture{"ltx-video-13b", kDit, 13.0, 4.7, 0.4, 4096, 0, 48, 0, 32, 8, 0, 1, true, 768, 121,
+                 0.85},
+    Architecture{"ltx-video", kDit, 1.9, 4.7, 0.4, 2048, 0, 28, 0, 32, 8, 0, 1, true, 768, 121,
+                 0.85},
+    Architecture{"hunyuan-video-1.5", kDit, 8.3, 8.5, 0.5, 2048, 0, 54, 0, 16, 4, 256, 1, true, 848,
                  121},
-    Architecture{"ltx-video", kDit, 1.9, 4.7, 0.4, 2048, 28, 28, 32, 8, 0, 1, true, 768, 121},
-    Architecture{"hunyuan-video-1.5", kDit, 8.3, 8.5, 0.5, 2048, 54, 54, 16, 4, 256, 1, true,
-                 848, 121},
-    Architecture{"hunyuan-video", kDit, 13.0, 8.1, 0.25, 3072, 60, 80, 16, 4, 256, 1, false, 848,
+    Architecture{"hunyuan-video", kDit, 13.0, 8.1, 0.25, 3072, 0, 60, 20, 16, 4, 256, 1, false, 848,
                  129},
-    Architecture{"cogvideox-2b", kDit, 1.7, 4.7, 0.2, 1920, 30, 30, 16, 4, 226, 1, true, 720, 49},
-    Architecture{"cogvideox", kDit, 5.6, 4.7, 0.2, 3072, 42, 42, 16, 4, 226, 1, true, 720, 49},
-    Architecture{"mochi", kDit, 10.0, 4.7, 0.4, 3072, 48, 48, 16, 6, 256, 1, true, 848, 163},
+    Architecture{"cogvideox-2b", kDit, 1.7, 4.7, 0.2, 1920, 0, 30, 0, 16, 4, 226, 1, true, 720, 49,
+                 1.05},
+    Architecture{"cogvideox", kDit, 5.6, 4.7, 0.2, 3072, 0, 42, 0, 16, 4, 226, 1, true, 720, 49,
+                 1.05},
+    Architecture{"mochi", kDit, 10.0, 4.7, 0.4, 3072, 0, 48, 48, 16, 6, 256, 1, true, 848, 163},
 };
 
 // Names as people and trainers write them, normalized (lowercase letters and digits only), the
@@ -155,8 +166,8 @@ double stated_billions(std::string_view name) {
     if (name[i] != 'b' && name[i] != 'B') continue;
     if (i + 1 < name.size() && std::isalnum(static_cast<unsigned char>(name[i + 1]))) continue;
     size_t start = i;
-    while (start > 0 && (std::isdigit(static_cast<unsigned char>(name[start - 1])) ||
-                         name[start - 1] == '.')) {
+    while (start > 0 &&
+           (std::isdigit(static_cast<unsigned char>(name[start - 1])) || name[start - 1] == '.')) {
       --start;
     }
     if (start == i) continue;
@@ -194,7 +205,7 @@ Architecture guess_architecture(std::string_view family_or_name, std::string* as
     // A transformer of that size, blocks of 12 x hidden^2 parameters, 40 of them.
     guess.denoiser_billions = billions;
     guess.blocks = 40;
-    guess.depth = 40;
+    guess.double_blocks = 0;
     guess.hidden = static_cast<int>(std::sqrt(billions * 1e9 / (12.0 * 40)));
     guess.text_tokens = 256;
     if (assumption != nullptr) {

@@ -21,16 +21,20 @@ struct Architecture {
   double denoiser_billions = 0;
   double text_encoder_billions = 0;  // all text (and image-prompt) encoders together
   double vae_billions = 0.08;
-  int hidden = 3072;         // the transformer's width (UNets: an equivalent width)
-  int blocks = 0;            // blocks as block swapping counts them
-  double depth = 0;          // blocks weighted by activations (a double-stream block is 2)
-  int pixels_per_token = 16;  // VAE downscale x patch size, per side
-  int frames_per_token = 0;  // the video VAE's temporal downscale; 0 for image models
-  int text_tokens = 0;       // text tokens in joint attention (0: cross-attention)
-  int image_streams = 1;     // 2 when a reference image's tokens join (edit models)
+  int hidden = 3072;             // the transformer's width (UNets: an equivalent width)
+  int mlp_width = 0;             // the MLP's inner width (a gated MLP's both halves); 0: 4 x hidden
+  int blocks = 0;                // transformer blocks (UNets: an equivalent), as swapping counts
+  int double_blocks = 0;         // of which double-stream (separate weights for image and text)
+  int pixels_per_token = 16;     // VAE downscale x patch size, per side
+  int frames_per_token = 0;      // the video VAE's temporal downscale; 0 for image models
+  int text_tokens = 0;           // text tokens in joint attention (0: cross-attention)
+  int image_streams = 1;         // 2 when a reference image's tokens join (edit models)
   bool previews_use_cfg = true;  // two denoiser passes per preview step
   int default_resolution = 1024;
   int default_frames = 1;
+  // The family's activations relative to the common coefficient (docs/memory-model.md: fitted
+  // where measurements exist, 1 elsewhere).
+  double activation_scale = 1.0;
 };
 
 // The row for a family id or model name; nullptr when nothing matches.

@@ -19,23 +19,23 @@ constexpr double kGiB = 1024.0 * 1024 * 1024;
 
 // The model's few free constants, fitted on measured jobs (docs/memory-model.md).
 struct Fitted {
-  // Bytes kept per (token x hidden) element of one block for the backward pass, without
-  // gradient checkpointing (the attention, MLP and norm inputs of a block).
-  double block_activation_bytes = 34;
+  // Bytes one block keeps per token for its backward pass: per unit of hidden width (the
+  // attention's and norms' inputs and outputs) and per unit of MLP width (its inner
+  // activations before and after the nonlinearity), in bf16.
+  double block_bytes_per_hidden = 16;
+  double block_bytes_per_mlp = 6;
   // With checkpointing only a block's input is kept; one block is recomputed at a time.
-  double checkpoint_bytes = 4;
-  // A UNet's equivalent of the above, per latent pixel x equivalent width x depth.
-  double unet_activation_bytes = 10;
-  double unet_checkpoint_bytes = 1.5;
+  double checkpoint_bytes = 2;
   // A denoising step at preview time: one block's working set.
   double inference_bytes = 16;
   // VAE decode (and encode) per output pixel and frame.
   double vae_bytes_per_pixel = 1100;
-  // LoRA parameters per rank: this share of denoiser params / hidden size.
-  double lora_params_per_rank_share = 1.0;
+  // LoRA parameters per rank and block: the attention and MLP linears' inputs plus outputs,
+  // in units of the hidden size (q, k, v, out: 4 x 2; MLP 4x: 2 x 5), per weight stream.
+  double lora_width_per_block = 18;
   // The allocator's slack on activations and the fixed workspaces (cuBLAS, RNG, streams).
   double fragmentation = 0.08;
-  double workspace_bytes = 0.35 * kGiB;
+  double workspace_bytes = 0.3 * kGiB;
 };
 constexpr Fitted kFitted;
 
@@ -58,11 +58,11 @@ double dtype_bytes(std::string_view dtype) {
 // norms, embeddings and the first and last layers kept in 16 bits (~3% of parameters).
 std::optional<double> quantized_bytes(std::string_view q) {
   double bits = 0;
-  if (is_one_of(q, {"fp8", "float8", "qfloat8", "int8", "qint8", "fp8_e4m3fn", "fp8_scaled",
-                    "8bit", "float8_e4m3fn", "q8", "q8_0", "gguf_q8_0", "nf8", "uint8"})) {
+  if (is_one_of(q, {"fp8", "float8", "qfloat8", "int8", "qint8", "fp8_e4m3fn", "fp8_scaled", "8bit",
+                    "float8_e4m3fn", "q8", "q8_0", "gguf_q8_0", "nf8", "uint8"})) {
     bits = 8.1;
-  } else if (is_one_of(q, {"nf4", "int4", "uint4", "fp4", "nvfp4", "qint4", "4bit", "q4",
-                           "q4_0", "q4_k", "q4_k_m", "gguf_q4", "gguf_q4_k_m", "mxfp4"})) {
+  } else if (is_one_of(q, {"nf4", "int4", "uint4", "fp4", "nvfp4", "qint4", "4bit", "q4", "q4_0",
+                           "q4_k", "q4_k_m", "gguf_q4", "gguf_q4_k_m", "mxfp4"})) {
     bits = 4.5;
   } else if (is_one_of(q, {"q5", "q5_k", "q5_k_m", "uint5", "gguf_q5_k_m"})) {
     bits = 5.5;
@@ -78,6 +78,10 @@ std::optional<double> quantized_bytes(std::string_view q) {
     return std::nullopt;
   }
   return 0.97 * bits / 8 + 0.03 * 2;
+}
+
+bool is_caching(Phase phase) {
+  return phase == Phase::kCacheTextEmbeddings || phase == Phase::kCacheLatents;
 }
 
 bool quantized(const std::string& q) { return !q.empty() && q != "none" && q != "no"; }
@@ -143,6 +147,11 @@ Job settle(const MemorySpec& spec) {
   job.quantization = lower(spec.quantization.value_or("none"));
   job.dtype = lower(spec.dtype.value_or("bf16"));
   if (!spec.dtype) said.push_back("precision not stated: bf16 assumed");
+  // CogVideoX-2B is the fp16 model; 5B trains in bf16.
+  if (job.arch.id == "cogvideox" && job.dtype == "fp16") {
+    job.arch = *find_architecture("cogvideox-2b");
+    said.push_back("CogVideoX size not stated: 2B assumed from fp16 (5B trains in bf16)");
+  }
   if (quantized(job.quantization) && !quantized_bytes(job.quantization)) {
     said.push_back(fmt::format("quantization '{}' not known: read as 8-bit", job.quantization));
     job.quantization = "int8";
@@ -249,10 +258,20 @@ class Model {
   double trainable_params() const {
     if (full()) return params();
     if (job_.training == "controlnet") return params() * 0.45;
-    return job_.rank * kFitted.lora_params_per_rank_share * params() / a_.hidden;
+    return double(job_.rank) * kFitted.lora_width_per_block * a_.hidden *
+           (a_.blocks + a_.double_blocks);
   }
-  // The precision trainable weights and their optimizer states are kept in.
-  double trainable_bytes() const { return full() ? denoiser_bytes_per_weight() : 4; }
+  // The precision trainable weights and their optimizer states are kept in: adapters in bf16 when
+  // the job trains in bf16, else in fp32 (fp16 mixed precision keeps fp32 masters).
+  double trainable_bytes() const {
+    if (full()) return denoiser_bytes_per_weight();
+    return job_.dtype == "bf16" ? 2 : 4;
+  }
+  // Full fine-tuning with Adafactor applies each block's gradients during the backward pass
+  // (OneTrainer's and sd-scripts' fused back pass), so one block's gradients exist at a time.
+  bool fused_backward() const {
+    return full() && job_.optimizer.find("adafactor") != std::string::npos;
+  }
   double optimizer_bytes_per_param() const {
     const double s = trainable_bytes();
     const std::string& o = job_.optimizer;
@@ -271,11 +290,14 @@ class Model {
   // Trainable weights (beyond the denoiser's own for full fine-tuning), their gradients and
   // optimizer states; also the text encoders' when they train.
   void add_training_state(Terms& t, bool with_gradients) const {
-    const double n = trainable_params();
+    // Full fine-tuning offloads the states of the layers it offloads.
+    const double n = trainable_params() * (full() ? resident_share(job_) : 1.0);
     if (!full()) t.add("trainable_weights", n * trainable_bytes());
     if (with_gradients) {
-      const double grad_bytes = is_one_of(job_.offload.kind, {"zero2_cpu"}) ? 0.1 : trainable_bytes();
-      t.add("gradients", n * grad_bytes);
+      const double held = is_one_of(job_.offload.kind, {"zero2_cpu"}) ? 0.05
+                          : fused_backward()                          ? 1.0 / a_.blocks
+                                                                      : 1.0;
+      t.add("gradients", n * held * trainable_bytes());
     }
     t.add("optimizer_states", n * optimizer_bytes_per_param());
     if (job_.te_trained) {
@@ -301,22 +323,22 @@ class Model {
 
   double activations() const {
     const double elements = job_.batch * tokens(job_.width, job_.height, job_.frames) * a_.hidden;
-    const bool unet = a_.kind == DenoiserKind::kUnet;
-    const double full_bytes = unet ? kFitted.unet_activation_bytes : kFitted.block_activation_bytes;
-    const double saved_bytes = unet ? kFitted.unet_checkpoint_bytes : kFitted.checkpoint_bytes;
-    const double block_depth = a_.depth / std::max(1, a_.blocks);  // a double block weighs 2
-    const double one_block = elements * full_bytes * block_depth;
+    const double blocks = std::max(1, a_.blocks);
+    const double mlp = a_.mlp_width > 0 ? a_.mlp_width : 4.0 * a_.hidden;
+    const double per_token =
+        kFitted.block_bytes_per_hidden * a_.hidden + kFitted.block_bytes_per_mlp * mlp;
+    const double one_block = elements / a_.hidden * per_token * a_.activation_scale;
     const bool offloaded = job_.offload.kind == "activation_offload";
     double bytes = 0;
-    if (job_.checkpointing) {
-      bytes = (offloaded ? 0 : elements * a_.depth * saved_bytes) + one_block;
+    if (job_.checkpointing) {  // every block's input kept, one block recomputed at a time
+      bytes = (offloaded ? 0 : elements * blocks * kFitted.checkpoint_bytes) + one_block;
     } else {
-      bytes = offloaded ? one_block * 2 : elements * a_.depth * full_bytes;
+      bytes = offloaded ? one_block * 2 : one_block * blocks;
     }
     if (job_.attention == "eager" || job_.attention == "math" || job_.attention == "none") {
       const double t = tokens(job_.width, job_.height, job_.frames);
       const double heads = std::max(1, a_.hidden / 128);
-      bytes += job_.batch * heads * t * t * 2 * (job_.checkpointing ? 1 : a_.depth);
+      bytes += job_.batch * heads * t * t * 2 * (job_.checkpointing ? 1 : blocks);
     }
     return bytes;
   }
@@ -356,7 +378,7 @@ class Model {
   double vae_work(int width, int height, int frames, bool tiled) const {
     double pixels = double(width) * height;
     if (tiled) pixels = std::min(pixels, 512.0 * 512);
-    const double chunk = video() ? std::min(frames, 4 * a_.frames_per_token) : 1;
+    const double chunk = video() ? std::min(frames, a_.frames_per_token) : 1;
     return pixels * chunk * kFitted.vae_bytes_per_pixel;
   }
 
@@ -406,6 +428,7 @@ const PhaseEstimate& MemoryEstimate::peak() const {
   static const PhaseEstimate kNone;
   const PhaseEstimate* best = nullptr;
   for (const PhaseEstimate& p : phases) {
+    if (is_caching(p.phase)) continue;
     if (best == nullptr || p.peak_bytes > best->peak_bytes ||
         (p.peak_bytes == best->peak_bytes && p.phase == Phase::kTrainStep)) {
       best = &p;
@@ -456,13 +479,18 @@ std::string_view to_string(Fit fit) {
 FitVerdict judge(const MemoryEstimate& estimate, uint64_t usable) {
   FitVerdict verdict;
   for (const PhaseEstimate& p : estimate.phases) {
-    if (p.peak_bytes > usable) {
+    if (is_caching(p.phase)) {
+      if (p.peak_bytes > usable) verdict.caching_over.push_back(p.phase);
+      continue;
+    }
+    if (verdict.fit != Fit::kWillNotFit && p.peak_bytes > usable) {
       verdict.fit = Fit::kWillNotFit;
       verdict.first_failing = p.phase;
-      return verdict;
     }
   }
-  if (estimate.peak().peak_bytes * 10 > usable * 9) verdict.fit = Fit::kTight;
+  if (verdict.fit == Fit::kFits && estimate.peak().peak_bytes * 10 > usable * 9) {
+    verdict.fit = Fit::kTight;
+  }
   return verdict;
 }
 

@@ -38,12 +38,14 @@ struct MemoryCorrection {
 };
 
 struct MemoryEstimate {
-  std::string family;           // the architecture row used ("flux1-dev")
-  std::vector<PhaseEstimate> phases;  // the phases the job runs, in the order it runs them
+  std::string family;                    // the architecture row used ("flux1-dev")
+  std::vector<PhaseEstimate> phases;     // the phases the job runs, in the order it runs them
   std::vector<std::string> assumptions;  // "batch_size not stated: 1 assumed"
-  MemoryCorrection correction;  // factor 1 when none applied
+  MemoryCorrection correction;           // factor 1 when none applied
 
-  // The phase with the largest peak (the training step when phases tie).
+  // The run's peak: the phase with the largest peak once training starts (the training step when
+  // phases tie). Caching phases are judged too but not counted here: trainers can run them in a
+  // pass of their own, and measurements of a run leave them out.
   const PhaseEstimate& peak() const;
   const PhaseEstimate* phase(parsers::Phase phase) const;
 };
@@ -59,9 +61,13 @@ std::string_view to_string(Fit fit);
 struct FitVerdict {
   Fit fit = Fit::kFits;
   parsers::Phase first_failing = parsers::Phase::kUnknown;  // the first phase over the usable
+  // Caching phases over the usable memory: a warning, not the verdict, because trainers run
+  // them in a pass of their own, on the CPU or with the encoder quantized.
+  std::vector<parsers::Phase> caching_over;
 };
 
-// kWillNotFit when a phase exceeds `usable`; kTight when the peak is within 10% under it.
+// kWillNotFit when a phase of the run (peak()) exceeds `usable`; kTight when the peak is within
+// 10% under it.
 FitVerdict judge(const MemoryEstimate& estimate, uint64_t usable);
 
 }  // namespace oomtriage::triage

@@ -65,9 +65,10 @@ nlohmann::ordered_json to_json(const triage::Preflight& p) {
   out["usable_bytes"] = p.usable_bytes;
   out["fits"] = p.verdict.fit != triage::Fit::kWillNotFit;
   out["verdict"] = triage::to_string(p.verdict.fit);
-  out["first_failing_phase"] = p.verdict.fit == triage::Fit::kWillNotFit
-                                   ? nlohmann::ordered_json(parsers::to_string(p.verdict.first_failing))
-                                   : nlohmann::ordered_json(nullptr);
+  out["first_failing_phase"] =
+      p.verdict.fit == triage::Fit::kWillNotFit
+          ? nlohmann::ordered_json(parsers::to_string(p.verdict.first_failing))
+          : nlohmann::ordered_json(nullptr);
   out["phases"] = phases;
   out["assumptions"] = p.estimate.assumptions;
   out["fixes"] = nlohmann::ordered_json::array();
@@ -91,18 +92,24 @@ std::string to_text(const triage::Preflight& p) {
       const triage::PhaseEstimate* first = p.estimate.phase(p.verdict.first_failing);
       out += fmt::format("will not fit: {} needs {} of {} usable\n",
                          parsers::to_string(p.verdict.first_failing),
-                         format_bytes(first ? first->peak_bytes : 0),
-                         format_bytes(p.usable_bytes));
+                         format_bytes(first ? first->peak_bytes : 0), format_bytes(p.usable_bytes));
       break;
     }
   }
   out += fmt::format("model: {}\n", p.estimate.family);
   for (const triage::PhaseEstimate& phase : p.estimate.phases) {
     out += fmt::format("  {:<24}{:>12}{}\n", parsers::to_string(phase.phase),
-                       format_bytes(phase.peak_bytes), phase.peak_bytes > p.usable_bytes ? "  over" : "");
+                       format_bytes(phase.peak_bytes),
+                       phase.peak_bytes > p.usable_bytes ? "  over" : "");
     for (const triage::MemoryTerm& term : phase.terms) {
       out += fmt::format("    {:<22}{:>12}\n", term.name, format_bytes(term.bytes));
     }
+  }
+  for (const parsers::Phase phase : p.verdict.caching_over) {
+    out += fmt::format(
+        "warning: {} needs {} as modelled, more than the card: the trainer must run it on the "
+        "CPU, with the encoder quantized, or in a pass of its own\n",
+        parsers::to_string(phase), format_bytes(p.estimate.phase(phase)->peak_bytes));
   }
   if (!p.estimate.assumptions.empty()) {
     out += "assumed:\n";
