@@ -197,10 +197,25 @@ const Architecture* find_architecture(std::string_view family_or_name) {
   return nullptr;
 }
 
-Architecture guess_architecture(std::string_view family_or_name, std::string* assumption) {
+Architecture architecture_for(std::string_view family_or_name, std::string* assumption) {
+  const double billions = stated_billions(family_or_name);
+  if (const Architecture* row = find_architecture(family_or_name)) {
+    Architecture a = *row;
+    const double ratio = billions / a.denoiser_billions;
+    if (billions > 0 && (ratio > 1.3 || ratio < 1 / 1.3)) {
+      // Wider at the same depth: parameters grow with the square of the width.
+      a.denoiser_billions = billions;
+      a.hidden = static_cast<int>(a.hidden * std::sqrt(ratio));
+      if (a.mlp_width > 0) a.mlp_width = static_cast<int>(a.mlp_width * std::sqrt(ratio));
+      if (assumption != nullptr) {
+        *assumption = fmt::format("'{}' read as the {} architecture at {:g}B parameters",
+                                  family_or_name, a.id, billions);
+      }
+    }
+    return a;
+  }
   Architecture guess = *find_architecture("flux1-dev");
   guess.id = "unknown";
-  const double billions = stated_billions(family_or_name);
   if (billions > 0) {
     // A transformer of that size, blocks of 12 x hidden^2 parameters, 40 of them.
     guess.denoiser_billions = billions;

@@ -40,8 +40,10 @@ struct Architecture {
 // The row for a family id or model name; nullptr when nothing matches.
 const Architecture* find_architecture(std::string_view family_or_name);
 
-// A family the table does not know: a transformer of the size its id states ("foo-14b"), else
-// FLUX-sized; `assumption` says which.
-Architecture guess_architecture(std::string_view family_or_name, std::string* assumption);
+// The row the model uses for a family id or name: the table's row, resized when the id states
+// another size than the row's ("sana-4.8b": the Sana row scaled to 4.8B parameters); for a family
+// the table does not know, a transformer of the size its id states ("foo-14b"), else FLUX-sized.
+// `assumption` says what was assumed, or stays empty.
+Architecture architecture_for(std::string_view family_or_name, std::string* assumption);
 
 }  // namespace oomtriage::triage

@@ -102,12 +102,8 @@ struct Job {
 Job settle(const MemorySpec& spec) {
   Job job;
   std::string guess;
-  if (const Architecture* arch = find_architecture(spec.model_family)) {
-    job.arch = *arch;
-  } else {
-    job.arch = guess_architecture(spec.model_family, &guess);
-    job.assumptions.push_back(guess);
-  }
+  job.arch = architecture_for(spec.model_family, &guess);
+  if (!guess.empty()) job.assumptions.push_back(guess);
   const Architecture& a = job.arch;
   auto& said = job.assumptions;
   const bool video = a.frames_per_token > 0;
