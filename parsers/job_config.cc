@@ -83,6 +83,7 @@ std::optional<Knob> knob_of_path(std::string_view path) {
   if (ends(".quantize") || ends(".qtype")) return Knob::kQuantize;
   if (ends(".low_vram")) return Knob::kLowVram;
   if (has("offloading") || ends(".auto_memory")) return Knob::kOffloading;
+  if (has(".network.")) return Knob::kNetwork;
   return std::nullopt;
 }
 
@@ -324,7 +325,8 @@ std::string_view to_string(Knob knob) {
                                                           "text_encoder",
                                                           "latent_cache",
                                                           "offloading",
-                                                          "num_frames"};
+                                                          "num_frames",
+                                                          "network"};
   return kNames[static_cast<size_t>(knob)];
 }
 
@@ -540,6 +542,16 @@ Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
   r.read(train, tp, "cache_text_embeddings", config.cache_text_embeddings);
   r.read(train, tp, "unload_text_encoder", config.unload_text_encoder);
   r.read(train, tp, "train_text_encoder", config.train_text_encoder);
+
+  // A process without a network trains the whole model.
+  const ordered_json& network = process.contains("network") ? process["network"] : empty;
+  if (network.is_object() && !network.empty()) {
+    config.network_type = "lora";
+    r.read(network, p + ".network", "type", config.network_type);
+    r.read(network, p + ".network", "linear", config.lora_rank);
+  } else if (process.contains("train")) {
+    config.network_type = "full";
+  }
 
   const ordered_json& model = process.contains("model") ? process["model"] : empty;
   const std::string mp = p + ".model";

@@ -67,8 +67,9 @@ enum class Knob {
   kLatentCache,
   kOffloading,
   kNumFrames,
+  kNetwork,  // what trains: a LoRA (and its rank), a LoKr, the whole model
 };
-inline constexpr size_t kKnobCount = 15;
+inline constexpr size_t kKnobCount = 16;
 std::string_view to_string(Knob knob);
 
 // Where a fix is written: the job's config file in its own syntax, the command line the log
@@ -144,6 +145,8 @@ struct JobConfig {
   bool cache_text_embeddings = false;
   bool unload_text_encoder = false;
   bool train_text_encoder = false;
+  std::string network_type;  // "lora", "lokr", ... or "full" (no adapter); "" when not shown
+  int lora_rank = 0;         // 0 when not shown
 
   bool quantize = false;
   std::string qtype = "qfloat8";

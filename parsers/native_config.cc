@@ -138,6 +138,7 @@ Knob knob_of(std::string_view neutral) {
   if (neutral == "datasets[].cache_latents_to_disk") return Knob::kLatentCache;
   if (neutral == "train.cache_text_embeddings") return Knob::kTextEncoder;
   if (neutral == "model.quantize") return Knob::kQuantize;
+  if (neutral == "network.linear") return Knob::kNetwork;
   return Knob::kOffloading;
 }
 
@@ -186,6 +187,8 @@ void set_neutral(JobConfig& c, std::string_view neutral, size_t index, const jso
     c.cache_text_embeddings = value.get<bool>();
   } else if (neutral == "model.quantize") {
     c.quantize = value.get<bool>();
+  } else if (neutral == "network.linear") {
+    c.lora_rank = value.get<int>();
   }
 }
 

@@ -34,6 +34,7 @@ const std::vector<DialectRow>& rows() {
       {T::kSdScripts, "train.cache_text_embeddings", "cache_text_encoder_outputs", C::kBool,
        "false"},
       {T::kSdScripts, "model.quantize", "fp8_base", C::kBool, "false"},
+      {T::kSdScripts, "network.linear", "network_dim", C::kInt, ""},
       // diffusers' example scripts: command-line flags only.
       {T::kDiffusers, "train.gradient_checkpointing", "gradient_checkpointing", C::kBool, "false"},
       {T::kDiffusers, "train.batch_size", "train_batch_size", C::kInt, "4"},
@@ -43,6 +44,7 @@ const std::vector<DialectRow>& rows() {
       {T::kDiffusers, "train.optimizer", "use_8bit_adam", C::kEightBitFlag, "false"},
       {T::kDiffusers, "train.disable_sampling", "validation_prompt", C::kPresentIsFalse, ""},
       {T::kDiffusers, "datasets[].num_workers", "dataloader_num_workers", C::kInt, "0"},
+      {T::kDiffusers, "network.linear", "rank", C::kInt, ""},
       // SimpleTuner: config.json/config.toml hold its argparse names (config.json with "--").
       // SimpleTuner's default is on, and only a JSON false turns it off.
       {T::kSimpleTuner, "train.gradient_checkpointing", "gradient_checkpointing", C::kBool, "true"},
@@ -57,6 +59,7 @@ const std::vector<DialectRow>& rows() {
       {T::kSimpleTuner, "train.disable_sampling", "validation_disable", C::kBool, "false"},
       {T::kSimpleTuner, "model.quantize", "base_model_precision", C::kQuantizeName,
        "\"no_change\""},
+      {T::kSimpleTuner, "network.linear", "lora_rank", C::kInt, ""},
       // OneTrainer: its JSON config (TrainConfig).
       // A bool up to config v4, "ON"/"OFF"/"CPU_OFFLOADED" in v5-v10, per model part since.
       {T::kOneTrainer, "train.gradient_checkpointing", "gradient_checkpointing", C::kBoolAsOnOff,
@@ -74,6 +77,7 @@ const std::vector<DialectRow>& rows() {
       {T::kOneTrainer, "train.disable_sampling", "sample_after_unit", C::kNoIsTrue, "\"MINUTE\""},
       {T::kOneTrainer, "datasets[].num_workers", "dataloader_threads", C::kInt, "2"},
       {T::kOneTrainer, "datasets[].cache_latents_to_disk", "latent_caching", C::kBool, "true"},
+      {T::kOneTrainer, "network.linear", "lora_rank", C::kInt, ""},
       // HF Trainer: TrainingArguments (training_args.json, or printed at start).
       {T::kTransformers, "train.gradient_checkpointing", "gradient_checkpointing", C::kBool,
        "false"},

@@ -56,6 +56,10 @@ MemorySpec spec_from_config(const parsers::JobConfig& c) {
     spec.text_encoder_cached = c.cache_text_embeddings || c.unload_text_encoder;
   }
   spec.text_encoder_trained = c.train_text_encoder;
+  if (c.knows(Knob::kNetwork)) {
+    if (!c.network_type.empty()) spec.training_type = c.network_type;
+    if (c.lora_rank > 0) spec.lora_rank = c.lora_rank;
+  }
   if (c.knows(Knob::kOffloading) || c.knows(Knob::kLowVram)) {
     Offload offload;
     if (c.layer_offloading) {

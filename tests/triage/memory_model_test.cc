@@ -15,7 +15,9 @@
 #include "tests/support/skip.h"
 #include "triage/architectures.h"
 #include "triage/memory_model.h"
+#include "parsers/job_config.h"
 #include "triage/memory_spec.h"
+#include "triage/spec_from_config.h"
 
 using namespace oomtriage;
 using namespace oomtriage::triage;
@@ -295,4 +297,59 @@ TEST_CASE("memory model: the dev measurements, predicted and stated") {
                       median * 100, errors.size(), right, pairs));
   CHECK(median <= 0.15);
   CHECK(right * 100 >= pairs * 90);
+}
+
+TEST_CASE("spec from config: an AI Toolkit job in the model's words") {
+  const auto config = parsers::parse_job_config(R"(job: extension
+config:
+  name: my_lora
+  process:
+    - type: sd_trainer
+      network:
+        type: lora
+        linear: 32
+      datasets:
+        - folder_path: /data/a
+          resolution: [512, 768, 1024]
+      train:
+        batch_size: 2
+        gradient_checkpointing: false
+        dtype: bf16
+        optimizer: adamw8bit
+        cache_text_embeddings: true
+      model:
+        name_or_path: black-forest-labs/FLUX.1-dev
+        quantize: true
+        qtype: qfloat8
+      sample:
+        width: 1024
+        height: 1024
+        sample_steps: 20
+        sample_every: 250
+        prompts: ["a cat"]
+)",
+                                                parsers::ConfigFormat::kYaml, "config.yaml");
+  REQUIRE(config);
+  const MemorySpec spec = spec_from_config(*config);
+  CHECK(spec.model_family == "flux1-dev");
+  CHECK(spec.training_type == "lora");
+  CHECK(spec.lora_rank == 32);
+  CHECK(spec.width == 1024);
+  CHECK(spec.batch_size == 2);
+  CHECK(spec.gradient_checkpointing == false);
+  CHECK(spec.quantization == "qfloat8");
+  CHECK(spec.optimizer == "adamw8bit");
+  CHECK(spec.text_encoder_cached == true);
+  REQUIRE(spec.sampling);
+  CHECK(spec.sampling->enabled);
+  CHECK(spec.sampling->width == 1024);
+
+  // No network section: the whole model trains.
+  const auto full = parsers::parse_job_config(
+      "config:\n  process:\n    - type: sd_trainer\n      train:\n        batch_size: 1\n"
+      "      model:\n        name_or_path: stabilityai/stable-diffusion-xl-base-1.0\n",
+      parsers::ConfigFormat::kYaml, "full.yaml");
+  REQUIRE(full);
+  CHECK(spec_from_config(*full).training_type == "full");
+  CHECK(spec_from_config(*full).model_family == "sdxl");
 }
