@@ -84,7 +84,9 @@ bool is_caching(Phase phase) {
   return phase == Phase::kCacheTextEmbeddings || phase == Phase::kCacheLatents;
 }
 
-bool quantized(const std::string& q) { return !q.empty() && q != "none" && q != "no"; }
+bool quantized(const std::string& q) {
+  return !q.empty() && q != "none" && q != "no" && q != "no_change" && q != "false";
+}
 
 // The spec with every unstated field settled; what was assumed is said once.
 struct Job {
@@ -147,6 +149,11 @@ Job settle(const MemorySpec& spec) {
   if (job.arch.id == "cogvideox" && job.dtype == "fp16") {
     job.arch = *find_architecture("cogvideox-2b");
     said.push_back("CogVideoX size not stated: 2B assumed from fp16 (5B trains in bf16)");
+  }
+  // SimpleTuner's and others' backend suffixes: "int8-quanto", "fp8-torchao", "uint4|adapter".
+  if (quantized(job.quantization) && !quantized_bytes(job.quantization)) {
+    const std::string bare = job.quantization.substr(0, job.quantization.find_first_of("-|"));
+    if (quantized_bytes(bare)) job.quantization = bare;
   }
   if (quantized(job.quantization) && !quantized_bytes(job.quantization)) {
     said.push_back(fmt::format("quantization '{}' not known: read as 8-bit", job.quantization));
@@ -276,7 +283,8 @@ class Model {
       return o.find("lion") != std::string::npos ? 1 : 2;
     }
     if (o == "adamw_bf16") return 4;
-    if (o.find("adafactor") != std::string::npos || o == "came") return 0.1;
+    if (o.find("adafactor") != std::string::npos) return 0.1;
+    if (o == "came") return s;
     if (o.find("lion") != std::string::npos || o == "sgd" || o == "sgdm") return s;
     if (o.find("prodigy") != std::string::npos) return 4 * s;
     if (o.find("automagic") != std::string::npos) return 1.5;
