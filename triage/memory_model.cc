@@ -112,6 +112,13 @@ Job settle(const MemorySpec& spec) {
 
   job.training = lower(spec.training_type.value_or("lora"));
   if (!spec.training_type) said.push_back("training type not stated: LoRA assumed");
+  if (is_one_of(job.training, {"finetune", "fine_tune", "full_finetune", "fine-tune", "fft",
+                               "dreambooth", "native"})) {
+    job.training = "full";  // every weight trains
+  } else if (is_one_of(job.training, {"embedding", "textual_inversion", "ti"})) {
+    job.training = "lora";  // a handful of trainable vectors: less than any adapter
+    job.rank = 1;
+  }
   if (spec.width && spec.height) {
     job.width = *spec.width;
     job.height = *spec.height;
@@ -126,7 +133,7 @@ Job settle(const MemorySpec& spec) {
   }
   job.batch = std::max(1, spec.batch_size.value_or(1));
   if (!spec.batch_size) said.push_back("batch size not stated: 1 assumed");
-  if (job.training == "lora") {
+  if (job.training == "lora" && job.rank != 1) {
     job.rank = std::max(1, spec.lora_rank.value_or(16));
     if (!spec.lora_rank) said.push_back("LoRA rank not stated: 16 assumed");
   } else if (job.training == "lokr" || job.training == "loha" || job.training == "lycoris") {
