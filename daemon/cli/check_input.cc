@@ -85,9 +85,9 @@ std::string json_error(const std::string& text, const std::string& source) {
 CheckInput from_config_file(ConfigFile read) {
   CheckInput input;
   input.assumptions = std::move(read.warnings);
-  for (const std::string& problem : read.config.problems) {
-    input.assumptions.push_back(problem + " (the trainer's default assumed)");
-  }
+  // A bad field's knob is unknown, so the model's own line says what it assumed for it.
+  input.assumptions.insert(input.assumptions.end(), read.config.problems.begin(),
+                           read.config.problems.end());
   input.config = std::move(read.config);
   return input;
 }
@@ -174,9 +174,7 @@ Result<CheckInput> read_command_input(const std::vector<std::string>& argv,
   }
   config->targets[0].path.clear();  // fixes say "on the trainer's command line"
   CheckInput input;
-  for (const std::string& problem : config->problems) {
-    input.assumptions.push_back(problem + " (the trainer's default assumed)");
-  }
+  input.assumptions = config->problems;
   input.config = std::move(config);
   return input;
 }
