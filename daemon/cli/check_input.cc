@@ -145,9 +145,11 @@ Result<CheckInput> read_command_input(const std::vector<std::string>& argv,
   analyzer.feed(echoed(argv));
   const parsers::LogAnalysis facts = analyzer.job_facts();
 
-  // --config_file names the main config even when a dataset config comes first.
-  const std::optional<std::string> file =
+  // --config_file names the main config even when a dataset config comes first; a dataset
+  // config alone (musubi's `--dataset_config x.toml` beside its arguments) is not the job's.
+  std::optional<std::string> file =
       facts.named_config ? facts.named_config : config_in_command(argv);
+  if (file && !facts.named_config && file == facts.named_dataset_config) file.reset();
   if (file) {
     OOMTRIAGE_ASSIGN_OR_RETURN(CheckInput input, read_config_input(*file, facts.trainer));
     if (const auto beside = arguments_beside(facts.printed_arguments); !beside.empty()) {
@@ -175,6 +177,11 @@ Result<CheckInput> read_command_input(const std::vector<std::string>& argv,
   config->targets[0].path.clear();  // fixes say "on the trainer's command line"
   CheckInput input;
   input.assumptions = config->problems;
+  if (facts.named_dataset_config) {
+    input.assumptions.push_back(fmt::format(
+        "the dataset config {} is not read beside command-line arguments: its sizes are unknown",
+        *facts.named_dataset_config));
+  }
   input.config = std::move(config);
   return input;
 }

@@ -324,6 +324,22 @@ resolution = 896
     CHECK(mentions(command.assumptions, "--max_train_steps not read"));
   }
 
+  TEST_CASE(
+      "a command line whose only config file is a dataset config is read from its "
+      "arguments, and says the dataset config was not read") {
+    TempDir dir;
+    write(dir, "dataset.toml", "[[datasets]]\nresolution = [960, 544]\nbatch_size = 1\n");
+    const Read r =
+        explain(dir, {"--", "accelerate", "launch", "sdxl_train_network.py",
+                      "--pretrained_model_name_or_path", "stabilityai/stable-diffusion-xl-base-1.0",
+                      "--dataset_config", "dataset.toml", "--mixed_precision", "fp16",
+                      "--gradient_checkpointing"});
+    CHECK(r.family == "sdxl");
+    CHECK(r.dtype == "fp16");
+    CHECK(r.gradient_checkpointing == true);
+    CHECK(mentions(r.assumptions, "the dataset config dataset.toml is not read"));
+  }
+
   TEST_CASE("a SimpleTuner config.json is read as the registry reads it") {
     TempDir dir;
     write(dir, "config.json", R"({
