@@ -1,5 +1,5 @@
 # fish completion for oomtriage(1): subcommands, their options, files and job names.
-set -l subcommands scan fix daemon watch jobs report alert alerts run check-config version
+set -l subcommands scan fix daemon watch jobs report alert alerts run check check-config version
 set -l trainers auto ai-toolkit sd-scripts diffusers simpletuner onetrainer transformers comfyui kohya
 set -l fixes enable_gradient_checkpointing lower_batch_size drop_top_bucket lower_resolution \
     cheapen_previews disable_sampling skip_first_sample reduce_num_frames enable_low_vram \
@@ -27,6 +27,7 @@ complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a repor
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a alert -d 'Alert receivers'
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a alerts -d 'The alert outbox'
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a run -d 'Run a trainer, heal it'
+complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a check -d 'Will the job fit the GPU'
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a check-config -d 'Check a daemon config'
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a version -d 'Print the version'
 
@@ -39,8 +40,8 @@ complete -c oomtriage -l version -d 'Version'
 
 complete -c oomtriage -n '__oomtriage_in scan' -F
 complete -c oomtriage -n '__oomtriage_in scan fix check-config run daemon jobs report alert' -l config -r -F -d 'A job or daemon config'
-complete -c oomtriage -n '__oomtriage_in scan run' -l trainer -x -a "$trainers"
-complete -c oomtriage -n '__oomtriage_in scan jobs report alerts' -l json -d 'Print JSON'
+complete -c oomtriage -n '__oomtriage_in scan run check' -l trainer -x -a "$trainers"
+complete -c oomtriage -n '__oomtriage_in scan jobs report alerts check' -l json -d 'Print JSON'
 complete -c oomtriage -n '__oomtriage_in scan' -l fail-on-oom -d 'Exit 3 on a fatal OOM'
 complete -c oomtriage -n '__oomtriage_in scan' -s f -l follow -d 'Print incidents as they happen'
 complete -c oomtriage -n '__oomtriage_in scan' -l glob -x -d 'Which files of a folder'
@@ -69,6 +70,10 @@ complete -c oomtriage -n '__oomtriage_in alerts' -a resend -d 'Send an alert aga
 complete -c oomtriage -n '__oomtriage_in alerts' -l pending -d 'Only waiting ones'
 complete -c oomtriage -n '__oomtriage_in alerts' -l failed -d 'Only failed ones'
 
+complete -c oomtriage -n '__oomtriage_in check' -F
+complete -c oomtriage -n '__oomtriage_in check' -l spec -r -F -d 'A spec JSON file'
+complete -c oomtriage -n '__oomtriage_in check' -l gpu -x -a 'auto 8GiB 12GiB 16GiB 24GiB 32GiB 40GiB 48GiB 80GiB' -d 'The card (auto: NVML)'
+complete -c oomtriage -n '__oomtriage_in check' -l explain -d 'Print the spec read'
 complete -c oomtriage -n '__oomtriage_in check-config' -F
 complete -c oomtriage -n '__oomtriage_in run' -l heal -d 'Restart with the next fix after an OOM'
 complete -c oomtriage -n '__oomtriage_in run' -l max-attempts -x -d 'Attempts in all'

@@ -1,7 +1,7 @@
 #compdef oomtriage
 # zsh completion for oomtriage(1): subcommands, their options, files and job names.
 _oomtriage() {
-  local -a subcommands=(scan fix daemon watch jobs report alert alerts run check-config version)
+  local -a subcommands=(scan fix daemon watch jobs report alert alerts run check check-config version)
   local -a global=(--state-dir --store --verbose --color --help --version)
   local -a trainers=(auto ai-toolkit sd-scripts diffusers simpletuner onetrainer transformers
                      comfyui kohya)
@@ -21,6 +21,8 @@ _oomtriage() {
     --config|--write|--log|--daemon-config|--html) _files; return ;;
     --outcome) compadd -a outcomes; return ;;
     --color) compadd auto always never; return ;;
+    --spec) _files; return ;;
+    --gpu) compadd auto 8GiB 12GiB 16GiB 24GiB 32GiB 40GiB 48GiB 80GiB; return ;;
     --trainer) compadd -a trainers; return ;;
     --fix) compadd -a fixes; return ;;
   esac
@@ -36,6 +38,7 @@ _oomtriage() {
       compadd -- --json --markdown --html --host --config $global $jobs ;;
     alert) compadd -- test --config --receiver $global ;;
     alerts) compadd -- resend --pending --failed --json $global ;;
+    check) compadd -- --spec --trainer --gpu --json --explain $global; _files ;;
     check-config) compadd -- $global; _files ;;
     run) compadd -- --heal --max-attempts --job --trainer --config --log --backoff --daemon-config \
            --webhook $global ;;

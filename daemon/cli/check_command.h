@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "daemon/render/text_output.h"
+
 namespace oomtriage::daemon {
 
 struct CheckOptions {
@@ -22,9 +24,12 @@ struct CheckOptions {
   bool json = false;
   bool explain = false;
   std::string store;  // the state dir's store: the fleet's corrections are read from it
+  ColorMode color = ColorMode::kAuto;
 };
 
-// 0 the job fits (or is tight), 3 it will not fit, 1 bad input, 2 the environment failed.
+// 0 the job fits (or is tight), 3 it will not fit, 1 bad input (exactly one of CONFIG, --spec
+// and COMMAND is needed), 2 the environment failed (a file that cannot be read; `--gpu auto`
+// without NVML: there is no silent default card).
 int run_check(const CheckOptions& options);
 
 }  // namespace oomtriage::daemon

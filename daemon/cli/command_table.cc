@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -118,20 +119,39 @@ class ScanCommand final : public Subcommand {
 class CheckCommand final : public Subcommand {
  public:
   void declare(CLI::App& app) override {
-    app.add_option("CONFIG", options_.config, "The job's config file");
+    app_ = &app;
+    // One positional for both forms: CLI11 fills positionals in order, so a COMMAND option
+    // declared after CONFIG would lose its first word to CONFIG. Whether `--` was given says
+    // which form this is (run()).
+    app.add_option("CONFIG", words_,
+                   "The job's config file (any trainer's), or after -- the trainer's command line");
     app.add_option("--spec", options_.spec, "The model's own input: a spec JSON file");
-    app.add_option("--trainer", options_.trainer, "The trainer whose config this is (default: auto)");
-    app.add_option("--gpu", options_.gpu, "The card: 24GiB, 24, or auto (NVML)");
+    app.add_option("--trainer", options_.trainer,
+                   "The trainer, when the config's content or the command does not say")
+        ->check(known_trainer);
+    app.add_option("--gpu", options_.gpu, "The card: 24GiB, 24 (GiB), or auto (NVML; the default)");
     app.add_flag("--json", options_.json, "Print one JSON object");
-    app.add_flag("--explain", options_.explain, "Print the spec read from the config");
-    app.add_option("COMMAND", options_.command, "-- the trainer's command line");
+    app.add_flag("--explain", options_.explain, "Print the spec read and what was assumed");
   }
   int run(const GlobalOptions& global) override {
+    const std::vector<std::string> rest = app_->remaining();
+    const bool command = std::find(rest.begin(), rest.end(), "--") != rest.end();
+    if (command) {
+      options_.command = words_;
+    } else if (words_.size() == 1) {
+      options_.config = words_[0];
+    } else if (words_.size() > 1) {
+      fmt::print(stderr, "oomtriage: check takes one CONFIG; a command line goes after --\n");
+      return kExitBadInput;
+    }
     options_.store = store_path(global);
+    options_.color = color_mode(global);
     return run_check(options_);
   }
 
  private:
+  CLI::App* app_ = nullptr;
+  std::vector<std::string> words_;
   CheckOptions options_;
 };
 

@@ -17,6 +17,7 @@
 
 #include "daemon/cli/child_process.h"
 #include "daemon/cli/run_alerts.h"
+#include "daemon/cli/trainer_command.h"
 #include "daemon/common/digest.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/render/json_output.h"
@@ -37,26 +38,6 @@ namespace fs = std::filesystem;
 void say(const std::string& message) { fmt::print(stderr, "oomtriage run: {}\n", message); }
 
 int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
-
-bool is_config_name(const fs::path& path) {
-  const std::string ext = path.extension().string();
-  return ext == ".yaml" || ext == ".yml" || ext == ".json" || ext == ".toml";
-}
-
-// The config the command names: --config, else the first argument that is a config file
-// ("run.py job.yaml", "--config_file x.toml", "--config=x.json").
-std::optional<std::string> config_in_command(const std::vector<std::string>& argv) {
-  for (size_t i = 1; i < argv.size(); ++i) {
-    std::string candidate = argv[i];
-    if (const size_t eq = candidate.find('=');
-        candidate.rfind("--", 0) == 0 && eq != std::string::npos) {
-      candidate = candidate.substr(eq + 1);
-    }
-    std::error_code ec;
-    if (is_config_name(candidate) && fs::is_regular_file(candidate, ec)) return candidate;
-  }
-  return std::nullopt;
-}
 
 // The spelling in argv of the file at `path` (the command may name it relatively).
 std::optional<std::string> spelling_of(const std::vector<std::string>& argv, const fs::path& path) {

@@ -6,7 +6,7 @@
 //   1  bad input or usage: an unknown option, a config that does not parse, a job or fix that
 //      does not exist; a one-line message names the file, line and reason;
 //   2  the environment failed: a file that cannot be read, a store that stays locked;
-//   3  `scan --fail-on-oom` found a fatal OOM.
+//   3  `scan --fail-on-oom` found a fatal OOM; `check` predicts the job will not fit.
 // `run` exits with its trainer's code.
 #pragma once
 
@@ -14,7 +14,13 @@
 
 namespace oomtriage::daemon {
 
-enum ExitCode { kExitOk = 0, kExitBadInput = 1, kExitEnvironment = 2, kExitFatalOom = 3 };
+enum ExitCode {
+  kExitOk = 0,
+  kExitBadInput = 1,
+  kExitEnvironment = 2,
+  kExitFatalOom = 3,
+  kExitWillNotFit = 3,  // `check`: one code for "this job runs out of memory", found or foreseen
+};
 
 // kBadInput and kNotFound are the caller's to fix (1); I/O and the store are the machine's (2).
 inline int exit_code_for(const Error& error) {
@@ -31,7 +37,7 @@ inline int exit_code_for(const Error& error) {
 // The exit codes as --help ends.
 inline constexpr const char* kExitCodesHelp =
     "Exit codes: 0 done; 1 bad input or usage; 2 the environment failed (a file that cannot be "
-    "read, a store that stays locked); 3 scan --fail-on-oom found a fatal OOM; run exits with its "
-    "trainer's code.";
+    "read, a store that stays locked; --gpu auto without NVML); 3 scan --fail-on-oom found a fatal "
+    "OOM, or check predicts the job will not fit; run exits with its trainer's code.";
 
 }  // namespace oomtriage::daemon

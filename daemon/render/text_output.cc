@@ -126,8 +126,14 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
                          printable((*evidence)->text, 120));
     }
   }
-  if (!log.fixes.empty()) out += "  fixes, best first:\n";
-  for (const auto& fix : log.fixes) {
+  out += render_fixes_text(log.fixes, color);
+  return out;
+}
+
+std::string render_fixes_text(const std::vector<triage::Fix>& fixes, bool color) {
+  std::string out;
+  if (!fixes.empty()) out += "  fixes, best first:\n";
+  for (const auto& fix : fixes) {
     out += fmt::format("  {}. {} [{}]\n", fix.rank, paint(color, fmt::emphasis::bold, fix.title),
                        fix.id);
     const parsers::ConfigTarget target = fix.target();

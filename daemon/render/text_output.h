@@ -7,6 +7,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "daemon/render/json_output.h"
 
@@ -25,6 +26,10 @@ std::string format_bytes(uint64_t bytes);
 std::string step_text(std::optional<int64_t> step, std::optional<int64_t> total_steps);
 
 std::string render_scan_text(const ScannedLog& log, bool color);
+
+// "  fixes, best first:" and each fix with its changes, why, cost and predicted peak, as scan
+// prints them under an incident and check under its verdict; "" when there are none.
+std::string render_fixes_text(const std::vector<triage::Fix>& fixes, bool color);
 
 // A command-line change as a person types it: "  --train_batch_size 2 -> 1",
 // "+ --gradient_checkpointing", "+ --gradient_accumulation_steps 2", "- --validation_prompt".

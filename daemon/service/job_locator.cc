@@ -138,6 +138,60 @@ parsers::LogAnalysis head_facts(const fs::path& log, Trainer trainer,
   return analyzer.job_facts();
 }
 
+// Which trainer's config a file is: its content says, else AI Toolkit's own file names, else
+// the log's trainer for a JSON/TOML file beside its log. A file the user named
+// (`explicit_file`) is read as the log's trainer's, or as AI Toolkit's YAML/JSON. nullopt: a
+// file of something else.
+std::optional<Trainer> config_owner(const fs::path& path, const std::string& text, Trainer trainer,
+                                    bool explicit_file) {
+  const TargetKind kind = kind_for(path);
+  std::optional<Trainer> owner = sniff_trainer(text, kind);
+  const std::string name = path.filename().string();
+  if (!owner && (name == ".job_config.json" || name == "config.yaml")) {
+    owner = Trainer::kAiToolkit;  // AI Toolkit's own names: a broken one is reported, not skipped
+  } else if (!owner && trainer != Trainer::kUnknown && trainer != Trainer::kAiToolkit &&
+             kind != TargetKind::kYaml) {
+    owner = trainer;  // config.json/config.toml beside a log of a known trainer
+  }
+  if (!owner && explicit_file) {
+    owner =
+        trainer != Trainer::kUnknown && kind != TargetKind::kYaml ? trainer : Trainer::kAiToolkit;
+  }
+  return owner;
+}
+
+// `text` read as `owner`'s config; `files` gets it, and for kohya the dataset config its TOML
+// names (else `named_dataset`, the one its log or command line names), read from beside it. A
+// dataset config that cannot be read is a warning: only its settings are unknown.
+Result<parsers::JobConfig> read_as(Trainer owner, const fs::path& path, const std::string& text,
+                                   const std::optional<std::string>& named_dataset,
+                                   std::vector<parsers::NativeFile>& files,
+                                   std::vector<std::string>& warnings) {
+  const TargetKind kind = kind_for(path);
+  files = {{kind, path.string(), text}};
+  if (owner == Trainer::kAiToolkit) {
+    return parsers::parse_job_config(
+        text,
+        kind == TargetKind::kJson ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml,
+        path.string());
+  }
+  std::optional<std::string> dataset =
+      kind == TargetKind::kToml ? dataset_config_of(text) : std::nullopt;
+  if (!dataset && named_dataset) dataset = named_dataset;
+  if (dataset && owner == Trainer::kSdScripts) {
+    const fs::path dataset_path = resolve(*dataset, path);
+    if (auto dataset_text = read_file(dataset_path)) {
+      files.push_back({TargetKind::kToml, dataset_path.string(), std::move(*dataset_text)});
+    } else {
+      warnings.push_back(
+          fmt::format("cannot read the dataset config {}: {}; its settings "
+                      "are unknown",
+                      dataset_path.string(), std::strerror(errno)));
+    }
+  }
+  return parsers::read_native_config(owner, files);
+}
+
 struct Candidate {
   fs::path path;
   bool explicit_file = false;
@@ -178,46 +232,12 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
           fmt::format("cannot read {}: {}; triaging without it", candidate.path.string(), reason));
       continue;
     }
-    const TargetKind kind = kind_for(candidate.path);
-    std::optional<Trainer> owner = sniff_trainer(*text, kind);
-    const std::string name = candidate.path.filename().string();
-    if (!owner && (name == ".job_config.json" || name == "config.yaml")) {
-      owner = Trainer::kAiToolkit;  // AI Toolkit's own names: a broken one is reported, not skipped
-    } else if (!owner && trainer != Trainer::kUnknown && trainer != Trainer::kAiToolkit &&
-               kind != TargetKind::kYaml) {
-      owner = trainer;  // config.json/config.toml beside a log of a known trainer
-    }
-    if (!owner && candidate.explicit_file) {
-      // A file the user named: read it as the log's trainer's, or as AI Toolkit's YAML/JSON.
-      owner =
-          trainer != Trainer::kUnknown && kind != TargetKind::kYaml ? trainer : Trainer::kAiToolkit;
-    }
+    const std::optional<Trainer> owner =
+        config_owner(candidate.path, *text, trainer, candidate.explicit_file);
     if (!owner) continue;  // a config.json of something else
-    std::vector<parsers::NativeFile> files{{kind, candidate.path.string(), *text}};
-    const auto read_config = [&]() -> Result<parsers::JobConfig> {
-      if (*owner == Trainer::kAiToolkit) {
-        return parsers::parse_job_config(
-            *text,
-            kind == TargetKind::kJson ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml,
-            candidate.path.string());
-      }
-      std::optional<std::string> dataset =
-          kind == TargetKind::kToml ? dataset_config_of(*text) : std::nullopt;
-      if (!dataset && facts.named_dataset_config) dataset = facts.named_dataset_config;
-      if (dataset && *owner == Trainer::kSdScripts) {
-        const fs::path dataset_path = resolve(*dataset, candidate.path);
-        if (auto dataset_text = read_file(dataset_path)) {
-          files.push_back({TargetKind::kToml, dataset_path.string(), std::move(*dataset_text)});
-        } else {
-          warnings.push_back(
-              fmt::format("cannot read the dataset config {}: {}; its settings "
-                          "are unknown",
-                          dataset_path.string(), std::strerror(errno)));
-        }
-      }
-      return parsers::read_native_config(*owner, files);
-    };
-    Result<parsers::JobConfig> load = read_config();
+    std::vector<parsers::NativeFile> files;
+    Result<parsers::JobConfig> load =
+        read_as(*owner, candidate.path, *text, facts.named_dataset_config, files, warnings);
     if (!load) {
       warnings.push_back(load.error().message + "; triaging without the config");
       lookup.config_problem = "the job config did not parse";
@@ -273,6 +293,20 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
   }
   if (!job.name.empty()) lookup.job = std::move(job);
   return lookup;
+}
+
+Result<ConfigFile> read_config_file(const fs::path& path, Trainer trainer,
+                                    const std::optional<std::string>& named_dataset_config) {
+  const std::optional<std::string> text = read_file(path);
+  if (!text) {
+    return make_error(ErrorCode::kIo, fmt::format("cannot read config {}: {}", path.string(),
+                                                  std::strerror(errno)));
+  }
+  ConfigFile read;
+  const std::optional<Trainer> owner = config_owner(path, *text, trainer, true);
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      read.config, read_as(*owner, path, *text, named_dataset_config, read.files, read.warnings));
+  return read;
 }
 
 }  // namespace oomtriage::daemon

@@ -42,4 +42,18 @@ Result<JobLookup> locate_job(const std::filesystem::path& log,
                              const std::optional<std::filesystem::path>& explicit_config,
                              parsers::Trainer trainer, const parsers::LogAnalysis& facts);
 
+// One config file the user named, read as locate_job() reads an explicit --config (`check
+// CONFIG`, `check -- COMMAND`): its trainer from its content, else `trainer`, else AI Toolkit's
+// YAML/JSON; kohya's dataset config beside it (the one its TOML names, else
+// `named_dataset_config`).
+struct ConfigFile {
+  parsers::JobConfig config;               // its bad fields are in config.problems
+  std::vector<parsers::NativeFile> files;  // main first
+  std::vector<std::string> warnings;       // a dataset config that cannot be read
+};
+// A kIo error when the file cannot be read; a kBadInput error (file, line, reason) when it does
+// not parse.
+Result<ConfigFile> read_config_file(const std::filesystem::path& path, parsers::Trainer trainer,
+                                    const std::optional<std::string>& named_dataset_config);
+
 }  // namespace oomtriage::daemon

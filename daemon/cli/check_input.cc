@@ -1,0 +1,189 @@
+// daemon/cli/check_input.cc: `check`'s three inputs read through the readers the rest of
+// oomtriage uses (the spec parser, the job registry's config reader, the analyzer's reading of an
+// echoed command line); nothing here reads a trainer's format itself.
+#include "daemon/cli/check_input.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "daemon/cli/trainer_command.h"
+#include "daemon/service/job_locator.h"
+#include "parsers/log_analyzer.h"
+#include "parsers/native_config.h"
+#include "parsers/printed_arguments.h"
+
+namespace oomtriage::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return make_error(ErrorCode::kIo,
+                      fmt::format("{}: cannot be read: {}", path, std::strerror(errno)));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Records where JSON stopped parsing; accepts everything else (nlohmann's SAX interface, which
+// reports a parse error to the handler instead of throwing).
+class JsonErrorFinder final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t&) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t byte, const std::string&,
+                   const nlohmann::detail::exception& error) override {
+    byte_ = byte;
+    reason_ = error.what();
+    return false;
+  }
+  std::size_t byte() const { return byte_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::size_t byte_ = 0;
+  std::string reason_;
+};
+
+// "spec.json:3: not valid JSON: syntax error while parsing object key ..." for JSON that does
+// not parse: the readers say only "not valid JSON", and a user looking for a stray comma needs
+// the line.
+std::string json_error(const std::string& text, const std::string& source) {
+  JsonErrorFinder finder;
+  (void)nlohmann::json::sax_parse(text, &finder);
+  const size_t byte = std::min(finder.byte(), text.size());
+  const long line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(byte), '\n');
+  std::string reason = finder.reason();
+  // "[json.exception.parse_error.101] parse error at line 3, column 1: syntax error ..."
+  if (const size_t colon = reason.find(": "); colon != std::string::npos) {
+    reason = reason.substr(colon + 2);
+  }
+  return fmt::format("{}:{}: not valid JSON: {}", source, line, reason);
+}
+
+// The config's bad fields and the reader's warnings, as assumptions.
+CheckInput from_config_file(ConfigFile read) {
+  CheckInput input;
+  input.assumptions = std::move(read.warnings);
+  // A bad field's knob is unknown, so the model's own line says what it assumed for it.
+  input.assumptions.insert(input.assumptions.end(), read.config.problems.begin(),
+                           read.config.problems.end());
+  input.config = std::move(read.config);
+  return input;
+}
+
+// The command line as a launch script echoes it into a log, so that the analyzer reads it as it
+// reads one: words with a space keep their quotes.
+std::string echoed(const std::vector<std::string>& argv) {
+  std::string line;
+  for (const std::string& word : argv) {
+    if (!line.empty()) line += ' ';
+    line += word.find_first_of(" \t") == std::string::npos ? word : "\"" + word + "\"";
+  }
+  return line + "\n";
+}
+
+// The arguments a command passes beside its config file, which the file's reading leaves out.
+std::vector<std::string> arguments_beside(const parsers::Arguments& arguments) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : arguments) {
+    if (name != "config_file" && name != "dataset_config") names.push_back("--" + name);
+  }
+  return names;
+}
+
+}  // namespace
+
+Result<CheckInput> read_spec_input(const std::string& path) {
+  OOMTRIAGE_ASSIGN_OR_RETURN(const std::string text, read_text(path));
+  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+  if (doc.is_discarded()) return make_error(ErrorCode::kBadInput, json_error(text, path));
+  // A row of the measured-jobs file carries its spec under "spec".
+  const nlohmann::json& object = doc.is_object() && doc.contains("spec") ? doc["spec"] : doc;
+  CheckInput input;
+  OOMTRIAGE_ASSIGN_OR_RETURN(input.spec, triage::parse_memory_spec(object, path));
+  return input;
+}
+
+Result<CheckInput> read_config_input(const std::string& path, parsers::Trainer trainer) {
+  std::error_code ec;
+  if (fs::path(path).extension() == ".json" && fs::is_regular_file(path, ec)) {
+    OOMTRIAGE_ASSIGN_OR_RETURN(const std::string text, read_text(path));
+    if (nlohmann::json::parse(text, nullptr, false).is_discarded()) {
+      return make_error(ErrorCode::kBadInput, json_error(text, path));
+    }
+  }
+  OOMTRIAGE_ASSIGN_OR_RETURN(ConfigFile read, read_config_file(path, trainer, std::nullopt));
+  return from_config_file(std::move(read));
+}
+
+Result<CheckInput> read_command_input(const std::vector<std::string>& argv,
+                                      parsers::Trainer trainer) {
+  parsers::AnalyzerOptions options;
+  options.trainer = trainer;
+  parsers::LogAnalyzer analyzer(options);
+  analyzer.feed(echoed(argv));
+  const parsers::LogAnalysis facts = analyzer.job_facts();
+
+  // --config_file names the main config even when a dataset config comes first; a dataset
+  // config alone (musubi's `--dataset_config x.toml` beside its arguments) is not the job's.
+  std::optional<std::string> file =
+      facts.named_config ? facts.named_config : config_in_command(argv);
+  if (file && !facts.named_config && file == facts.named_dataset_config) file.reset();
+  if (file) {
+    OOMTRIAGE_ASSIGN_OR_RETURN(CheckInput input, read_config_input(*file, facts.trainer));
+    if (const auto beside = arguments_beside(facts.printed_arguments); !beside.empty()) {
+      input.assumptions.push_back(fmt::format(
+          "the command line's own {} not read: {}'s values used", fmt::join(beside, ", "), *file));
+    }
+    return input;
+  }
+  if (facts.printed_arguments.empty()) {
+    return make_error(ErrorCode::kBadInput,
+                      fmt::format("`{}` names no config file (.yaml, .json, .toml) and passes no "
+                                  "--arguments to read the job from",
+                                  fmt::join(argv, " ")));
+  }
+  // A whole command line shows every setting: one it leaves out takes the trainer's default.
+  std::optional<parsers::JobConfig> config = parsers::config_from_printed_arguments(
+      facts.trainer, facts.printed_arguments, true, "the command line");
+  if (!config) {
+    return make_error(
+        ErrorCode::kBadInput,
+        fmt::format("`{}`: which trainer it runs is not known from the command line; name it "
+                    "with --trainer",
+                    fmt::join(argv, " ")));
+  }
+  config->targets[0].path.clear();  // fixes say "on the trainer's command line"
+  CheckInput input;
+  input.assumptions = config->problems;
+  if (facts.named_dataset_config) {
+    input.assumptions.push_back(fmt::format(
+        "the dataset config {} is not read beside command-line arguments: its sizes are unknown",
+        *facts.named_dataset_config));
+  }
+  input.config = std::move(config);
+  return input;
+}
+
+}  // namespace oomtriage::daemon

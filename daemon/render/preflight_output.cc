@@ -1,0 +1,125 @@
+// daemon/render/preflight_output.cc: the pre-flight's text and JSON. The fixes are drawn by the
+// same code as scan's (render_fixes_text(), fix_to_json()), so a fix reads the same before a
+// job starts as after it crashed.
+#include "daemon/render/preflight_output.h"
+
+#include <fmt/color.h>
+#include <fmt/format.h>
+
+#include "daemon/render/json_output.h"
+#include "daemon/render/text_output.h"
+
+namespace oomtriage::daemon {
+namespace {
+
+nlohmann::ordered_json phase_to_json(const triage::PhaseEstimate& phase) {
+  nlohmann::ordered_json terms = nlohmann::ordered_json::object();
+  for (const triage::MemoryTerm& term : phase.terms) terms[term.name] = term.bytes;
+  return {{"phase", parsers::to_string(phase.phase)},
+          {"peak_bytes", phase.peak_bytes},
+          {"terms", terms}};
+}
+
+std::string verdict_line(const triage::Preflight& p, bool color) {
+  const triage::PhaseEstimate& peak = p.estimate.peak();
+  switch (p.verdict.fit) {
+    case triage::Fit::kFits:
+      return fmt::format("{}: peak {} ({}) of {} usable\n",
+                         paint(color, fmt::fg(fmt::terminal_color::green), "fits"),
+                         format_bytes(peak.peak_bytes), parsers::to_string(peak.phase),
+                         format_bytes(p.usable_bytes));
+    case triage::Fit::kTight:
+      return fmt::format("{}: peak {} ({}) is within 10% of {} usable\n",
+                         paint(color, fmt::fg(fmt::terminal_color::yellow), "tight"),
+                         format_bytes(peak.peak_bytes), parsers::to_string(peak.phase),
+                         format_bytes(p.usable_bytes));
+    case triage::Fit::kWillNotFit: break;
+  }
+  const triage::PhaseEstimate* first = p.estimate.phase(p.verdict.first_failing);
+  return fmt::format(
+      "{}: {} needs {} of {} usable (peak {} in {})\n",
+      paint(color, fmt::fg(fmt::terminal_color::red) | fmt::emphasis::bold, "will not fit"),
+      parsers::to_string(p.verdict.first_failing), format_bytes(first ? first->peak_bytes : 0),
+      format_bytes(p.usable_bytes), format_bytes(peak.peak_bytes), parsers::to_string(peak.phase));
+}
+
+std::string assumptions_text(const std::vector<std::string>& assumptions) {
+  if (assumptions.empty()) return "";
+  std::string out = "assumed:\n";
+  for (const std::string& a : assumptions) out += fmt::format("  - {}\n", a);
+  return out;
+}
+
+}  // namespace
+
+nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t card_bytes) {
+  nlohmann::ordered_json phases = nlohmann::ordered_json::array();
+  for (const triage::PhaseEstimate& phase : p.estimate.phases)
+    phases.push_back(phase_to_json(phase));
+  nlohmann::ordered_json fixes = nlohmann::ordered_json::array();
+  for (const triage::Fix& fix : p.fixes) fixes.push_back(fix_to_json(fix));
+  const triage::PhaseEstimate& peak = p.estimate.peak();
+  const bool fits = p.verdict.fit != triage::Fit::kWillNotFit;
+  nlohmann::ordered_json out;
+  out["family"] = p.estimate.family;
+  out["peak_bytes"] = peak.peak_bytes;
+  out["peak_phase"] = parsers::to_string(peak.phase);
+  out["card_bytes"] = card_bytes;
+  out["usable_bytes"] = p.usable_bytes;
+  out["fits"] = fits;
+  out["verdict"] = triage::to_string(p.verdict.fit);
+  out["first_failing_phase"] =
+      fits ? nlohmann::ordered_json(nullptr)
+           : nlohmann::ordered_json(parsers::to_string(p.verdict.first_failing));
+  out["phases"] = std::move(phases);
+  nlohmann::ordered_json caching_over = nlohmann::ordered_json::array();
+  for (const parsers::Phase phase : p.verdict.caching_over) {
+    caching_over.push_back(parsers::to_string(phase));
+  }
+  out["caching_over"] = std::move(caching_over);
+  out["assumptions"] = p.estimate.assumptions;
+  out["fixes"] = std::move(fixes);
+  return out;
+}
+
+std::string render_preflight_text(const triage::Preflight& p, uint64_t card_bytes, bool color) {
+  std::string out = verdict_line(p, color);
+  out += fmt::format("model: {}\n", p.estimate.family);
+  for (const triage::PhaseEstimate& phase : p.estimate.phases) {
+    const bool over = phase.peak_bytes > p.usable_bytes;
+    out += fmt::format("  {:<24}{:>12}{}\n", parsers::to_string(phase.phase),
+                       format_bytes(phase.peak_bytes),
+                       over ? paint(color, fmt::fg(fmt::terminal_color::red), "  over") : "");
+    for (const triage::MemoryTerm& term : phase.terms) {
+      out += fmt::format("    {:<22}{:>12}\n", term.name, format_bytes(term.bytes));
+    }
+  }
+  out += fmt::format("usable: {} of a {} card (less the CUDA context and the allocator's slack)\n",
+                     format_bytes(p.usable_bytes), format_bytes(card_bytes));
+  for (const parsers::Phase phase : p.verdict.caching_over) {
+    out += fmt::format(
+        "warning: {} needs {} as modelled, more than the card: the trainer must run it on the "
+        "CPU, with the encoder quantized, or in a pass of its own\n",
+        parsers::to_string(phase), format_bytes(p.estimate.phase(phase)->peak_bytes));
+  }
+  out += assumptions_text(p.estimate.assumptions);
+  out += render_fixes_text(p.fixes, color);
+  return out;
+}
+
+nlohmann::ordered_json explain_to_json(const triage::MemorySpec& spec,
+                                       const triage::MemoryEstimate& estimate) {
+  nlohmann::ordered_json out;
+  out["spec"] = triage::to_json(spec);
+  out["family"] = estimate.family;
+  out["assumptions"] = estimate.assumptions;
+  return out;
+}
+
+std::string render_explain_text(const triage::MemorySpec& spec,
+                                const triage::MemoryEstimate& estimate) {
+  return fmt::format("{}\nmodel: {}\n{}", triage::to_json(spec).dump(2), estimate.family,
+                     assumptions_text(estimate.assumptions));
+}
+
+}  // namespace oomtriage::daemon
