@@ -134,12 +134,22 @@ HealStep next_heal_step(const parsers::LogAnalysis& analysis, const std::vector<
     step.stop_reason = "another process holds memory on the GPU: free it, then run again";
     return step;
   }
+  const auto usable = [&](const Fix& fix) {
+    return resume_safe(fix.id) && !fix.changes.empty() &&
+           std::find(tried.begin(), tried.end(), fix.id) == tried.end();
+  };
+  // The first fix the memory model says makes every phase fit, else the first in rank order.
   for (const Fix& fix : ranked) {
-    if (!resume_safe(fix.id)) continue;
-    if (std::find(tried.begin(), tried.end(), fix.id) != tried.end()) continue;
-    if (fix.changes.empty()) continue;
-    step.fix = &fix;
-    return step;
+    if (usable(fix) && fix.fits == true) {
+      step.fix = &fix;
+      return step;
+    }
+  }
+  for (const Fix& fix : ranked) {
+    if (usable(fix)) {
+      step.fix = &fix;
+      return step;
+    }
   }
   step.stop_reason = "every resume-safe fix for this crash (" +
                      std::string(parsers::to_string(incident->phase)) + ") has been tried";

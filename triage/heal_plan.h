@@ -29,7 +29,8 @@ struct HealStep {
 };
 
 // The next step after an attempt ended with `analysis`, given the fixes ranked for it and the
-// fix ids already applied in earlier attempts of this job.
+// fix ids already applied in earlier attempts of this job: the first resume-safe fix the memory
+// model predicts to make every phase fit, else (no prediction fits) the first resume-safe one.
 HealStep next_heal_step(const parsers::LogAnalysis& analysis, const std::vector<Fix>& ranked,
                         const std::vector<std::string>& tried);
 

@@ -435,6 +435,12 @@ class Model {
 
 }  // namespace
 
+bool is_working_memory(const MemoryTerm& term) {
+  return is_one_of(term.name, {"activations", "denoise_activations", "vae_decode", "vae_encode",
+                               "encode_activations", "block_being_quantized", "state_dict_copy",
+                               "allocator_overhead"});
+}
+
 const PhaseEstimate& MemoryEstimate::peak() const {
   static const PhaseEstimate kNone;
   const PhaseEstimate* best = nullptr;

@@ -23,6 +23,11 @@ struct MemoryTerm {
   uint64_t bytes = 0;
 };
 
+// The terms that depend on the data a phase works on (activations, a decode, the allocator's
+// slack), as opposed to the weights and training state it holds, which the parameter counts
+// fix: the model's uncertainty is mostly here, so a crash's figures correct these.
+bool is_working_memory(const MemoryTerm& term);
+
 struct PhaseEstimate {
   parsers::Phase phase = parsers::Phase::kTrainStep;
   uint64_t peak_bytes = 0;

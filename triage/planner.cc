@@ -7,7 +7,10 @@
 #include <algorithm>
 
 #include "parsers/trainer_dialect.h"
+#include "triage/architectures.h"
+#include "triage/config_edits.h"
 #include "triage/native_changes.h"
+#include "triage/spec_from_config.h"
 
 namespace oomtriage::triage::detail {
 namespace {
@@ -46,6 +49,20 @@ OomEvent without_this_job(OomEvent event) {
   return event;
 }
 
+// The model's phase for a crash's phase: quantizing is part of loading; a crash whose phase is
+// unknown is read as a training step.
+Phase model_phase_of(Phase crash) {
+  switch (crash) {
+    case Phase::kQuantize: return Phase::kModelLoad;
+    case Phase::kUnknown: return Phase::kTrainStep;
+    default: return crash;
+  }
+}
+
+bool is_caching(Phase phase) {
+  return phase == Phase::kCacheLatents || phase == Phase::kCacheTextEmbeddings;
+}
+
 }  // namespace
 
 Planner::Planner(const TriageInput& input, const OomEvent& event, const JobConfig& config,
@@ -54,7 +71,41 @@ Planner::Planner(const TriageInput& input, const OomEvent& event, const JobConfi
       e_(without_this_job(event)),
       c_(config),
       assumed_(assumed_config),
-      cal_(calibrate(e_, assumed_config ? nullptr : &config)) {}
+      cal_(calibrate(e_, assumed_config ? nullptr : &config)) {
+  const bool gpu = e_.kind != OomKind::kShm && e_.kind != OomKind::kHostKilled &&
+                   e_.kind != OomKind::kHostMemoryError;
+  const MemorySpec spec = spec_from_config(c_);
+  // A family the table does not know would be priced as a guess: the crash's figures do better.
+  if (assumed_ || !gpu || find_architecture(spec.model_family) == nullptr) return;
+  model_ = estimate_memory(spec);
+  model_spec_ = to_json(spec).dump();
+  model_phase_ = model_phase_of(e_.phase);
+  if (model_->phase(model_phase_) == nullptr) model_phase_ = Phase::kTrainStep;
+  const PhaseEstimate& at_crash = *model_->phase(model_phase_);
+  double working = 0;
+  for (const MemoryTerm& term : at_crash.terms) {
+    if (is_working_memory(term)) working += term.bytes;
+  }
+  if (cal_ && working > 0 && cal_->need_bytes > at_crash.peak_bytes) {
+    crash_correction_ = (working + double(cal_->need_bytes - at_crash.peak_bytes)) / working;
+  }
+  if (!cal_) return;
+  std::vector<Phase> ran;
+  if (model_phase_ != Phase::kModelLoad) ran.push_back(Phase::kModelLoad);
+  if (model_phase_ == Phase::kSampling && e_.step && *e_.step > 0) ran.push_back(Phase::kTrainStep);
+  const double room = cal_->usable_bytes * kFitMargin;
+  for (const Phase phase : ran) {
+    const PhaseEstimate* p = model_->phase(phase);
+    if (p == nullptr || p->peak_bytes <= room) continue;
+    double held = 0;
+    for (const MemoryTerm& term : p->terms) {
+      if (!is_working_memory(term)) held += term.bytes;
+    }
+    const double working_there = p->peak_bytes - held;
+    if (working_there <= 0 || held >= room) continue;  // the weights alone: the model is off
+    came_through_.emplace_back(phase, (room - held) / working_there);
+  }
+}
 
 std::string Planner::setting(std::string_view neutral, std::string_view ai_toolkit_name) const {
   if (ai_toolkit() || c_.trainer == parsers::Trainer::kUnknown) {
@@ -68,7 +119,69 @@ std::string Planner::setting(std::string_view neutral, std::string_view ai_toolk
   return (flags ? "--" : "") + std::string(row->native);
 }
 
+bool Planner::estimate_with_model(Candidate& candidate) const {
+  if (!model_) return false;
+  const Effect& effect = candidate.effect;
+  const bool environment = effect.frees_other_processes || effect.reclaims_fragmentation;
+  const MemorySpec fixed_spec = spec_from_config(with_changes(c_, candidate.fix.changes));
+  if (!environment && to_json(fixed_spec).dump() == model_spec_) return false;
+  const MemoryEstimate fixed = estimate_memory(fixed_spec);
+  std::optional<double> usable;
+  if (cal_) usable = effect.frees_other_processes ? cal_->capacity_bytes : cal_->usable_bytes;
+  double peak = 0;
+  Phase peak_phase = Phase::kTrainStep;
+  bool fits = true;
+  for (const PhaseEstimate& p : fixed.phases) {
+    if (is_caching(p.phase)) continue;  // judged apart, as `check` does
+    double bytes = p.peak_bytes;
+    for (const auto& [phase, scale] : came_through_) {
+      if (phase != p.phase) continue;
+      for (const MemoryTerm& term : p.terms) {
+        if (is_working_memory(term)) bytes -= term.bytes * (1.0 - scale);
+      }
+    }
+    if (p.phase == model_phase_) {
+      for (const MemoryTerm& term : p.terms) {
+        if (is_working_memory(term)) bytes += term.bytes * (crash_correction_ - 1.0);
+      }
+      if (effect.reclaims_fragmentation) {
+        bytes -= std::min<double>(bytes * 0.5, e_.figures.reserved_unallocated_bytes.value_or(0));
+      }
+    }
+    if (bytes > peak) {
+      peak = bytes;
+      peak_phase = p.phase;
+    }
+    if (usable && bytes > *usable * kFitMargin) fits = false;
+  }
+  Fix& fix = candidate.fix;
+  fix.predicted_peak_bytes = static_cast<uint64_t>(peak);
+  if (usable) fix.fits = fits;
+  std::string came_through;
+  for (const auto& [phase, scale] : came_through_) {
+    came_through += fmt::format("; {}'s working memory scaled x{:.2f}: the job came through it",
+                                parsers::to_string(phase), scale);
+  }
+  const uint64_t before = model_->peak().peak_bytes;
+  fix.estimate = fmt::format(
+      "estimated by the memory model (docs/memory-model.md), not measured: the run's peak {} "
+      "({}) -> {} ({}) with this fix{}{}{}",
+      gib(before), parsers::to_string(model_->peak().phase), gib(*fix.predicted_peak_bytes),
+      parsers::to_string(peak_phase),
+      crash_correction_ > 1.0
+          ? fmt::format("; {}'s working memory scaled x{:.2f} to what the crash needed ({})",
+                        parsers::to_string(model_phase_), crash_correction_, gib(cal_->need_bytes))
+          : "",
+      came_through,
+      usable ? fmt::format("; {} of {} usable",
+                           fits ? "every phase fits with a 5% margin" : "still over",
+                           gib(static_cast<uint64_t>(*usable)))
+             : "");
+  return true;
+}
+
 void Planner::estimate(Candidate& candidate) const {
+  if (estimate_with_model(candidate)) return;
   if (!cal_ || !candidate.effect.modelled) return;
   const Effect& effect = candidate.effect;
   double peak = cal_->weights_bytes * effect.weights + cal_->activations_bytes * effect.activations;

@@ -24,6 +24,7 @@
 #include "parsers/job_config.h"
 #include "triage/fix.h"
 #include "triage/crash_figures.h"
+#include "triage/memory_model.h"
 #include "triage/ranker.h"
 
 namespace oomtriage::triage::detail {
@@ -120,6 +121,9 @@ class Planner {
   bool applies(Situation situation) const;
   void propose(std::string_view id, int priority, Situation situation);
   void estimate(Candidate& candidate) const;
+  // The memory model's estimate of the fixed job (triage/memory_model.h); false when the model
+  // cannot see the fix's change, so that the crash figures' estimate stands in.
+  bool estimate_with_model(Candidate& candidate) const;
 
   // triage/planner_environment.cc
   void plan_host_memory();
@@ -162,6 +166,17 @@ class Planner {
   const JobConfig& c_;
   bool assumed_;
   std::optional<Calibration> cal_;
+  // The memory model's view of the unfixed job, when it knows the family (docs/memory-model.md):
+  // the crash's phase among the model's phases, and the factor on that phase's working memory
+  // that makes it what the crash needed (1 when the model already says as much or more).
+  std::optional<MemoryEstimate> model_;
+  std::string model_spec_;  // the unfixed job's spec as JSON text, to tell a fix changes it
+  Phase model_phase_ = Phase::kTrainStep;
+  double crash_correction_ = 1.0;
+  // Phases the job came through before the crash (loading; training steps before a later
+  // preview) did fit: where the model says otherwise, the factor on their working memory that
+  // brings them under the usable memory.
+  std::vector<std::pair<Phase, double>> came_through_;
   std::vector<Candidate> candidates_;
   std::set<std::string> ids_;
 };

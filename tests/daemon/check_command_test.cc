@@ -251,6 +251,9 @@ config:
   name: made_up
   process:
     - type: sd_trainer
+      network:
+        type: lora
+        linear: 16
       datasets:
         - folder_path: /data/a
           resolution: [1024]
@@ -263,7 +266,7 @@ config:
     const Checked c = check(dir, {"job.yaml", "--gpu", "80GiB"});
     INFO("stderr: " << c.err);
     CHECK(c.exit_code == 0);
-    CHECK(c.out.find("assumed:\n  - job.yaml:9: ") != std::string::npos);
+    CHECK(c.out.find("assumed:\n  - job.yaml:12: ") != std::string::npos);
     CHECK(c.out.find("batch_size") != std::string::npos);
   }
 

@@ -63,8 +63,8 @@ CREATE UNIQUE INDEX "Queue_gpu_ids_key" ON "Queue"("gpu_ids");
 CREATE UNIQUE INDEX "Settings_key_key" ON "Settings"("key");
 )sql";
 
-// The job the run tests use, as the UI stores it: cheaper previews and then 4-bit weights make
-// it fit in 15 GiB; saves every 100 steps.
+// The job the run tests use, as the UI stores it: cheaper previews and then no 1024 px bucket
+// make it fit in 15 GiB; saves every 100 steps.
 nlohmann::json ui_job_config(const fs::path& training_folder) {
   return {
       {"job", "extension"},
@@ -76,11 +76,13 @@ nlohmann::json ui_job_config(const fs::path& training_folder) {
            {"device", "cuda"},
            {"save", {{"save_every", 100}}},
            {"datasets", {{{"folder_path", "/data/images"}, {"resolution", {512, 768, 1024}}}}},
-           {"train", {{"batch_size", 1}, {"steps", 400}, {"gradient_checkpointing", true}}},
-           {"model",
-            {{"name_or_path", "black-forest-labs/FLUX.1-dev"},
-             {"is_flux", true},
-             {"quantize", true}}},
+           {"train",
+            {{"batch_size", 1},
+             {"steps", 400},
+             {"gradient_checkpointing", true},
+             {"cache_text_embeddings", true},
+             {"dtype", "bf16"}}},
+           {"model", {{"name_or_path", "ostris/Flex.1-alpha"}, {"quantize", true}}},
            {"sample",
             {{"sample_every", 150}, {"width", 1024}, {"height", 1024}, {"sample_steps", 20}}}}}}}},
       {"meta", {{"name", "ui_lora"}, {"version", "1.0"}}}};
@@ -186,9 +188,9 @@ struct UiRig {
   }
 };
 
-// The worker started by the caller runs the job, which needs cheaper previews and then 4-bit
-// weights: the daemon heals it twice and it completes. What a person checks afterwards: the UI's
-// config, the logs, the store's history, the alerts and the report.
+// The worker started by the caller runs the job, which needs cheaper previews and then no
+// 1024 px bucket: the daemon heals it twice and it completes. What a person checks afterwards: the
+// UI's config, the logs, the store's history, the alerts and the report.
 void expect_healed_twice(UiRig& rig, DaemonProcess& daemon) {
   AitkDb db(rig.db_path);
   const bool done = wait_until(
@@ -199,7 +201,7 @@ void expect_healed_twice(UiRig& rig, DaemonProcess& daemon) {
   const auto config = nlohmann::json::parse(db.text("SELECT job_config FROM Job"));
   const auto& process = config.at("config").at("process").at(0);
   CHECK(process.at("sample").at("width") == 768);
-  CHECK(process.at("model").at("qtype") == "uint4");
+  CHECK(process.at("datasets").at(0).at("resolution") == nlohmann::json::array({512, 768}));
   CHECK(db.text("SELECT info FROM Job") == "Training completed");
   // Three runs, each restart resumed from the save at step 100.
   const fs::path folder = rig.output / "ui_lora";
@@ -221,7 +223,7 @@ void expect_healed_twice(UiRig& rig, DaemonProcess& daemon) {
   CHECK(story->attempts[0].outcome == "crashed_oom");
   CHECK(story->attempts[1].fix_id == "cheapen_previews");
   CHECK(story->attempts[1].resumed_step == 100);
-  CHECK(story->attempts[2].fix_id == "quantize_model");
+  CHECK(story->attempts[2].fix_id == "drop_top_bucket");
   CHECK(story->attempts[2].outcome == "completed");
   CHECK(story->attempts[2].verdict == "healed");
   const std::string report = (rig.dir.path / "report.txt").string();
@@ -441,7 +443,7 @@ TEST_SUITE("daemon::heal") {
     REQUIRE(story.has_value());
     REQUIRE_FALSE(story->attempts.empty());
     CHECK(story->attempts.back().attempt == 3);
-    CHECK(story->attempts.back().fix_id == "quantize_model");
+    CHECK(story->attempts.back().fix_id == "drop_top_bucket");
     CHECK(story->attempts.back().verdict == "healed");
   }
 

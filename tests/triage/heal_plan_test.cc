@@ -51,6 +51,21 @@ TEST_SUITE("triage::heal plan") {
     CHECK(step.stop_reason.find("every resume-safe fix") != std::string::npos);
   }
 
+  TEST_CASE("a fix predicted to make every phase fit comes before one predicted not to") {
+    std::vector<triage::Fix> ranked = {fix("cheapen_previews"), fix("quantize_model"),
+                                       fix("drop_top_bucket")};
+    ranked[0].fits = false;
+    ranked[1].fits = true;
+    const auto analysis = crashed(parsers::OomKind::kCuda);
+    auto step = triage::next_heal_step(analysis, ranked, {});
+    REQUIRE(step.fix != nullptr);
+    CHECK(step.fix->id == "quantize_model");
+    // Tried already: with nothing else predicted to fit, the rank order decides.
+    step = triage::next_heal_step(analysis, ranked, {"quantize_model"});
+    REQUIRE(step.fix != nullptr);
+    CHECK(step.fix->id == "cheapen_previews");
+  }
+
   TEST_CASE("no healing for a completed job, another crash, host memory or another process") {
     const std::vector<triage::Fix> ranked = {fix("lower_batch_size")};
     parsers::LogAnalysis completed;
