@@ -120,7 +120,8 @@ class CheckCommand final : public Subcommand {
   void declare(CLI::App& app) override {
     app.add_option("CONFIG", options_.config, "The job's config file");
     app.add_option("--spec", options_.spec, "The model's own input: a spec JSON file");
-    app.add_option("--trainer", options_.trainer, "The trainer whose config this is (default: auto)");
+    app.add_option("--trainer", options_.trainer,
+                   "The trainer whose config this is (default: auto)");
     app.add_option("--gpu", options_.gpu, "The card: 24GiB, 24, or auto (NVML)");
     app.add_flag("--json", options_.json, "Print one JSON object");
     app.add_flag("--explain", options_.explain, "Print the spec read from the config");
@@ -407,8 +408,9 @@ class CheckConfigCommand final : public Subcommand {
       fmt::print(stderr, "oomtriage: warning: {}\n", warning);
     }
     fmt::print(
-        "{}: ok ({} watch rule(s), {} receiver(s){}{})\n", path_, config->watch.size(),
+        "{}: ok ({} watch rule(s), {} receiver(s){}, {}{})\n", path_, config->watch.size(),
         config->alerts.size(), config->store.empty() ? "" : ", a fleet store",
+        describe_preflight(*config),
         config->warnings.empty() ? "" : fmt::format(", {} warning(s)", config->warnings.size()));
     return kExitOk;
   }
