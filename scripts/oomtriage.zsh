@@ -38,7 +38,7 @@ _oomtriage() {
     alerts) compadd -- resend --pending --failed --json $global ;;
     check-config) compadd -- $global; _files ;;
     run) compadd -- --heal --max-attempts --job --trainer --config --log --backoff --daemon-config \
-           --webhook $global ;;
+           --webhook --gpu $global ;;
   esac
 }
 

@@ -340,6 +340,13 @@ class RunCommand final : public Subcommand {
                    "/etc/oomtriage/oomtriage.yaml when it exists)");
     app.add_option("--webhook", webhook_,
                    "Send alerts to this webhook (Alertmanager webhook v4 JSON)");
+    app.add_option("--gpu", options_.gpu,
+                   "Judge the job config against a GPU of this size before launching (24GiB, "
+                   "24, or auto; default: the daemon config's gpu_memory)")
+        ->check([](const std::string& gpu) {
+          return gpu == "auto" || parse_gpu_memory(gpu) ? std::string()
+                                                        : "not a memory size (24GiB, 24, or auto)";
+        });
     app.add_option("COMMAND", options_.command, "The trainer's command, after --")->required();
   }
   int run(const GlobalOptions& global) override {
