@@ -26,7 +26,10 @@ std::optional<triage::FleetRun> fleet_run(const db::FleetHistoryRow& row) {
     run.oom = true;
     const auto event = nlohmann::json::parse(row.oom_event_json, nullptr, false);
     if (event.is_object()) {
-      const std::string phase = event.value("phase", "unknown");
+      // A store edited by hand must not throw: a phase that is not a string matches none.
+      const auto named = event.find("phase");
+      const std::string phase =
+          named != event.end() && named->is_string() ? named->get<std::string>() : "unknown";
       for (const triage::PhaseEstimate& p : estimate.phases) {
         if (parsers::to_string(p.phase) == phase) {
           run.oom_phase = p.phase;
