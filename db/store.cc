@@ -1,8 +1,9 @@
 // db/store.cc: the schema and its migrations, opening the store, and its meta facts. The
 // queries are in the files beside it: jobs, runs, files and stories (db/store_jobs.cc), a read's
 // progress (db/store_progress.cc), the alert outbox (db/store_outbox.cc) and the fleet outbox
-// (db/store_fleet_outbox.cc). A small Statement wrapper (db/sqlite_statement.h) keeps binding
-// and stepping readable; every statement is prepared, none is built from strings with values.
+// (db/store_fleet_outbox.cc) and pre-flight checks with the fleet's history
+// (db/store_preflight.cc). A small Statement wrapper (db/sqlite_statement.h) keeps binding and
+// stepping readable; every statement is prepared, none is built from strings with values.
 #include "db/store.h"
 
 #include "db/sqlite_statement.h"
@@ -190,6 +191,27 @@ INSERT INTO jobs_v8 (id, name, home, trainer, log_dir, first_seen, last_seen)
   SELECT id, name, '', trainer, log_dir, first_seen, last_seen FROM jobs;
 DROP TABLE jobs;
 ALTER TABLE jobs_v8 RENAME TO jobs;
+)sql",
+    // 9: pre-flight checks, one per job, config and card size: what the memory model predicted
+    // when the job was first seen (triage/preflight.h), and whether a TrainingOOMPredicted alert
+    // went out for it, so that a config read again, by a restarted daemon included, is not
+    // alerted twice; the card size lets the fleet's correction (db/store_preflight.cc) read a
+    // completed run against the memory it had.
+    R"sql(
+CREATE TABLE preflight_checks (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  config_sha256 TEXT NOT NULL,
+  card_bytes INTEGER NOT NULL,
+  family TEXT NOT NULL,
+  verdict TEXT NOT NULL,
+  phase TEXT NOT NULL,
+  peak_bytes INTEGER NOT NULL,
+  usable_bytes INTEGER NOT NULL,
+  alerted INTEGER NOT NULL,
+  checked_at INTEGER NOT NULL,
+  UNIQUE (job_id, config_sha256, card_bytes)
+) STRICT;
 )sql",
 };
 

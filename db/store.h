@@ -200,6 +200,30 @@ struct FleetBatch {
   bool empty() const { return last_seq == 0; }
 };
 
+// A job's config as the pre-flight check judged it on a card of `card_bytes` (triage/preflight.h).
+struct PreflightCheck {
+  int64_t job_id = 0;
+  std::string config_sha256;
+  uint64_t card_bytes = 0;
+  std::string family;   // the memory model's architecture row ("flux1-dev")
+  std::string verdict;  // fits | tight | will_not_fit
+  std::string phase;    // the first phase over the usable memory, "" when it fits
+  uint64_t peak_bytes = 0;
+  uint64_t usable_bytes = 0;
+  bool alerted = false;  // a TrainingOOMPredicted alert went out for it
+};
+
+// One finished run (completed or crashed_oom) with the config it ran: what the fleet's memory
+// correction learns from (triage/fleet_correction.h).
+struct FleetHistoryRow {
+  int64_t run_id = 0;
+  std::string outcome;
+  std::string config_path;             // the snapshot's: its extension says the format
+  std::string config_content;          // the snapshot's
+  std::string oom_event_json;          // the run's first fatal OOM, "" without one
+  std::optional<uint64_t> card_bytes;  // the card its pre-flight check judged against
+};
+
 // What `oomtriage jobs` and `report` read: a node's own store or the fleet store.
 class JobReader {
  public:
@@ -269,6 +293,14 @@ class Store : public JobReader {
   Result<std::optional<std::string>> meta(const std::string& key);
   Result<Ok> set_meta(const std::string& key, const std::string& value);
   Result<std::vector<AppliedFix>> applied_fixes(const std::string& log_path, uint64_t event_offset);
+
+  // Records a pre-flight check; false when one of the same job, config and card is already
+  // stored (then nothing changes: it was checked, and alerted if it had to be, before).
+  Result<bool> record_preflight(const PreflightCheck& check, int64_t now);
+  Result<bool> preflight_checked(int64_t job_id, const std::string& config_sha256,
+                                 uint64_t card_bytes);
+  // The newest `limit` finished runs that have a config snapshot, newest first.
+  Result<std::vector<FleetHistoryRow>> fleet_history(int limit);
 
   // Pending outbox rows of `receiver` due at `now`, oldest first.
   Result<std::vector<OutboxItem>> due_alerts(const std::string& receiver, int64_t now, int limit);

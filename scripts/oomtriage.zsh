@@ -41,7 +41,7 @@ _oomtriage() {
     check) compadd -- --spec --trainer --gpu --json --explain $global; _files ;;
     check-config) compadd -- $global; _files ;;
     run) compadd -- --heal --max-attempts --job --trainer --config --log --backoff --daemon-config \
-           --webhook $global ;;
+           --webhook --gpu $global ;;
   esac
 }
 

@@ -59,6 +59,7 @@ HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, i
   request.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (receiver.type == "webhook") {
     const std::string id = alert.test           ? alert.test_id
+                           : alert.predicted    ? fmt::format("preflight_{}", alert.event_id)
                            : alert.heal.empty() ? fmt::format("evt_{}", alert.event_id)
                                                 : fmt::format("heal_{}", alert.event_id);
     const std::string timestamp = std::to_string(now_unix);

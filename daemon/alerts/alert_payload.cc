@@ -52,6 +52,11 @@ std::string fixes_text(const AlertContent& a, size_t count, bool markdown) {
   return out;
 }
 
+// The log and line an alert points at; a prediction has no line (nothing happened yet).
+std::string where(const AlertContent& a) {
+  return a.line > 0 ? fmt::format("{}:{}", a.log_path, a.line) : a.log_path;
+}
+
 }  // namespace
 
 std::string truncate_utf8(std::string_view text, size_t limit) {
@@ -101,6 +106,7 @@ std::string AlertContent::title() const {
   if (heal == "healed") return "OOM healed: " + job;
   if (heal == "exhausted") return "OOM healing exhausted: " + job;
   if (!heal.empty()) return "OOM healing stopped: " + job;
+  if (predicted) return fmt::format("OOM predicted in {}: {}", phase, job);
   std::string t = kind_label(kind);
   if (recovered) t = grouped > 1 ? fmt::format("{} recovered OOMs", grouped) : "Recovered OOM";
   return fmt::format("{} in {}: {}", t, phase, job);
@@ -221,11 +227,10 @@ json slack_payload(const AlertContent& a) {
   blocks.push_back(
       {{"type", "context"},
        {"elements",
-        json::array(
-            {{{"type", "mrkdwn"},
-              {"text", truncate_utf8(escape_slack(fmt::format("{}:{} · run `{}`", a.log_path,
-                                                              a.line, a.report_command())),
-                                     kSlackSection)}}})}});
+        json::array({{{"type", "mrkdwn"},
+                      {"text", truncate_utf8(escape_slack(fmt::format("{} · run `{}`", where(a),
+                                                                      a.report_command())),
+                                             kSlackSection)}}})}});
   const std::string fallback =
       fmt::format("{} (step {}). {}", title, a.step,
                   a.fixes.empty() ? a.report_command() : "Top fix: " + a.fixes[0].title);
@@ -256,9 +261,9 @@ json discord_payload(const AlertContent& a) {
       {"content", content},
       {"embeds", json::array({{{"title", truncate_utf8(escape_discord(a.title()), kDiscordTitle)},
                                {"description", truncate_utf8(description, kDiscordDescription)},
-                               {"color", a.heal == "healed" ? kDiscordGreen
-                                         : a.recovered      ? kDiscordAmber
-                                                            : kDiscordRed},
+                               {"color", a.heal == "healed"           ? kDiscordGreen
+                                         : a.recovered || a.predicted ? kDiscordAmber
+                                                                      : kDiscordRed},
                                {"fields", fields}}})},
       {"allowed_mentions", {{"parse", json::array()}}}};
 }
@@ -276,6 +281,13 @@ json labels_of(const AlertContent& a) {
               {"training_job", a.job},
               {"host", a.host},
               {"severity", a.heal == "healed" ? "info" : "critical"}};
+  } else if (a.predicted) {
+    labels = {{"alertname", "TrainingOOMPredicted"},
+              {"training_job", a.job},
+              {"phase", a.phase},
+              {"family", a.model_family},
+              {"host", a.host},
+              {"severity", "warning"}};
   } else {
     labels = {{"alertname", a.recovered ? "TrainingOOMRecovered" : "TrainingOOM"},
               {"training_job", a.job},
@@ -293,15 +305,17 @@ json labels_of(const AlertContent& a) {
 }
 
 json annotations_of(const AlertContent& a) {
-  json annotations = {{"summary", a.title()},
-                      {"step", a.step},
-                      {"memory", a.figures},
-                      {"message", truncate_utf8(a.message, 4000)},
-                      {"log", fmt::format("{}:{}", a.log_path, a.line)},
-                      {"report", a.report_command()}};
+  json annotations = {{"summary", a.title()}, {"step", a.step},
+                      {"memory", a.figures},  {"message", truncate_utf8(a.message, 4000)},
+                      {"log", where(a)},      {"report", a.report_command()}};
   if (!a.fixes.empty()) {
     annotations["top_fix"] = a.fixes[0].id;
     annotations["fixes"] = fixes_text(a, 3, false);
+  }
+  if (a.predicted) {
+    annotations["predicted_peak"] = a.predicted->peak;
+    annotations["usable_memory"] = a.predicted->usable;
+    annotations["top_change"] = a.predicted->top_change;
   }
   return annotations;
 }

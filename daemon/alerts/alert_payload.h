@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,16 @@ struct AlertContent {
   // Not an OOM but the verdict of `oomtriage run --heal` on its job: "healed", "exhausted" or
   // "stopped"; event_id is then the run's id, and `message` says what was done.
   std::string heal;
+  // Not an OOM but a prediction: the pre-flight's verdict that a job's config will not fit
+  // (TrainingOOMPredicted, severity warning; daemon/alerts/predicted_alert.h). event_id is then
+  // the pre-flight check's id; `step` says when it will first happen, `figures` the predicted
+  // peak against the usable memory, `message` the whole verdict in words.
+  struct Prediction {
+    std::string peak;        // "14.20 GiB"
+    std::string usable;      // "10.95 GiB of a 12.00 GiB card"
+    std::string top_change;  // the first fix's title and changes, or the largest term
+  };
+  std::optional<Prediction> predicted;
   // `oomtriage alert test`: labelled test, severity info, an end time, a fresh id each time.
   bool test = false;
   std::string ends_at;  // RFC 3339; "" while firing

@@ -6,11 +6,13 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "daemon/cli/check_input.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/nvml_probe.h"
 #include "daemon/render/preflight_output.h"
+#include "daemon/service/fleet_memory.h"
 #include "parsers/sizes.h"
 #include "triage/preflight.h"
 #include "triage/spec_from_config.h"
@@ -93,8 +95,16 @@ int run_check(const CheckOptions& options) {
     return exit_code_for(card.error());
   }
   const uint64_t usable = triage::usable_bytes(*card);
-  triage::Preflight result = input->spec ? triage::preflight_spec(*input->spec, usable)
-                                         : triage::preflight_config(*input->config, usable);
+  // What this fleet's finished runs of the family say of the model; never a store created here.
+  triage::MemoryCorrection correction;
+  std::error_code ec;
+  if (!options.store.empty() && std::filesystem::exists(options.store, ec)) {
+    const std::string family = triage::estimate_memory(spec).family;
+    if (auto learnt = fleet_correction(options.store, family, *card)) correction = *learnt;
+  }
+  triage::Preflight result = input->spec
+                                 ? triage::preflight_spec(*input->spec, usable, correction)
+                                 : triage::preflight_config(*input->config, usable, correction);
   add_assumptions(result.estimate.assumptions, input->assumptions);
   if (options.json) {
     fmt::print("{}\n", preflight_to_json(result, *card).dump(2));

@@ -23,6 +23,7 @@
 #include "daemon/cli/scan_command.h"
 #include "daemon/common/daemon_config.h"
 #include "daemon/common/exit_codes.h"
+#include "daemon/common/nvml_probe.h"
 #include "daemon/common/version.h"
 #include "daemon/render/did_you_mean.h"
 #include "daemon/service/daemon.h"
@@ -186,7 +187,7 @@ class DaemonCommand final : public Subcommand {
     if (!config) return exit_code_for(config.error());
     const std::string path = store_path(global, config->state_dir);
     config->backfill = config->backfill || backfill_;
-    return run_daemon(std::move(*config), path, global.verbose);
+    return run_daemon(std::move(*config), path, global.verbose, visible_card_memory);
   }
 
  private:
@@ -220,7 +221,7 @@ class WatchCommand final : public Subcommand {
       }
       config.alerts.push_back(std::move(*receiver));
     }
-    return run_daemon(std::move(config), store_path(global), global.verbose);
+    return run_daemon(std::move(config), store_path(global), global.verbose, visible_card_memory);
   }
 
  private:
@@ -359,11 +360,19 @@ class RunCommand final : public Subcommand {
                    "/etc/oomtriage/oomtriage.yaml when it exists)");
     app.add_option("--webhook", webhook_,
                    "Send alerts to this webhook (Alertmanager webhook v4 JSON)");
+    app.add_option("--gpu", options_.gpu,
+                   "Judge the job config against a GPU of this size before launching (24GiB, "
+                   "24, or auto; default: the daemon config's gpu_memory)")
+        ->check([](const std::string& gpu) {
+          return gpu == "auto" || parse_gpu_memory(gpu) ? std::string()
+                                                        : "not a memory size (24GiB, 24, or auto)";
+        });
     app.add_option("COMMAND", options_.command, "The trainer's command, after --")->required();
   }
   int run(const GlobalOptions& global) override {
     options_.trainer = parsers::trainer_from_string(trainer_).value_or(parsers::Trainer::kUnknown);
     options_.backoff = std::chrono::seconds(backoff_seconds_);
+    options_.card_size = visible_card_memory;
     options_.store = store_path(global);
     options_.color = color_mode(global);
     std::error_code ec;
@@ -427,8 +436,9 @@ class CheckConfigCommand final : public Subcommand {
       fmt::print(stderr, "oomtriage: warning: {}\n", warning);
     }
     fmt::print(
-        "{}: ok ({} watch rule(s), {} receiver(s){}{})\n", path_, config->watch.size(),
+        "{}: ok ({} watch rule(s), {} receiver(s){}, {}{})\n", path_, config->watch.size(),
         config->alerts.size(), config->store.empty() ? "" : ", a fleet store",
+        describe_preflight(*config),
         config->warnings.empty() ? "" : fmt::format(", {} warning(s)", config->warnings.size()));
     return kExitOk;
   }

@@ -18,6 +18,7 @@
 #include "daemon/cli/child_process.h"
 #include "daemon/cli/run_alerts.h"
 #include "daemon/cli/trainer_command.h"
+#include "daemon/cli/run_preflight.h"
 #include "daemon/common/digest.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/render/json_output.h"
@@ -327,6 +328,7 @@ class Supervisor {
 };
 
 int Supervisor::run() {
+  warn_before_launch(options_, config_, job_, log_path_, alerts_);  // never blocks the launch
   for (int number = 1;; ++number) {
     Attempt attempt(number);
     if (const std::optional<int> code = run_child(attempt)) return *code;

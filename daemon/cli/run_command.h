@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "daemon/common/daemon_config.h"
+#include "daemon/service/preflight_alerts.h"
 #include "daemon/render/text_output.h"
 #include "parsers/event.h"
 
@@ -35,6 +36,10 @@ struct RunOptions {
   ColorMode color = ColorMode::kAuto;
   // Where alerts go: the daemon config's receivers (and host), or --webhook's.
   DaemonConfig alerts;
+  // The card the pre-flight judges the config against (daemon/cli/run_preflight.h): `--gpu
+  // SIZE`, "auto" or "" (then the daemon config's gpu_memory:, else `card_size`).
+  std::string gpu;
+  CardSizeProvider card_size = unknown_card_size();
 };
 
 // Returns 0 when the job completed (healed or not), else the child's exit code (1 for a

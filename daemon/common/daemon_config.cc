@@ -5,6 +5,7 @@
 #include "db/fleet_store.h"
 
 #include "parsers/job_config.h"
+#include "parsers/sizes.h"
 #include "triage/heal_plan.h"
 
 #include <unistd.h>
@@ -216,6 +217,26 @@ Result<HealConfig> parse_heal(const YAML::Node& h, const std::string& source) {
 
 }  // namespace
 
+std::optional<uint64_t> parse_gpu_memory(const std::string& text) {
+  constexpr double kGiB = 1024.0 * 1024 * 1024;
+  if (!text.empty() && text.find_first_not_of("0123456789.") == std::string::npos) {
+    char* end = nullptr;
+    const double gib = std::strtod(text.c_str(), &end);
+    if (end != text.c_str() + text.size() || !(gib > 0) || gib > 1e6) return std::nullopt;
+    return static_cast<uint64_t>(gib * kGiB);
+  }
+  const auto bytes = parsers::parse_size(text);
+  if (!bytes || *bytes == 0) return std::nullopt;
+  return bytes;
+}
+
+std::string describe_preflight(const DaemonConfig& config) {
+  if (config.preflight == "off") return "pre-flight off";
+  if (!config.gpu_memory) return "pre-flight warns against the card NVML reports";
+  return fmt::format("pre-flight warns against a {:.2f} GiB card",
+                     static_cast<double>(*config.gpu_memory) / (1024.0 * 1024 * 1024));
+}
+
 Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::string& source) {
   DaemonConfig config;
   config.source = source;
@@ -344,6 +365,23 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
         config.host = value.as<std::string>();
       } else if (key == "backfill") {
         config.backfill = value.as<bool>();
+      } else if (key == "preflight") {
+        config.preflight = value.as<std::string>();
+        if (config.preflight != "warn" && config.preflight != "off") {
+          return bad(source, value,
+                     "preflight must be `warn` or `off`, not `" + config.preflight + "`");
+        }
+      } else if (key == "gpu_memory") {
+        const std::string text = value.as<std::string>();
+        if (text == "auto") {
+          config.gpu_memory.reset();
+        } else if (const auto bytes = parse_gpu_memory(text)) {
+          config.gpu_memory = *bytes;
+        } else {
+          return bad(
+              source, value,
+              "gpu_memory must be `auto` or a memory size such as `24GiB`, not `" + text + "`");
+        }
       } else if (key == "store") {
         config.store = value.as<std::string>();
         if (auto checked = db::check_fleet_url(config.store); !checked) {
@@ -362,11 +400,12 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
           }
         }
       } else {
-        const auto close = close_matches(
-            key,
-            {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms", "watch", "alerts",
-             "alert_group_seconds", "heal", "host", "store", "backfill", "metrics"},
-            1);
+        const auto close =
+            close_matches(key,
+                          {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms", "watch",
+                           "alerts", "alert_group_seconds", "heal", "host", "store", "backfill",
+                           "metrics", "preflight", "gpu_memory"},
+                          1);
         return bad(source, item.first,
                    "unknown key `" + key + "`" +
                        (close.empty() ? "" : "; did you mean `" + close[0] + "`?"));

@@ -6,6 +6,8 @@
 // SIGHUP can keep the old config when the new one is bad. `watch DIR...` builds one inline.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,11 +91,25 @@ struct DaemonConfig {
   // a few system calls, so this is what keeps 1,000 busy logs cheap.
   int read_interval_ms = 1000;
   HealConfig heal;
+  // Pre-flight (triage/preflight.h): a job's config is judged against the GPU when the daemon
+  // first sees it, and one predicted not to fit gets one TrainingOOMPredicted warning. "warn"
+  // (the default) or "off".
+  std::string preflight = "warn";
+  // The card the pre-flight judges against: `gpu_memory: 24GiB`; unset (`auto`): the card-size
+  // provider the daemon was given (NVML when present), and no judgement when it does not know.
+  std::optional<uint64_t> gpu_memory;
   // Legal but probably mistakes, each "file:line: what": a glob under a folder that does not
   // exist or cannot be entered. The daemon logs them at start and on SIGHUP; check-config
   // prints them.
   std::vector<std::string> warnings;
 };
+
+// "24GiB", "24 GiB", "24576MiB", or a bare number of GiB ("24"): bytes; nullopt otherwise.
+std::optional<uint64_t> parse_gpu_memory(const std::string& text);
+
+// What check-config says of the pre-flight: "pre-flight warns against a 24.00 GiB card",
+// "pre-flight warns against the card NVML reports", "pre-flight off".
+std::string describe_preflight(const DaemonConfig& config);
 
 Result<DaemonConfig> load_daemon_config(const std::string& path);
 Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::string& source);

@@ -61,6 +61,12 @@ std::string Metrics::render() const {
     out += fmt::format("oomtriage_alerts_total{{receiver=\"{}\",result=\"{}\"}} {}\n",
                        escape_label(key.first), escape_label(key.second), n);
   }
+  family("oomtriage_preflight_checks_total", "counter",
+         "Job configs judged against the GPU before their first step, by verdict.");
+  for (const auto& [verdict, n] : preflight_checks) {
+    out += fmt::format("oomtriage_preflight_checks_total{{verdict=\"{}\"}} {}\n",
+                       escape_label(verdict), n);
+  }
   family("oomtriage_outbox_pending", "gauge", "Alerts waiting for delivery.");
   out += fmt::format("oomtriage_outbox_pending {}\n", outbox_pending);
   if (fleet_configured) {

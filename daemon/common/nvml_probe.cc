@@ -2,6 +2,8 @@
 // looked up with dlsym, so that no NVIDIA header or library is needed to build or run.
 #include "daemon/common/nvml_probe.h"
 
+#include <cstdlib>
+
 #include <dlfcn.h>
 #include <fmt/format.h>
 
@@ -87,6 +89,13 @@ Result<uint64_t> nvml_total_memory(unsigned index) {
     return make_error(ErrorCode::kIo, fmt::format("NVML: {} (GPU {}): {}", failed, index, words));
   }
   return static_cast<uint64_t>(memory.total);
+}
+
+std::optional<uint64_t> visible_card_memory() {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  auto total = nvml_total_memory(
+      cuda_device_index(visible ? std::optional<std::string_view>(visible) : std::nullopt));
+  return total ? std::optional<uint64_t>(*total) : std::nullopt;
 }
 
 }  // namespace oomtriage::daemon

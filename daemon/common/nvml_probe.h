@@ -26,4 +26,8 @@ unsigned cuda_device_index(std::optional<std::string_view> cuda_visible_devices)
 // NVML's own words).
 Result<uint64_t> nvml_total_memory(unsigned index);
 
+// The total memory of the card this process's CUDA_VISIBLE_DEVICES points at, or nullopt
+// without NVML: what the daemon's and `run`'s pre-flight judge against when no size is set.
+std::optional<uint64_t> visible_card_memory();
+
 }  // namespace oomtriage::daemon

@@ -8,6 +8,7 @@
 
 #include "daemon/render/json_output.h"
 #include "daemon/render/text_output.h"
+#include "triage/fleet_correction.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -77,6 +78,9 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
     caching_over.push_back(parsers::to_string(phase));
   }
   out["caching_over"] = std::move(caching_over);
+  out["correction"] = {{"factor", p.estimate.correction.factor},
+                       {"runs", p.estimate.correction.runs},
+                       {"scope", p.estimate.correction.scope}};
   out["assumptions"] = p.estimate.assumptions;
   out["fixes"] = std::move(fixes);
   return out;
@@ -85,6 +89,9 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
 std::string render_preflight_text(const triage::Preflight& p, uint64_t card_bytes, bool color) {
   std::string out = verdict_line(p, color);
   out += fmt::format("model: {}\n", p.estimate.family);
+  if (p.estimate.correction.runs > 0) {
+    out += fmt::format("{}\n", triage::describe(p.estimate.correction));
+  }
   for (const triage::PhaseEstimate& phase : p.estimate.phases) {
     const bool over = phase.peak_bytes > p.usable_bytes;
     out += fmt::format("  {:<24}{:>12}{}\n", parsers::to_string(phase.phase),

@@ -59,7 +59,7 @@ constexpr auto kWalCheckpointInterval = std::chrono::seconds(2);
 class Daemon final : public LogHost {
  public:
   Daemon(asio::io_context& io, db::Store& store, std::string store_path, DaemonConfig config,
-         bool verbose)
+         bool verbose, CardSizeProvider card_size)
       : io_(io),
         store_(store),
         store_path_(std::move(store_path)),
@@ -67,6 +67,12 @@ class Daemon final : public LogHost {
         verbose_(verbose),
         sink_(store, metrics_, std::bind_front(&Daemon::poke_dispatcher, this), unix_now),
         registry_(store, metrics_, unix_now),
+        preflight_(
+            store, metrics_, unix_now,
+            [this](AlertContent alert) {
+              if (dispatcher_) dispatcher_->send_once(std::move(alert));
+            },
+            std::move(card_size), verbose),
         scheduler_(io, std::chrono::milliseconds(config_.read_interval_ms),
                    [this](Tracked& file) { return read(file); }),
         logs_(io, store, registry_, scheduler_, metrics_, buffer_, *this, unix_now, verbose),
@@ -105,6 +111,9 @@ class Daemon final : public LogHost {
     }
     dispatcher_->poke();
     if (config_.heal.enabled()) healer_ = make_healer();
+    // Each job's config is judged when its log is first followed (before the first scan).
+    preflight_.configure(config_);
+    registry_.set_on_registered([this](const Tracked& file) { preflight_check(file); });
     if (auto watcher = DirectoryWatcher::open(); !watcher) {
       log_line(kWarning, "{}: polling every {} s", watcher.error().message, config_.rescan_seconds);
     } else {
@@ -147,6 +156,13 @@ class Daemon final : public LogHost {
     return std::make_unique<UiHealer>(io_, store_, config_.heal, [this](AlertContent alert) {
       if (dispatcher_) dispatcher_->send_once(std::move(alert));
     });
+  }
+
+  void preflight_check(const Tracked& file) {
+    const Job& job = file.job;
+    if (!job.config || !job.config_sha256) return;
+    preflight_.on_job({job.job_id, job.name, std::string(parsers::to_string(job.config->trainer)),
+                       file.path(), *job.config_sha256, &*job.config});
   }
 
   // New events were stored: their alerts are due, and the fleet store wants them.
@@ -583,6 +599,7 @@ class Daemon final : public LogHost {
     });
     replace_dispatcher(*fresh);
     config_ = std::move(*fresh);
+    preflight_.configure(config_);
     logs_.set_settle(std::chrono::milliseconds(config_.settle_ms));
     for (const std::string& warning : config_.warnings) log_line(kWarning, "{}", warning);
     // Kept once made: its questions to the UI under way answer into it.
@@ -627,6 +644,7 @@ class Daemon final : public LogHost {
   ReadBuffer buffer_{kReadChunk};
   EventSink sink_;
   JobRegistry registry_;
+  PreflightAlerts preflight_;
   ReadScheduler scheduler_;
   FollowedLogs logs_;
   std::optional<DirectoryWatcher> watcher_;
@@ -656,7 +674,8 @@ class Daemon final : public LogHost {
 
 }  // namespace
 
-int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose) {
+int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose,
+               CardSizeProvider card_size) {
   // One descriptor per open log: lift the soft limit to the hard one (systemd: 1024/512K).
   lift_descriptor_limit();
   // One daemon per state dir: a second one would post every alert twice.
@@ -676,7 +695,7 @@ int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose)
     return 2;
   }
   asio::io_context io;
-  Daemon daemon(io, **store, store_path, std::move(config), verbose);
+  Daemon daemon(io, **store, store_path, std::move(config), verbose, std::move(card_size));
   if (!daemon.start()) return 1;
   io.run();
   return 0;

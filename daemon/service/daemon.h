@@ -12,11 +12,14 @@
 #include <string>
 
 #include "daemon/common/daemon_config.h"
+#include "daemon/service/preflight_alerts.h"
 
 namespace oomtriage::daemon {
 
 // Runs until SIGTERM or SIGINT (drains every file first). SIGHUP reloads `config_path` (when the
 // config came from a file), keeping the old config if the new one is bad. Returns an exit code.
-int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose);
+// `card_size` tells the GPU's memory for the pre-flight when `gpu_memory:` does not (NVML).
+int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose,
+               CardSizeProvider card_size = unknown_card_size());
 
 }  // namespace oomtriage::daemon

@@ -35,6 +35,7 @@ Result<Ok> JobRegistry::register_job(Tracked& file, int64_t run_id) {
   if (!id) return id.error();
   job.job_id = *id;
   snapshot(job);
+  if (on_registered_) on_registered_(file);
   if (run_id != 0) {
     job.run_id = run_id;
     return Ok{};

@@ -33,6 +33,11 @@ class JobRegistry {
   // the store's; the log is not followed then and nothing was read.
   Result<Ok> register_job(Tracked& file, int64_t run_id);
 
+  // Called once a log's job is registered with its config (the pre-flight: preflight_alerts.h).
+  void set_on_registered(std::function<void(const Tracked&)> on_registered) {
+    on_registered_ = std::move(on_registered);
+  }
+
   // The trainer the log shows, onto the job row the first time it is known (tried again at the
   // next call until the store keeps it).
   void note_trainer(Tracked& file);
@@ -51,6 +56,7 @@ class JobRegistry {
   db::Store& store_;
   Metrics& metrics_;
   std::function<int64_t()> wall_clock_;
+  std::function<void(const Tracked&)> on_registered_;
   std::set<std::string> warned_configs_;             // each bad config logged once
   std::map<std::string, std::string> config_texts_;  // by path: what a snapshot stores
 };

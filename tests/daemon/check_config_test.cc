@@ -80,14 +80,37 @@ TEST_SUITE("daemon::check_config") {
           std::string::npos);
     CHECK(c.err.find(":4: " + (dir.path / "a-file").string() + " is not a folder") !=
           std::string::npos);
-    CHECK(c.out.find("ok (3 watch rule(s), 0 receiver(s), 2 warning(s))") != std::string::npos);
+    CHECK(c.out.find("ok (3 watch rule(s), 0 receiver(s), pre-flight warns against the card NVML "
+                     "reports, 2 warning(s))") != std::string::npos);
 
     c = check_config(dir, "watch:\n  - logs: " + train +
                               "/*/log.txt\nalerts:\n  - type: webhook\n    url: "
                               "http://127.0.0.1:9/a\n");
     CHECK(c.exit_code == 0);
     CHECK(c.err.empty());
-    CHECK(c.out.find("ok (1 watch rule(s), 1 receiver(s))") != std::string::npos);
+    CHECK(c.out.find("ok (1 watch rule(s), 1 receiver(s), pre-flight warns against the card "
+                     "NVML reports)") != std::string::npos);
+
+    // Pre-flight: warn (the default) or off, against `gpu_memory:` or the card NVML reports.
+    const std::string one_rule = "watch:\n  - logs: " + train + "/*/log.txt\n";
+    c = check_config(dir, one_rule + "preflight: off\n");
+    CHECK(c.exit_code == 0);
+    CHECK(c.out.find("pre-flight off") != std::string::npos);
+    c = check_config(dir, one_rule + "preflight: warn\ngpu_memory: 24GiB\n");
+    CHECK(c.exit_code == 0);
+    CHECK(c.out.find("pre-flight warns against a 24.00 GiB card") != std::string::npos);
+    c = check_config(dir, one_rule + "gpu_memory: 12\n");
+    CHECK(c.out.find("pre-flight warns against a 12.00 GiB card") != std::string::npos);
+    c = check_config(dir, one_rule + "gpu_memory: auto\n");
+    CHECK(c.out.find("the card NVML reports") != std::string::npos);
+    c = check_config(dir, one_rule + "preflight: loud\n");
+    CHECK(c.exit_code == 1);
+    CHECK(c.err.find(":3: preflight must be `warn` or `off`, not `loud`") != std::string::npos);
+    c = check_config(dir, one_rule + "gpu_memory: lots\n");
+    CHECK(c.exit_code == 1);
+    CHECK(c.err.find(":3: gpu_memory must be `auto` or a memory size") != std::string::npos);
+    c = check_config(dir, one_rule + "preflght: off\n");
+    CHECK(c.err.find("did you mean `preflight`?") != std::string::npos);
 
     c = check_config(dir, "watch: [");
     CHECK(c.exit_code == 1);

@@ -235,3 +235,57 @@ TEST_SUITE("daemon::run") {
     CHECK(ids.size() == 3);  // distinct idempotency keys: nothing sent twice
   }
 }
+
+TEST_SUITE("daemon::run pre-flight") {
+  // FLUX.1-dev at 1024 px, batch 4, no gradient checkpointing: predicted not to fit 24 GiB.
+  TEST_CASE("run --gpu warns before the launch and alerts once per config; it never blocks") {
+    TempDir dir;
+    std::string yaml =
+        slurp(fs::path(OOMTRIAGE_SOURCE_DIR) / "examples/training_folder/my_lora/config.yaml");
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"batch_size: 1", "batch_size: 4"},
+             {"gradient_checkpointing: true", "gradient_checkpointing: false"},
+             {"resolution: [512, 768, 1024]", "resolution: [1024]"}}) {
+      yaml.replace(yaml.find(from), from.size(), to);
+    }
+    std::ofstream(dir.path / "big.yaml") << yaml;
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return ScriptedResponse{}; });
+    const auto run_big = [&](const std::string& gpu) {
+      const std::string command = "cd '" + dir.path.string() + "' && '" OOMTRIAGE_BINARY +
+                                  std::string("' --state-dir '") + (dir.path / "state").string() +
+                                  "' run --gpu " + gpu + " --config big.yaml --job big --webhook " +
+                                  server.url() + " -- /bin/true 2>'" +
+                                  (dir.path / "err.txt").string() + "'";
+      const int status = std::system(command.c_str());
+      return std::make_pair(status, slurp(dir.path / "err.txt"));
+    };
+    const auto predicted = [&] {
+      size_t n = 0;
+      for (const ReceivedRequest& request : server.requests()) {
+        const auto body = nlohmann::json::parse(request.body);
+        for (const auto& alert : body.at("alerts")) {
+          n += alert.at("labels").at("alertname") == "TrainingOOMPredicted";
+        }
+      }
+      return n;
+    };
+    auto [status, err] = run_big("24GiB");
+    INFO(err);
+    CHECK(status == 0);  // the child ran: a warning, not a refusal
+    CHECK(err.find("oomtriage run: warning: predicted OOM in train_step") != std::string::npos);
+    CHECK(predicted() == 1);
+    // The same config again: the line again, the alert not.
+    std::tie(status, err) = run_big("24GiB");
+    CHECK(status == 0);
+    CHECK(err.find("warning: predicted OOM") != std::string::npos);
+    CHECK(predicted() == 1);
+    // A card it fits nowhere near: nothing to say.
+    std::tie(status, err) = run_big("2048GiB");
+    CHECK(err.find("predicted OOM") == std::string::npos);
+    CHECK(predicted() == 1);
+    // A bad size is refused before anything runs.
+    std::tie(status, err) = run_big("lots");
+    CHECK(status != 0);
+    CHECK(err.find("not a memory size") != std::string::npos);
+  }
+}

@@ -1,0 +1,84 @@
+// daemon/cli/run_preflight.cc: the card, the config, the store's record, the line and the alert.
+#include "daemon/cli/run_preflight.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "daemon/alerts/predicted_alert.h"
+#include "daemon/common/clock.h"
+#include "daemon/common/digest.h"
+#include "daemon/service/fleet_memory.h"
+#include "daemon/service/preflight_alerts.h"
+#include "parsers/job_config.h"
+#include "triage/architectures.h"
+#include "triage/spec_from_config.h"
+
+namespace oomtriage::daemon {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::optional<uint64_t> card_bytes(const RunOptions& options) {
+  if (!options.gpu.empty() && options.gpu != "auto") return parse_gpu_memory(options.gpu);
+  if (options.gpu.empty() && options.alerts.gpu_memory) return options.alerts.gpu_memory;
+  return options.card_size ? options.card_size() : std::nullopt;
+}
+
+}  // namespace
+
+void warn_before_launch(const RunOptions& options, const std::optional<std::string>& config_path,
+                        const std::string& job, const std::string& log_path, RunAlerts& alerts) {
+  if (options.alerts.preflight == "off" || !config_path) return;
+  const std::optional<uint64_t> card = card_bytes(options);
+  if (!card) return;
+  std::ifstream in(*config_path, std::ios::binary);
+  if (!in) return;
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string ext = fs::path(*config_path).extension().string();
+  const auto format = ext == ".json" ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml;
+  const auto config = parsers::parse_job_config(text.str(), format, *config_path);
+  if (!config) return;
+  const triage::MemorySpec spec = triage::spec_from_config(*config);
+  const triage::Architecture* arch = triage::find_architecture(spec.model_family);
+  if (arch == nullptr) return;
+
+  // The store keeps the check (once per job, config and card) and the fleet's history; without
+  // it the line is still printed, and nothing is sent.
+  std::error_code ec;
+  fs::create_directories(fs::path(options.store).parent_path(), ec);
+  auto store = db::Store::open(options.store);
+  triage::MemoryCorrection correction;
+  std::optional<AlertContent> first_alert;
+  triage::Preflight preflight;
+  const std::string trainer(parsers::to_string(config->trainer));
+  const int64_t now = unix_now();
+  if (store) {
+    if (auto c = fleet_correction(**store, std::string(arch->id), card)) correction = *c;
+    const std::string folder = fs::path(log_path).parent_path().string();
+    auto job_id = (*store)->upsert_job(job, folder, trainer, folder, now);
+    if (job_id) {
+      const PreflightJob checked{*job_id, job, trainer, log_path, sha256_hex(text.str()), &*config};
+      auto result = preflight_job(**store, checked, *card, correction, now);
+      if (result && result->judged) {
+        preflight = result->preflight;
+        first_alert = std::move(result->alert);
+      }
+    }
+  }
+  if (!store || preflight.estimate.phases.empty()) {
+    preflight = triage::preflight_config(*config, triage::usable_bytes(*card), correction);
+  }
+  if (preflight.verdict.fit != triage::Fit::kWillNotFit) return;
+  const AlertContent line =
+      first_alert ? *first_alert
+                  : predicted_oom_alert({0, job, trainer, log_path, *card, utc_time(now)}, *config,
+                                        preflight);
+  fmt::print(stderr, "oomtriage run: {}\n", predicted_oom_line(line));
+  if (first_alert) alerts.send_verdict(std::move(*first_alert));
+}
+
+}  // namespace oomtriage::daemon

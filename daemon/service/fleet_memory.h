@@ -1,0 +1,35 @@
+// daemon/service/fleet_memory.h
+//
+// The memory model's correction from this fleet's history (triage/fleet_correction.h), read from
+// a store: its finished runs with their config snapshots and first fatal OOM (db/store.h
+// fleet_history) become FleetRuns — each config parsed again and estimated with the uncorrected
+// model, an OOM's need taken from its figures, the card from the OOM or the job's pre-flight
+// check. `oomtriage check`, `run` and the daemon's pre-flight (preflight_alerts.h) ask here. A
+// snapshot that does not parse, or whose family the model does not know, is left out.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "db/store.h"
+#include "parsers/result.h"
+#include "triage/fleet_correction.h"
+#include "triage/memory_model.h"
+
+namespace oomtriage::daemon {
+
+// How many of the newest finished runs are read: enough for a median, bounded in time.
+inline constexpr int kFleetHistoryRuns = 500;
+
+Result<std::vector<triage::FleetRun>> fleet_runs(db::Store& store, int limit = kFleetHistoryRuns);
+
+Result<triage::MemoryCorrection> fleet_correction(db::Store& store, const std::string& family,
+                                                  std::optional<uint64_t> card_bytes);
+// Opens the store at `store_path` for the question (`oomtriage check`).
+Result<triage::MemoryCorrection> fleet_correction(const std::string& store_path,
+                                                  const std::string& family,
+                                                  std::optional<uint64_t> card_bytes);
+
+}  // namespace oomtriage::daemon

@@ -1,0 +1,104 @@
+// tests/daemon/fleet_memory_test.cc
+//
+// The fleet's memory correction read back from a real SQLite store (a temp file): runs recorded
+// with their config snapshots and OOM events as the daemon records them, then the factor the
+// store's history gives, for the family the configs name.
+#include <doctest/doctest.h>
+
+#include "daemon/service/fleet_memory.h"
+#include "tests/support/e2e.h"
+#include "triage/spec_from_config.h"
+
+using namespace oomtriage;
+using namespace oomtriage::daemon;
+using namespace oomtriage::testing;
+
+namespace {
+
+const fs::path kSource(OOMTRIAGE_SOURCE_DIR);
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A run of `job` with `config`, ended `outcome`; an OOM carries an event needing `need` bytes.
+void record_run(db::Store& store, const std::string& job, const std::string& config,
+                const std::string& outcome, uint64_t need, int64_t now) {
+  const int64_t job_id = *store.upsert_job(job, "/srv/" + job, "ai-toolkit", "/srv/" + job, now);
+  const int64_t snapshot =
+      *store.add_config_snapshot(job_id, "/srv/" + job + "/config.yaml", "sha-" + job, config, now);
+  const int64_t run = *store.start_run(job_id, "/srv/" + job + "/log.txt", snapshot, now);
+  const int64_t file = *store.insert_file({.path = "/srv/" + job + "/log.txt",
+                                           .ino = static_cast<uint64_t>(now),
+                                           .job_id = job_id,
+                                           .run_id = run},
+                                          now);
+  db::Progress progress{.file_id = file,
+                        .job_id = job_id,
+                        .run_id = run,
+                        .snapshot_id = snapshot,
+                        .outcome = outcome};
+  if (outcome == "crashed_oom") {
+    db::EventRow event{.offset = 100, .kind = "cuda", .phase = "train_step", .event_json = ""};
+    event.event_json = nlohmann::json{{"kind", "cuda"},
+                                      {"phase", "train_step"},
+                                      {"tried_to_allocate_bytes", uint64_t{1} << 30},
+                                      {"total_capacity_bytes", uint64_t{48} << 30},
+                                      {"free_bytes", 0},
+                                      {"this_process_in_use_bytes", need - (uint64_t{1} << 30)}}
+                           .dump();
+    event.fixes_json = "[]";
+    progress.events.push_back(event);
+  }
+  REQUIRE(store.commit_progress(progress, now));
+}
+
+}  // namespace
+
+TEST_SUITE("daemon::fleet memory") {
+  TEST_CASE("runs recorded in a real store give their family's correction back") {
+    TempDir dir;
+    const std::string path = (dir.path / "oomtriage.db").string();
+    auto opened = db::Store::open(path);
+    REQUIRE(opened);
+    db::Store& store = **opened;
+    const std::string config = read_text(kSource / "examples/training_folder/my_lora/config.yaml");
+    auto parsed = parsers::parse_job_config(config, parsers::ConfigFormat::kYaml, "config.yaml");
+    REQUIRE(parsed);
+    const triage::MemoryEstimate estimate =
+        triage::estimate_memory(triage::spec_from_config(*parsed));
+    const std::string family = estimate.family;
+    const uint64_t predicted = estimate.phase(parsers::Phase::kTrainStep)->peak_bytes;
+
+    SUBCASE("no runs: factor 1") {
+      auto c = fleet_correction(store, family, std::nullopt);
+      REQUIRE(c);
+      CHECK(c->factor == 1.0);
+      CHECK(c->runs == 0);
+    }
+    SUBCASE("two OOMs are not enough; three that needed 20% more raise it by 20%") {
+      record_run(store, "a", config, "crashed_oom", predicted * 6 / 5, 1);
+      record_run(store, "b", config, "crashed_oom", predicted * 6 / 5, 2);
+      record_run(store, "running", config, "running", 0, 3);  // not finished: not read
+      auto two = fleet_correction(store, family, std::nullopt);
+      REQUIRE(two);
+      CHECK(two->factor == 1.0);
+      CHECK(two->runs == 2);
+      record_run(store, "c", config, "crashed_oom", predicted * 6 / 5, 4);
+      // Through the path, as `oomtriage check` asks; the three were on 48 GiB cards.
+      auto three = fleet_correction(path, family, uint64_t{48} << 30);
+      REQUIRE(three);
+      CHECK(three->factor == doctest::Approx(1.2).epsilon(0.01));
+      CHECK(three->runs == 3);
+      CHECK(triage::describe(*three) ==
+            "adjusted +20% from 3 runs of " + family + " on 48 GiB cards on this fleet");
+    }
+    SUBCASE("a snapshot that does not parse is left out") {
+      record_run(store, "bad", "config: [unclosed", "completed", 0, 1);
+      auto runs = fleet_runs(store);
+      REQUIRE(runs);
+      CHECK(runs->empty());
+    }
+  }
+}

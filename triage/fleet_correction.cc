@@ -1,0 +1,127 @@
+// triage/fleet_correction.cc: each run as a ratio of what happened to what was predicted, the
+// median, the completed runs' upper bound, the clamp.
+#include "triage/fleet_correction.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "triage/crash_figures.h"
+
+namespace oomtriage::triage {
+namespace {
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+std::string scope_of(const std::string& family, std::optional<uint64_t> card_bytes) {
+  if (!card_bytes) return family + " on this fleet";
+  const double gib = static_cast<double>(*card_bytes) / (1024.0 * 1024 * 1024);
+  return fmt::format("{} on {:.0f} GiB cards on this fleet", family, gib);
+}
+
+// A run's ratio (measured or lower bound), or its upper bound; neither when it tells nothing.
+struct Reading {
+  std::optional<double> ratio;
+  std::optional<double> upper;
+};
+
+Reading read_run(const FleetRun& run) {
+  Reading r;
+  if (run.predicted_peak == 0) return r;
+  const auto predicted = static_cast<double>(run.predicted_peak);
+  if (run.measured_peak) {
+    r.ratio = static_cast<double>(*run.measured_peak) / predicted;
+  } else if (run.oom && run.need_bytes) {
+    r.ratio = static_cast<double>(*run.need_bytes) / predicted;
+  } else if (run.oom && run.card_bytes) {
+    r.ratio = static_cast<double>(usable_bytes(*run.card_bytes)) / predicted;
+  } else if (!run.oom && run.card_bytes) {
+    r.upper = static_cast<double>(usable_bytes(*run.card_bytes)) / predicted;
+  }
+  return r;
+}
+
+}  // namespace
+
+MemoryCorrection fleet_correction(const std::vector<FleetRun>& history, const std::string& family,
+                                  std::optional<uint64_t> card_bytes) {
+  std::vector<const FleetRun*> of_family;
+  for (const FleetRun& run : history) {
+    if (run.family == family) of_family.push_back(&run);
+  }
+  // The card's own runs when there are enough of them: a 12 GiB card's allocator behaves unlike
+  // an 80 GiB one's; otherwise every card of the family.
+  std::optional<uint64_t> scope_card;
+  if (card_bytes) {
+    const auto on_card = std::count_if(of_family.begin(), of_family.end(), [&](const FleetRun* r) {
+      return r->card_bytes == card_bytes;
+    });
+    if (on_card >= kMinRuns) {
+      std::erase_if(of_family, [&](const FleetRun* r) { return r->card_bytes != card_bytes; });
+      scope_card = card_bytes;
+    }
+  }
+  std::vector<double> ratios;
+  std::vector<double> uppers;
+  for (const FleetRun* run : of_family) {
+    const Reading r = read_run(*run);
+    if (r.ratio && std::isfinite(*r.ratio)) ratios.push_back(*r.ratio);
+    if (r.upper && std::isfinite(*r.upper)) uppers.push_back(*r.upper);
+  }
+  MemoryCorrection correction;
+  correction.runs = static_cast<int>(ratios.size() + uppers.size());
+  correction.scope = scope_of(family, scope_card);
+  if (correction.runs < kMinRuns) return correction;
+  double factor = ratios.empty() ? 1.0 : median(ratios);
+  if (!uppers.empty()) factor = std::min(factor, median(uppers));
+  correction.factor = std::clamp(factor, kMinFactor, kMaxFactor);
+  return correction;
+}
+
+std::optional<uint64_t> oom_need_bytes(const nlohmann::json& event) {
+  if (!event.is_object()) return std::nullopt;
+  const auto size = [&](const char* key) -> std::optional<uint64_t> {
+    const auto it = event.find(key);
+    if (it == event.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
+      return std::nullopt;
+    }
+    return it->get<uint64_t>();
+  };
+  parsers::OomEvent oom;
+  parsers::MemoryFigures& f = oom.figures;
+  f.tried_to_allocate_bytes = size("tried_to_allocate_bytes");
+  f.total_capacity_bytes = size("total_capacity_bytes");
+  f.free_bytes = size("free_bytes");
+  f.allocated_by_pytorch_bytes = size("allocated_by_pytorch_bytes");
+  f.reserved_unallocated_bytes = size("reserved_unallocated_bytes");
+  f.this_process_in_use_bytes = size("this_process_in_use_bytes");
+  if (const auto others = event.find("other_processes");
+      others != event.end() && others->is_array()) {
+    for (const auto& p : *others) {
+      if (p.is_object() && p.contains("bytes") && p["bytes"].is_number_unsigned()) {
+        f.other_processes.push_back({0, p["bytes"].get<uint64_t>()});
+      }
+    }
+  }
+  const auto calibration = calibrate(oom, nullptr);
+  if (!calibration || calibration->need_bytes == 0) return std::nullopt;
+  return calibration->need_bytes;
+}
+
+std::string describe(const MemoryCorrection& c) {
+  if (c.runs == 0) return "no fleet history" + (c.scope.empty() ? "" : " for " + c.scope);
+  if (c.runs < kMinRuns) {
+    return fmt::format("no adjustment ({} run{} of {}, {} needed)", c.runs, c.runs == 1 ? "" : "s",
+                       c.scope, kMinRuns);
+  }
+  const long percent = std::lround((c.factor - 1.0) * 100);
+  if (percent == 0) return fmt::format("no adjustment needed from {} runs of {}", c.runs, c.scope);
+  return fmt::format("adjusted {:+d}% from {} runs of {}", percent, c.runs, c.scope);
+}
+
+}  // namespace oomtriage::triage
