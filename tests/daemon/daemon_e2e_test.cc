@@ -65,7 +65,30 @@ TEST_SUITE("daemon::e2e") {
     CHECK(event["phase_evidence"]["source"] == "frame");
     REQUIRE(story->snapshots.size() == 1);
     CHECK(story->events[0].snapshot_id == story->snapshots[0].id);
-    CHECK(nlohmann::json::parse(story->events[0].fixes_json)[0]["id"] == "cheapen_previews");
+    const auto stored_fixes = nlohmann::json::parse(story->events[0].fixes_json);
+    CHECK(stored_fixes[0]["id"] == "cheapen_previews");
+    // One model everywhere: `scan` of the same log and config prints the same predicted peak
+    // for every fix the daemon stored.
+    {
+      const std::string scan =
+          std::string(OOMTRIAGE_BINARY) + " scan --json '" + (job / "log.txt").string() + "'";
+      FILE* pipe = ::popen(scan.c_str(), "r");
+      REQUIRE(pipe != nullptr);
+      std::string out;
+      char chunk[4096];
+      for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, pipe)) > 0;) out.append(chunk, n);
+      ::pclose(pipe);
+      const auto scanned = nlohmann::json::parse(out);
+      const auto& logs = scanned.is_array() ? scanned : scanned["logs"];
+      const auto& scan_fixes = logs[0]["fixes"];
+      REQUIRE(scan_fixes.size() == stored_fixes.size());
+      for (size_t i = 0; i < scan_fixes.size(); ++i) {
+        CAPTURE(scan_fixes[i]["id"]);
+        CHECK(scan_fixes[i]["id"] == stored_fixes[i]["id"]);
+        CHECK(scan_fixes[i]["predicted_peak_bytes"] == stored_fixes[i]["predicted_peak_bytes"]);
+      }
+      CHECK(scan_fixes[0]["predicted_peak_bytes"].is_number());
+    }
     CHECK(wait_until([&] { return view.story("my_lora")->runs.at(0).outcome == "crashed_oom"; }));
     CHECK(daemon.stderr_text().find("job my_lora: cuda OOM in sampling at step 500/3000") !=
           std::string::npos);

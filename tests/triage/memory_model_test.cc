@@ -17,6 +17,7 @@
 #include "triage/memory_model.h"
 #include "parsers/job_config.h"
 #include "triage/memory_spec.h"
+#include "triage/preflight.h"
 #include "triage/spec_from_config.h"
 
 using namespace oomtriage;
@@ -352,4 +353,56 @@ config:
   REQUIRE(full);
   CHECK_FALSE(spec_from_config(*full).training_type);
   CHECK(spec_from_config(*full).model_family == "sdxl");
+}
+
+TEST_CASE("pre-flight: a job that will not fit gets the ranked fixes that make every phase fit") {
+  const auto config = parsers::parse_job_config(R"(config:
+  name: flux_on_16
+  process:
+    - type: sd_trainer
+      network:
+        type: lora
+        linear: 16
+      datasets:
+        - folder_path: /data/a
+          resolution: [512, 768, 1024]
+      train:
+        batch_size: 1
+        steps: 2000
+        gradient_checkpointing: true
+        dtype: bf16
+        optimizer: adamw8bit
+      model:
+        name_or_path: black-forest-labs/FLUX.1-dev
+        quantize: true
+      sample:
+        sample_every: 250
+        width: 1024
+        height: 1024
+        prompts: ["a cat"]
+)",
+                                                parsers::ConfigFormat::kYaml, "config.yaml");
+  REQUIRE(config);
+  const uint64_t usable16 = usable_bytes(16ull << 30);
+  const Preflight p = preflight_config(*config, usable16);
+  REQUIRE(p.verdict.fit == Fit::kWillNotFit);
+  REQUIRE_FALSE(p.fixes.empty());
+  CHECK(p.fixes.front().fits == true);
+  CHECK(*p.fixes.front().predicted_peak_bytes <= usable16);
+  CHECK(p.fixes.front().rank == 1);
+  // The fix, applied, is what the model says: every phase of the fixed job fits.
+  for (const Fix& fix : p.fixes) {
+    CAPTURE(fix.id);
+    CHECK(*fix.predicted_peak_bytes < p.estimate.peak().peak_bytes);
+    CHECK_FALSE(fix.changes.empty());
+  }
+  // On a 48 GiB card it fits, and there is nothing to change.
+  const Preflight big = preflight_config(*config, usable_bytes(48ull << 30));
+  CHECK(big.verdict.fit == Fit::kFits);
+  CHECK(big.fixes.empty());
+  // A fleet that measured this family 20% above the model moves the verdict and the fixes' peaks.
+  const Preflight corrected =
+      preflight_config(*config, usable16, MemoryCorrection{1.2, 5, "flux1-dev on this fleet"});
+  REQUIRE_FALSE(corrected.fixes.empty());
+  CHECK(corrected.estimate.peak().peak_bytes > p.estimate.peak().peak_bytes);
 }
