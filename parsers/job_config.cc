@@ -112,7 +112,9 @@ class Reader {
         out = static_cast<int>(value.get<int64_t>());
         return;
       }
+      // In range before the cast: a float past int's range converted is undefined.
       if (value.is_number_float() && value.get<double>() >= 0 &&
+          value.get<double>() < 2147483648.0 &&
           value.get<double>() == static_cast<int>(value.get<double>())) {
         out = static_cast<int>(value.get<double>());
         return;

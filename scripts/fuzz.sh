@@ -12,7 +12,7 @@ if [[ ! -f build-fuzz/build.ninja ]]; then
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 ninja -C build-fuzz -j "${OOMTRIAGE_JOBS:-2}" analyzer_fuzz cri_log_fuzz job_config_fuzz \
-  config_patch_fuzz daemon_config_fuzz
+  config_patch_fuzz daemon_config_fuzz preflight_fuzz
 
 work=$(mktemp -d /tmp/oomtriage-fuzz-XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -30,6 +30,15 @@ seed job_config examples/training_folder/*/config.yaml ../shared/configs/ai-tool
 seed config_patch examples/training_folder/*/config.yaml ../shared/configs/ai-toolkit/*.yaml \
   tests/testdata/configs/*
 seed daemon_config systemd/oomtriage.yaml
+seed preflight examples/training_folder/*/config.yaml ../shared/configs/ai-toolkit/*.yaml
+# Specs as `check --spec` takes them.
+head -n 40 ../shared/data/vram/dev.jsonl 2>/dev/null | python3 -c '
+import json, sys
+for i, line in enumerate(sys.stdin):
+    open(sys.argv[1] + f"/spec{i}.json", "w").write(json.dumps(json.loads(line)["spec"]))
+' "$work/preflight" 2>/dev/null || true
+printf '%s' '{"model_family": "flux1-dev", "resolution": [1024, 1024], "batch_size": 2}' \
+  >"$work/preflight/flux.json"
 seed cri_log tests/testdata/logs/aitk_sampling_oom_step500.log
 # A container log as containerd writes it: P fragments of stderr, F lines of stdout between.
 printf '%s\n' "2026-11-30T10:15:00.000000001Z stderr P \rmy_lora:  16%|#  | 500/3000 [00:20<12:00, 1." \
@@ -41,7 +50,7 @@ printf '%s\n' "2026-11-30T10:15:00.000000001Z stderr P \rmy_lora:  16%|#  | 500/
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 status=0
-for target in analyzer cri_log job_config config_patch daemon_config; do
+for target in analyzer cri_log job_config config_patch daemon_config preflight; do
   echo "fuzz: ${target}_fuzz for ${seconds}s"
   if ! ./build-fuzz/${target}_fuzz -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -max_len=65536 -artifact_prefix=build-fuzz/findings/${target}- "$work/$target" \

@@ -205,7 +205,10 @@ double resident_share(const Job& job) {
 struct Terms {
   std::vector<MemoryTerm> list;
   void add(std::string name, double bytes) {
-    if (bytes >= 1) list.push_back({std::move(name), static_cast<uint64_t>(bytes)});
+    // An absurd spec (a million-pixel bucket of a million frames) stays a number, not overflow.
+    constexpr double kMost = 1e15;
+    if (bytes >= 1)
+      list.push_back({std::move(name), static_cast<uint64_t>(std::min(bytes, kMost))});
   }
   uint64_t sum() const {
     uint64_t total = 0;

@@ -58,14 +58,16 @@ class FieldReader {
 void read_resolution(FieldReader& in, MemorySpec& spec) {
   const json* v = in.find("resolution");
   if (v == nullptr) return;
-  const auto positive = [](const json& n) { return n.is_number() && n.get<double>() > 0; };
+  const auto positive = [](const json& n) {
+    return n.is_number() && n.get<double>() > 0 && n.get<double>() < 1e6;
+  };
   if (positive(*v)) {  // one number: a square bucket
     spec.width = spec.height = static_cast<int>(v->get<double>());
   } else if (v->is_array() && v->size() == 2 && positive((*v)[0]) && positive((*v)[1])) {
     spec.width = static_cast<int>((*v)[0].get<double>());
     spec.height = static_cast<int>((*v)[1].get<double>());
   } else {
-    in.fail("resolution", "[width, height], one number or null");
+    in.fail("resolution", "[width, height], one number or null (pixels, under a million)");
   }
 }
 

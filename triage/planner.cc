@@ -78,7 +78,7 @@ Planner::Planner(const TriageInput& input, const OomEvent& event, const JobConfi
   // A family the table does not know would be priced as a guess: the crash's figures do better.
   if (assumed_ || !gpu || find_architecture(spec.model_family) == nullptr) return;
   model_ = estimate_memory(spec);
-  model_spec_ = to_json(spec).dump();
+  model_spec_ = to_json(spec).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   model_phase_ = model_phase_of(e_.phase);
   if (model_->phase(model_phase_) == nullptr) model_phase_ = Phase::kTrainStep;
   const PhaseEstimate& at_crash = *model_->phase(model_phase_);
@@ -124,7 +124,10 @@ bool Planner::estimate_with_model(Candidate& candidate) const {
   const Effect& effect = candidate.effect;
   const bool environment = effect.frees_other_processes || effect.reclaims_fragmentation;
   const MemorySpec fixed_spec = spec_from_config(with_changes(c_, candidate.fix.changes));
-  if (!environment && to_json(fixed_spec).dump() == model_spec_) return false;
+  if (!environment &&
+      to_json(fixed_spec).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) ==
+          model_spec_)
+    return false;
   const MemoryEstimate fixed = estimate_memory(fixed_spec);
   std::optional<double> usable;
   if (cal_) usable = effect.frees_other_processes ? cal_->capacity_bytes : cal_->usable_bytes;

@@ -182,7 +182,9 @@ void fill_from_json(AlertContent& a, const std::string& event_json, const std::s
       if (f.contains("changes")) {
         for (const auto& c : f["changes"]) {
           fix.changes.push_back(
-              fmt::format("{}: {} -> {}", c.value("path", ""), c["from"].dump(), c["to"].dump()));
+              fmt::format("{}: {} -> {}", c.value("path", ""),
+                          c["from"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                          c["to"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
         }
       }
       // A fix that depends on a value the job does not show says what to check.

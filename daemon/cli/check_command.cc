@@ -83,7 +83,8 @@ int run_check(const CheckOptions& options) {
     triage::MemoryEstimate estimate = triage::estimate_memory(spec);
     add_assumptions(estimate.assumptions, input->assumptions);
     if (options.json) {
-      fmt::print("{}\n", explain_to_json(spec, estimate).dump(2));
+      fmt::print("{}\n", explain_to_json(spec, estimate)
+                             .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     } else {
       fmt::print("{}", render_explain_text(spec, estimate));
     }
@@ -107,7 +108,8 @@ int run_check(const CheckOptions& options) {
                                  : triage::preflight_config(*input->config, usable, correction);
   add_assumptions(result.estimate.assumptions, input->assumptions);
   if (options.json) {
-    fmt::print("{}\n", preflight_to_json(result, *card).dump(2));
+    fmt::print("{}\n", preflight_to_json(result, *card)
+                           .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
     fmt::print("{}", render_preflight_text(result, *card, color_enabled(options.color)));
   }

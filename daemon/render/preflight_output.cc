@@ -125,8 +125,10 @@ nlohmann::ordered_json explain_to_json(const triage::MemorySpec& spec,
 
 std::string render_explain_text(const triage::MemorySpec& spec,
                                 const triage::MemoryEstimate& estimate) {
-  return fmt::format("{}\nmodel: {}\n{}", triage::to_json(spec).dump(2), estimate.family,
-                     assumptions_text(estimate.assumptions));
+  return fmt::format(
+      "{}\nmodel: {}\n{}",
+      triage::to_json(spec).dump(2, ' ', false, nlohmann::json::error_handler_t::replace),
+      estimate.family, assumptions_text(estimate.assumptions));
 }
 
 }  // namespace oomtriage::daemon

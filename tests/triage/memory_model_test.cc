@@ -406,3 +406,21 @@ TEST_CASE("pre-flight: a job that will not fit gets the ranked fixes that make e
   REQUIRE_FALSE(corrected.fixes.empty());
   CHECK(corrected.estimate.peak().peak_bytes > p.estimate.peak().peak_bytes);
 }
+
+// Found by tests/fuzz/preflight_fuzz.cc: config strings that are not UTF-8 (the spec is compared
+// as JSON text) and a float past int's range where an integer belongs.
+TEST_CASE("pre-flight: bytes that are not UTF-8 and out-of-range numbers in a config") {
+  const auto config = parsers::parse_job_config(
+      "config:\n  process:\n    - type: sd_trainer\n      network:\n        linear: 16\n"
+      "      datasets:\n        - folder_path: /d\n          resolution: [1024]\n"
+      "      train:\n        batch_size: 1.0e107\n        optimizer: \"adam\xc3\x28w\"\n"
+      "        gradient_checkpointing: false\n      model:\n"
+      "        name_or_path: black-forest-labs/FLUX.1-dev\n        qtype: \"q\x8e\"\n",
+      parsers::ConfigFormat::kYaml, "bad.yaml");
+  REQUIRE(config);
+  CHECK_FALSE(config->problems.empty());  // the batch size is refused, not cast
+  CHECK(config->batch_size == 1);
+  Preflight p;
+  CHECK_NOTHROW(p = preflight_config(*config, usable_bytes(8ull << 30)));
+  CHECK(p.verdict.fit == Fit::kWillNotFit);
+}
