@@ -174,15 +174,15 @@ void LogAnalyzer::close_incident() {
         Evidence{event.line, EvidenceSource::kMarker, evidence_text(event.message)};
   }
   // The innermost frame that names a stage wins (a sample inside the training loop is sampling,
-  // a save inside "_maybe_log_save_evaluate" is saving), with two exceptions: training-step code
-  // runs inside evaluation too (compute_loss under prediction_step), so a training frame wins
-  // only when no other stage is named; and a model moved to the device (Module._apply) belongs
-  // to the stage that moved it. Frames of the error's own traceback come before later ones.
+  // a save inside "_maybe_log_save_evaluate" is saving, a model moved to the device inside a
+  // sampler is model loading), with one exception: training-step code runs inside evaluation too
+  // (compute_loss under prediction_step), so a training frame wins only when no other stage is
+  // named. Frames of the error's own traceback come before later ones.
   auto best_frame = [&](bool strong) -> const Clue* {
     const Clue* best = nullptr;
     auto rank = [&](const Clue& frame) {
       return std::tuple(frame.seq <= incident.last_signal_seq, frame.phase != Phase::kTrainStep,
-                        !frame.device_move, frame.seq);
+                        frame.seq);
     };
     for (const Clue& frame : frames_) {
       if (frame.seq < incident.traceback_from_seq || frame.strong != strong ||
@@ -193,12 +193,27 @@ void LogAnalyzer::close_incident() {
     }
     return best;
   };
+  // Hints (an entry point, a script's name) that name two stages say nothing: unknown, and no
+  // weaker source is asked either.
+  auto weak_hints_agree = [&] {
+    const Clue* first = nullptr;
+    for (const Clue& frame : frames_) {
+      if (frame.seq < incident.traceback_from_seq || frame.strong ||
+          frame.phase == Phase::kUnknown) {
+        continue;
+      }
+      if (first && first->phase != frame.phase) return false;
+      if (!first) first = &frame;
+    }
+    return true;
+  };
   auto clue_of = [](const std::optional<Clue>& clue) { return clue ? &*clue : nullptr; };
   const Clue* const by_precedence[] = {best_frame(true),           clue_of(incident.node),
                                        clue_of(incident.epilogue), clue_of(incident.context),
                                        best_frame(false),          clue_of(incident.after_bar)};
   for (const Clue* clue : by_precedence) {
     if (phase != Phase::kUnknown) break;
+    if (clue == by_precedence[4] && clue && !weak_hints_agree()) break;
     if (clue && clue->phase != Phase::kUnknown) {
       phase = clue->phase;
       event.phase_evidence = to_evidence(*clue);

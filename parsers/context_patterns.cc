@@ -342,26 +342,100 @@ std::string_view last_name(std::string_view function) {
   return dot == std::string_view::npos ? function : function.substr(dot + 1);
 }
 
-// "/w/sd-scripts/library/train_util.py" -> "sd-scripts/library/train_util": the last folders and
-// the file, where a module says what it is for ("diffusers/pipelines/flux/pipeline_flux" is
-// sampling, "calibration/minmax" quantizing); the rest of a path is installation detail.
-std::string_view module_tail(std::string_view path) {
-  size_t end = path.size();
+// Where a frame's file sits decides which of its path's words are the code's own. Inside an
+// installed package ("site-packages/diffusers/pipelines/flux/pipeline_flux.py", or a "src/"
+// layout) the folders are the package's modules and say what the code is for; anywhere else they
+// are the user's folders ("Sample Training/", "samples/", "cache/"), which say nothing about the
+// stage, and only the file's own name speaks (docs/detection.md "Words in paths").
+struct ModulePath {
+  std::string words;  // "diffusers/pipelines/flux/pipeline_flux" or "train_network"
+  bool installed = false;
+};
+
+ModulePath module_of(std::string_view path) {
   if (const size_t dot = path.rfind('.');
       dot != std::string_view::npos && path.find_first_of("/\\", dot) == std::string_view::npos) {
-    end = dot;
+    path = path.substr(0, dot);
   }
-  size_t from = end;
-  for (int parts = 0; parts < 3 && from > 0; ++parts) {
-    const size_t slash = path.find_last_of("/\\", from - 1);
-    if (slash == std::string_view::npos) {
-      from = 0;
-      break;
+  // Just past the last "site-packages/" (or "dist-packages/", or a "src/" layout), either slash.
+  size_t package_root = std::string_view::npos;
+  for (const std::string_view root : {"site-packages", "dist-packages", "src"}) {
+    for (size_t at = path.find(root); at != std::string_view::npos; at = path.find(root, at + 1)) {
+      const size_t after = at + root.size();
+      const bool folder = (at == 0 || path[at - 1] == '/' || path[at - 1] == '\\') &&
+                          after < path.size() && (path[after] == '/' || path[after] == '\\');
+      if (folder && (package_root == std::string_view::npos || after + 1 > package_root)) {
+        package_root = after + 1;
+      }
     }
-    from = slash;
   }
-  if (from < end && (path[from] == '/' || path[from] == '\\')) ++from;
-  return path.substr(from, end - from);
+  if (package_root == std::string_view::npos) {
+    const size_t slash = path.find_last_of("/\\");
+    return {std::string(slash == std::string_view::npos ? path : path.substr(slash + 1)), false};
+  }
+  // The package and its last folders and file: "llmcompressor/pipelines/sequential/pipeline" is
+  // quantizing, "diffusers/pipelines/flux/pipeline_flux" sampling; the folders between say less.
+  const std::string_view inside = path.substr(package_root);
+  const size_t package_end = inside.find_first_of("/\\");
+  size_t from = inside.size();
+  for (int parts = 0; parts < 3 && from > 0; ++parts) {
+    const size_t slash = inside.find_last_of("/\\", from - 1);
+    from = slash == std::string_view::npos ? 0 : slash;
+  }
+  if (from == 0 || from <= package_end) return {std::string(inside), true};
+  return {std::string(inside.substr(0, package_end)) + std::string(inside.substr(from)), true};
+}
+
+// Code that puts a model's weights on the device, whoever called it (a sampler that brings the
+// text encoder back, a training entry point, a UI's runner): model loading. Module words as
+// module_of() gives them, the function as the frame names it.
+struct PlacementRule {
+  const char* module;    // RE2, searched in the module's words
+  const char* function;  // RE2, the whole function name
+};
+constexpr PlacementRule kPlacementRules[] = {
+    // torch's Module.to/.cuda and transformers' override: every parameter copied.
+    {R"((?:^|/)module$|modeling_utils$)", R"(_apply|to|cuda|_to|to_empty|xpu)"},
+    // DistributedDataParallel's constructor broadcasts the weights and builds its reducer.
+    {R"(parallel/distributed$|distributed/utils$)",
+     R"(__init__|_ddp_init_helper|_sync_module_states|_sync_params_and_buffers|)"
+     R"(_verify_param_shape_across_processes|_build_params_for_reducer)"},
+    {R"(fully_sharded_data_parallel$|fsdp/_init_utils$|_composable/fsdp/\w+$)",
+     R"(__init__|_init_\w+|_move_\w+_to_device|_materialize_\w+|fully_shard)"},
+    // accelerate's prepare() moves the model ("accelerator.prepare(model, optimizer)").
+    {R"(accelerate/accelerator$)", R"(prepare|prepare_model|_prepare_\w+)"},
+    {R"(accelerate/big_modeling$|accelerate/utils/modeling$)",
+     R"(dispatch_model|cpu_offload\w*|load_checkpoint_and_dispatch|set_module_tensor_to_device)"},
+    // diffusers' pipe.to("cuda") and its offloading hooks.
+    {R"(pipeline_utils$)", R"(to|cuda|enable_model_cpu_offload|enable_sequential_cpu_offload)"},
+};
+
+bool places_model(std::string_view module, std::string_view function) {
+  static const auto kCompiled = [] {
+    std::vector<std::pair<std::unique_ptr<RE2>, std::unique_ptr<RE2>>> compiled;
+    for (const PlacementRule& rule : kPlacementRules) {
+      compiled.emplace_back(std::make_unique<RE2>(rule.module, quiet_options()),
+                            std::make_unique<RE2>(rule.function, quiet_options()));
+    }
+    return compiled;
+  }();
+  for (const auto& [module_regex, function_regex] : kCompiled) {
+    if (RE2::PartialMatch(module, *module_regex) && RE2::FullMatch(function, *function_regex)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Quantization libraries run in every stage once a model is quantized: their layers' forward,
+// dispatch and dequantize calls are the stage that called them. Only their quantizing and
+// calibrating functions are the quantize stage.
+bool quantized_compute(std::string_view function) {
+  static const RE2 kCompute(
+      R"((?i)^(?:forward|__torch_dispatch__|__torch_function__|__call__|_call_impl|matmul\w*|)"
+      R"(\w*dequant\w*|linear|mm|bmm|apply|backward|\w*_forward|unpack\w*)$)",
+      quiet_options());
+  return RE2::FullMatch(function, kCompute);
 }
 
 }  // namespace
@@ -384,7 +458,12 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
   static const RE2 kSpecificTraining(
       R"(\b(?:backward|step|steps|loop|accumulat\w*|loss|iteration|epoch|optimizer|predict)\b|\btrain(?:ing)? batch\b)",
       quiet_options());
-  static const RE2 kDeviceMove(R"(^(?:_apply|to|cuda|_to|to_empty)$)", quiet_options());
+
+  // Libraries and modules that only ever run to quantize (calibration passes, GPTQ/AWQ solvers),
+  // unlike quantized layers, which run in every stage.
+  static const RE2 kQuantizingOnly(
+      R"((?i)calibrat|gptq(?:model)?/quantization|/gptq$|awq|llmcompressor|smoothquant)",
+      quiet_options());
 
   // Every frame starts with "File " or "frame #", or names a ".py:" line: the regexes run on
   // frames only (most text lines are not, and four regex calls cost more than the rest).
@@ -408,16 +487,12 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
     return std::nullopt;
   }
   const std::string_view name = last_name(function);
-  const std::string_view module = module_tail(path);
+  const ModulePath module = module_of(path);
   // An uncaught exception unwinds to the script's top level (or runpy's, under "python -m").
   if (name == "<module>" || name == "_run_module_as_main" || name == "_run_code") {
-    return FrameEvidence{Phase::kUnknown, false, python, false, true};
+    return FrameEvidence{Phase::kUnknown, false, python, true};
   }
-  // A model moved to the GPU: `.to(device)` reaches torch's Module._apply.
-  if (RE2::FullMatch(name, kDeviceMove) &&
-      (module.ends_with("module") || module.ends_with("modeling_utils"))) {
-    return FrameEvidence{Phase::kModelLoad, true, false, true};
-  }
+  if (places_model(module.words, name)) return FrameEvidence{Phase::kModelLoad, true, false};
   // The function first; a function that only suggests training ("encode_and_save_batch")
   // lets a module that names another stage speak ("wan_cache_text_encoder_outputs").
   FrameEvidence by_function{Phase::kUnknown, false, python};
@@ -433,18 +508,26 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
   // torch's own modules ("_dynamo/eval_frame", "optim/adamw") run in every stage.
   const bool torch_internal = path.find("/torch/") != std::string_view::npos ||
                               path.find("\\torch\\") != std::string_view::npos ||
-                              module.starts_with("torch/");
+                              module.words.starts_with("torch/");
   if (!torch_internal) {
-    Phase module_phase = stage_of(module, false);
+    Phase module_phase = stage_of(module.words, false);
     // The module and the function together: "autoencoders/autoencoder_kl" + "encode".
     if (module_phase == Phase::kUnknown) {
-      module_phase = stage_of(std::string(module) + " " + std::string(name), false);
+      module_phase = stage_of(std::string(module.words) + " " + std::string(name), false);
     }
+    if (module_phase == Phase::kQuantize && quantized_compute(name) &&
+        !RE2::PartialMatch(module.words, kQuantizingOnly)) {
+      module_phase = Phase::kUnknown;
+    }
+    // Outside an installed package only the file's name spoke: a script called "sample_train.py"
+    // is a hint, weaker than any marker.
+    const bool strong_module = module.installed;
     if (module_phase != Phase::kUnknown && module_phase != Phase::kTrainStep) {
-      return FrameEvidence{module_phase, true, false};
+      if (strong_module) return FrameEvidence{module_phase, true, false};
+      if (by_function.phase == Phase::kUnknown) return FrameEvidence{module_phase, false, python};
     }
     if (module_phase == Phase::kTrainStep && by_function.phase == Phase::kUnknown) {
-      return FrameEvidence{Phase::kTrainStep, false, false};
+      return FrameEvidence{Phase::kTrainStep, false, python};
     }
   }
   return by_function;
@@ -462,15 +545,40 @@ Phase source_line_phase(std::string_view line) {
 }
 
 std::string_view node_type(std::string_view line) {
+  // ComfyUI's error table and log ("Node Type: KSampler", "Exception in node 12 (VAEDecode)");
+  // InvokeAI's session processor ("Error while invoking session 5f.., invocation 9a..
+  // (flux_denoise): ...").
   static const RE2 kNode(
-      R"((?i)\bnode[ _]type\W{0,6}(\w+)|\b(?:in|executing|error in|exception in|failed in) node #?\d+ \((\w+)\))",
+      R"((?i)\bnode[ _]type\W{0,6}(\w+)|\b(?:in|executing|error in|exception in|failed in) node #?\d+ \((\w+)\))"
+      R"(|\binvocation [\w-]+ \((\w+)\))",
       quiet_options());
-  // Both forms name a "node", in any case: the regex runs only where one does.
-  if (!contains_ascii_nocase(line, "node")) return {};
-  re2::StringPiece a, b;
-  if (!RE2::PartialMatch(line, kNode, &a, &b)) return {};
-  return a.empty() ? std::string_view(b) : std::string_view(a);
+  // Every form names a "node" or an "invocation", in any case: the regex runs only where one does.
+  if (!contains_ascii_nocase(line, "node") && !contains_ascii_nocase(line, "invocation")) return {};
+  re2::StringPiece a, b, c;
+  if (!RE2::PartialMatch(line, kNode, &a, &b, &c)) return {};
+  return !a.empty() ? std::string_view(a) : !b.empty() ? std::string_view(b) : std::string_view(c);
 }
+
+namespace {
+
+// The line with every word that holds a '/' or '\\' blanked: a path's folders are the user's
+// ("Loading model from /home/me/Sample Training/flux.safetensors"), not the stage's words.
+std::string without_paths(std::string_view line) {
+  std::string out(line);
+  size_t word = 0;
+  for (size_t i = 0; i <= out.size(); ++i) {
+    if (i < out.size() && out[i] != ' ' && out[i] != '\t') continue;
+    const std::string_view token(out.data() + word, i - word);
+    if (token.find_first_of("/\\") != std::string_view::npos) {
+      std::fill(out.begin() + static_cast<std::ptrdiff_t>(word),
+                out.begin() + static_cast<std::ptrdiff_t>(i), ' ');
+    }
+    word = i + 1;
+  }
+  return out;
+}
+
+}  // namespace
 
 bool may_announce_stage(std::string_view line) {
   // The first word, past leading punctuation and a "stage 2/4:" or "Step 1:" count, ends in
@@ -488,7 +596,7 @@ bool may_announce_stage(std::string_view line) {
 
 Phase announced_stage(std::string_view line) {
   if (!may_announce_stage(line)) return Phase::kUnknown;
-  return stage_of(line.substr(0, 200), false);
+  return stage_of(without_paths(line.substr(0, 200)), false);
 }
 
 Phase failed_stage(std::string_view line) {
@@ -498,7 +606,7 @@ Phase failed_stage(std::string_view line) {
       !RE2::PartialMatch(line, kFailure)) {
     return Phase::kUnknown;
   }
-  return stage_of(line, true);
+  return stage_of(without_paths(line), true);
 }
 
 bool is_exception_line(std::string_view line) {

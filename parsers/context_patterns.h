@@ -86,7 +86,6 @@ struct FrameEvidence {
   Phase phase = Phase::kUnknown;
   bool strong = false;
   bool wants_source_line = false;  // a Python frame that named no stage: its source line may
-  bool device_move = false;        // Module._apply: model loading unless a caller names more
   bool top_level = false;  // "in <module>": the interpreter's own traceback, the process is dying
 };
 std::optional<FrameEvidence> traceback_frame(std::string_view line);

@@ -302,7 +302,7 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
   }
   if (auto frame = traceback_frame(clean.text)) {
     frames_.push_back({EvidenceSource::kFrame, frame->phase, std::nullopt, seq_, line,
-                       evidence_text(clean.text), frame->strong, frame->device_move});
+                       evidence_text(clean.text), frame->strong});
     if (frames_.size() > kFrameHistory) frames_.pop_front();
     source_line_next_ = frame->wants_source_line;
     if (frame->top_level) top_level_frame_seq_ = seq_;

@@ -104,8 +104,7 @@ class LogAnalyzer {
     int64_t seq = -1;
     int64_t line = 0;
     std::string text;
-    bool strong = true;        // frames only: an entry point or a script name is weak
-    bool device_move = false;  // frames only: a module moved to the GPU (Module._apply)
+    bool strong = true;  // frames only: an entry point or a script name is weak
   };
 
   // A progress bar as an object: its identity is its description and total.

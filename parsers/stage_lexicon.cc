@@ -26,7 +26,9 @@ struct StageRule {
 // the single words they contain ("encode prompt" before "prompt", "latent dist" before "sample",
 // "predict noise" is a training step although "prediction" is evaluation).
 constexpr StageRule kRules[] = {
-    {Phase::kQuantize, R"(\bquantiz\w*|\bquanto\b|\bcalibrat\w*|\bgptq\b|\bawq\b|\bqtype\b)"},
+    {Phase::kQuantize,
+     R"(\bquantiz\w*|\bquanto\b|\bcalibrat\w*|\bgptq\w*|\bawq\b|\bqtype\b|\bllmcompressor\b)"
+     R"(|\bsmoothquant\b|\bhqq\b|\boneshot\b)"},
     {Phase::kCacheTextEmbeddings,
      R"(\b(?:text|prompt|prompts|te|caption|captions)\s(?:embed\w*|encoder outputs?|encodings?|conds?|features|hidden states)\b)"
      R"(|\bencod\w*\s(?:\w+\s){0,2}(?:prompts?|text|captions?|tokens?)\b|\bclip text encode\b)"
@@ -46,7 +48,9 @@ constexpr StageRule kRules[] = {
      R"(\bload(?:s|ing|ed)?\s(?:the\s)?(?:\w+\s){0,3}(?:model|models|state dict|checkpoint|checkpoints|ckpt|weights|lora|pipeline|pipe|transformer|transformers|unet|vae|text encoders?|t5|clip|safetensors|pretrained|shards|dit|encoder|tokenizer|diffusion|base|file)\b)"
      R"(|\bloaders?\b|\bfrom pretrained\b|\bcheckpoint shards\b|\bfetching\b|\bdownload\w*)"
      R"(|\bmaterializ\w*|\binit empty weights\b|\bmov\w*\s(?:the\s)?(?:\w+\s){0,2}to\s(?:gpu|cuda|device)\b)"
-     R"(|\binit\w*\s(?:\w+\s){0,3}training\b|\bload model\b|\bset module tensor to device\b)"},
+     R"(|\binit\w*\s(?:\w+\s){0,3}training\b|\bload model\b|\bset module tensor to device\b)"
+     R"(|\benable (?:model|sequential) cpu offload\b|\baccelerator prepare\b|\bprepare model\b)"
+     R"(|\bdispatch model\b)"},
     {Phase::kSampling,
      R"(\bsampl(?:e|es|ing|er|ers)\b|\bk\s?sampler\w*|\bgenerat\w*\s(?:\w+\s){0,2}(?:images?|samples?|previews?|videos?)\b)"
      R"(|\bpreviews?\b|\bvalidat\w*|\bvalid\b|\bpredicting\b|\beval\w*|\binference\b|\binfer\b|\bdenois\w*|\bdecod\w*)"

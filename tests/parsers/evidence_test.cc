@@ -9,32 +9,10 @@
 
 #include "parsers/log_analyzer.h"
 #include "parsers/oom_patterns.h"
+#include "tests/support/log_samples.h"
 
 using namespace oomtriage::parsers;
-
-namespace {
-
-constexpr const char* kOom =
-    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
-    "capacity of 23.55 GiB of which 1.19 GiB is free. Of the allocated memory 21.80 GiB is "
-    "allocated by PyTorch, and 95.43 MiB is reserved by PyTorch but unallocated. See "
-    "documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html)";
-
-std::string bar(const std::string& desc, int n, int total) {
-  return desc + ": " + std::to_string(100 * n / total) + "%|          | " + std::to_string(n) +
-         "/" + std::to_string(total) + " [00:03<00:10,  1.50it/s]";
-}
-
-std::string traceback(const std::string& frames) {
-  return "Traceback (most recent call last):\n" + frames + kOom + "\n";
-}
-
-OomEvent only_event(const LogAnalysis& a) {
-  REQUIRE(a.events.size() == 1);
-  return a.events[0];
-}
-
-}  // namespace
+using namespace oomtriage::test;
 
 TEST_SUITE("parsers::evidence") {
   TEST_CASE("a bar redrawn after the crash keeps it fatal, at that bar's step") {
@@ -128,7 +106,8 @@ TEST_SUITE("parsers::evidence") {
         {bar("Sanity Checking DataLoader 0", 1, 2) + "\n" + kOom + "\n", Phase::kSampling,
          EvidenceSource::kBar},
         {traceback("  File \"/w/train.py\", line 80, in main\n"
-                   "  File \"/w/mylib/calibration/minmax.py\", line 7, in forward\n"),
+                   "  File \"/venv/lib/python3.11/site-packages/mylib/calibration/minmax.py\", "
+                   "line 7, in forward\n"),
          Phase::kQuantize, EvidenceSource::kFrame},
         {traceback("  File \"/w/train.py\", line 80, in main\n    model.to(device)\n"
                    "  File \"/venv/torch/nn/modules/module.py\", line 1160, in _apply\n"),
