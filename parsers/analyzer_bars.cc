@@ -133,11 +133,13 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
 void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, int64_t line) {
   switch (counter.kind) {
     case CounterKind::kGlobal:
-    case CounterKind::kPerEpoch: {
+    case CounterKind::kPerEpoch:
+    case CounterKind::kBatches: {
       if (counter.epoch) first_epoch_ = counter.first_epoch();
       set_context(EvidenceSource::kCounter, Phase::kTrainStep, text, line);
       if (!counter.n) break;
-      if (counter.kind == CounterKind::kGlobal || first_epoch_ == true) {
+      if (counter.kind == CounterKind::kGlobal || first_epoch_ == true ||
+          (counter.kind == CounterKind::kBatches && !first_epoch_)) {
         set_step(EvidenceSource::kCounter, *counter.n, text, line);
       } else {
         step_.reset();  // a newer counter that names no global step

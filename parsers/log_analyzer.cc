@@ -279,13 +279,23 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
   const bool counter_literal = literals.counter;
   const bool announcing = text.substr(0, 96).find("ing ") != std::string_view::npos;
   // While an incident is open every line may name the stage that failed (the epilogue).
+  // A coloured Rich bar is read once its escapes are gone; an uncoloured one was read above.
+  const bool coloured_bar = text.find('\x1b') != std::string_view::npos &&
+                            text.find("\xe2\x94\x81") != std::string_view::npos;
   if (!awaiting && !oom_literal && !context_literal && !counter_literal && !announcing &&
-      !source_line && !open_) {
+      !source_line && !open_ && !coloured_bar) {
     return;
   }
   const CleanLine clean = clean_line(text, scratch_);
   if (awaiting && try_continue_message(clean.text)) {
     return;
+  }
+  if (coloured_bar) {
+    if (auto frame = parse_progress_frame(clean.text)) {
+      if (open_) open_->awaiting_continuation = false;
+      on_frame(*frame, clean.text, line);
+      return;
+    }
   }
 
   bool named_phase = false;

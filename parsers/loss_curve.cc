@@ -100,7 +100,8 @@ void LossCurveReader::on_record(std::string_view text) {
   if (!loss) return;
   if (auto counter = match_counter(clean.text);
       counter && counter->n &&
-      (counter->kind == CounterKind::kGlobal || counter->first_epoch().value_or(false))) {
+      (counter->kind == CounterKind::kGlobal || counter->kind == CounterKind::kBatches ||
+       counter->first_epoch().value_or(false))) {
     points_.push_back({*counter->n, *loss});
     return;
   }

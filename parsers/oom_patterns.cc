@@ -45,6 +45,12 @@ OomKind kind_for_device(std::string_view dev, OomKind fallback) {
 
 // Trainer-caught OOMs, in any trainer's words: an OOM token beside a back-off verb. The token
 // tolerates a first letter lost to a tqdm redraw ("OM Detected", "ut of memory").
+// strsignal(SIGKILL) in English and in every translation glibc's libc.mo carries (glibc 2.36).
+#define KILLED_WORDS                                                                                                              \
+  R"((?:Killed|Забіты|Безусловно прекъснат|Matat|Zabit \(SIGKILL\)|Dræbt|Getötet|Σκοτώθηκε|)" \
+  R"(Buĉita|Terminado \(killed\)|Tapettu|Processus arrêté|Matado|Ubijen|Kilőve|Terbunuh|)"                                    \
+  R"(Ucciso|強制終了|죽었음|Nutraukta \(killed\)|Drept|Geëlimineerd|Unicestwiony|Morto|Убито|)"                      \
+  R"(Zabitý|Pobit|Убијен|Dödad|Süreç durduruldu|Вбито|Bị buộc kết thúc|已杀死|強制結束))"
 #define OOM_TOKEN R"((?:\bOOM\b|\bOM [Dd]etected\b|(?i:\bo?ut of memory\b)|OutOfMemory))"
 // Progressive or past forms only: the imperative ("reduce the batch size") is advice.
 #define BACKOFF_VERB                                                                            \
@@ -338,12 +344,25 @@ const std::vector<OomPattern>& oom_patterns() {
                    "(UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)"}},
       {.name = "kernel-oom-killer",
        .kind = OomKind::kHostKilled,
-       .regex = R"((?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process \d+|invoked oom-killer:)",
+       .regex = R"((?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process \d+|invoked oom-killer:|)"
+                R"(\boom-kill:constraint=|killed by the OOM killer|Failed with result 'oom-kill'|)"
+                R"(systemd-oomd\[\d+\]: Killed \S+ due to memory)",
        .samples = {"[1234567.890123] Out of memory: Killed process 4321 (python) "
                    "total-vm:98765432kB, anon-rss:61234567kB, file-rss:0kB, shmem-rss:0kB",
                    "May 01 12:00:00 gpu1 kernel: Memory cgroup out of memory: Killed process 77 "
                    "(pt_main_thread) total-vm:1kB, anon-rss:1kB, file-rss:0kB",
-                   "python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE), order=0"}},
+                   "python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE), order=0",
+                   "Dec 03 10:00:00 gpu1 kernel: oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),"
+                   "cpuset=/,mems_allowed=0,global_oom,task_memcg=/user.slice,task=python3,pid=4321,"
+                   "uid=1000",
+                   "[Thu Dec  3 10:00:00 2026] Out of memory: Killed process 4321 (python3) "
+                   "total-vm:98765432kB, anon-rss:61234567kB",
+                   "Dec 03 10:00:01 gpu1 systemd[1]: session-3.scope: A process of this unit has "
+                   "been killed by the OOM killer.",
+                   "Dec 03 10:00:01 gpu1 systemd[1031]: train.service: Failed with result 'oom-kill'.",
+                   "Dec 03 10:00:01 gpu1 systemd-oomd[612]: Killed /user.slice/user-1000.slice/"
+                   "session-3.scope due to memory pressure for /user.slice being 71.23% > 50.00% "
+                   "for > 20s with reclaim activity"}},
       {.name = "slurm-oom-kill",
        .kind = OomKind::kHostKilled,
        .regex = R"(Detected \d+ oom[_-]kill events?|have been OOM Killed|task \d+: Out Of Memory)",
@@ -360,8 +379,22 @@ const std::vector<OomPattern>& oom_patterns() {
        .samples = {"Job process terminated with signal SIGKILL."}},
       {.name = "shell-killed",
        .kind = OomKind::kHostKilled,
-       .regex = R"(^Killed$|: line \d+: +\d+ Killed\b)",
-       .samples = {"Killed", "./train.sh: line 12: 54321 Killed                  python train.py"}},
+       // The shell prints strsignal(SIGKILL), which glibc translates: the words are libc.mo's
+       // msgstr for "Killed" in each of its locales (docs/detection.md lists them). Alone on a
+       // line, perhaps in pasted emphasis, or after the shell's "line N: PID" (also translated).
+       .regex = R"(^[\s*_`>~"']*(?:)" KILLED_WORDS R"()[\s*_`.!"']*$|)"
+                R"(: [^\d:]{0,16}\d+[^\d:]{0,12}(?::|：) *\d+ +(?:)" KILLED_WORDS R"()(?: |$))",
+       .samples = {"Killed", "./train.sh: line 12: 54321 Killed                  python train.py",
+                   "Getötet", "**Killed**", "> `Killed`", "Убито", "已杀死", "強制終了",
+                   "Terminado (killed)", "Processus arrêté",
+                   "./train.sh: Zeile 12: 54321 Getötet                 python train.py",
+                   "train.sh: строка 7: 4242 Убито                   python3 train.py",
+                   "run.sh: 第 3 行： 9876 已杀死                 python train.py"}},
+      {.name = "other-shell-killed",
+       .kind = OomKind::kHostKilled,
+       .regex = R"(^zsh: killed {2,}\S|terminated by signal SIGKILL \(Forced quit\))",
+       .samples = {"zsh: killed     python train.py --config flux.yaml",
+                   "fish: Job 1, 'python train.py' terminated by signal SIGKILL (Forced quit)"}},
       {.name = "sigkill-exit",
        .kind = OomKind::kHostKilled,
        .regex = R"(Signal 9 \(SIGKILL\) received by PID|exitcode\s*: -9\b|exits with return code = -9\b|died with <Signals\.SIGKILL: 9>|(?:exit|exited with) (?:code|status)[ :=]+137\b|Exit Code: 137\b|OOMKilled)",
@@ -456,6 +489,11 @@ const std::vector<std::string_view>& oom_near_misses() {
       "    if \"CUDA out of memory\" in str(e):",
       "[    4.973019] [drm] amdgpu: 98304M of VRAM memory ready",
       "Killed process list refreshed",
+      // A translation of "Killed" inside a sentence, the English word in one: no shell wrote it.
+      "Morto sul colpo, disse il narratore",
+      "the process was Killed by the user",
+      "Getötet wurde niemand: the dataset loader skipped 3 files",
+      "zsh: killed is not a command",
       "W tensorflow/core/common_runtime/bfc_allocator.cc:239] Allocator (GPU_0_bfc) ran out of "
       "memory trying to allocate 3.46GiB with freed_by_count=0.",
       "[deepspeed] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 65536, reducing to 32768",
@@ -632,7 +670,8 @@ const RE2& oom_literals() {
       R"(emory|EMORY|OOM|ALLOC_FAILED|Killed|KILL|Allocation on device|Bus error|Signal 9|)"
       R"(exitcode|return code = -9|137|/dev/shm|oom-kill|Failed to CUDA|OM [Dd]etected|)"
       R"(bad_alloc|executable batch size|Unable to allocate|[Bb]atch size \d+ failed|)"
-      R"(RESOURCE_EXHAUSTED|OUT_OF_DEVICE_MEMORY|low on memory|memory pressure)",
+      R"(RESOURCE_EXHAUSTED|OUT_OF_DEVICE_MEMORY|low on memory|memory pressure|oom-kill|)"
+      R"(OOM killer|zsh: killed|Forced quit|)" KILLED_WORDS,
       quiet_options());
   return kLiterals;
 }

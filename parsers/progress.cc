@@ -119,6 +119,76 @@ std::optional<ProgressFrame> parse_cut_frame(std::string_view record) {
   return frame;
 }
 
+// Rich's bar glyphs, in UTF-8: the line "━", and the half lines "╸" and "╺" at the bar's edge.
+constexpr std::string_view kRichLine = "\xe2\x94\x81";
+bool rich_glyph_at(std::string_view s, size_t i) {
+  if (i + 3 > s.size() || s[i] != '\xe2') return false;
+  const std::string_view glyph = s.substr(i, 3);
+  return glyph == kRichLine || glyph == "\xe2\x95\xb8" || glyph == "\xe2\x95\xba";
+}
+
+bool is_count_token(std::string_view token) {
+  const size_t slash = token.find('/');
+  return slash != std::string_view::npos && slash > 0 && slash + 1 < token.size() &&
+         parse_count(token.substr(0, slash)) && parse_count(token.substr(slash + 1));
+}
+
+// The columns Rich prints beside its bar: "14%", "57/400", "0:00:50", "-:--:--", "•", "2.31it/s".
+bool is_rich_column(std::string_view token) {
+  if (token == "\xe2\x80\xa2" || token == "-:--:--" || token == "?it/s") return true;
+  if (is_count_token(token)) return true;
+  size_t digits = 0;
+  while (digits < token.size() && (is_digit(token[digits]) || token[digits] == '.')) ++digits;
+  if (digits == 0) return false;
+  const std::string_view unit = token.substr(digits);
+  if (unit == "%" || unit == "it/s" || unit == "s/it") return true;
+  return starts_with_time(token) && unit.find_first_not_of(":0123456789") == std::string_view::npos;
+}
+
+// "Epoch 0/9  ━━━━━━━━━━━╸━━━━━━ 57/400 0:00:50 • 0:05:09 2.31it/s v_num: 0 loss: 2.3" (Rich,
+// as PyTorch Lightning's RichProgressBar draws it). The count is the first "N/T" among the
+// columns right after the bar, else a lone "N/T" before it; the text before the bar describes
+// it. Coloured frames are read after their escapes are removed.
+std::optional<ProgressFrame> parse_rich_frame(std::string_view record) {
+  const size_t first = record.find(kRichLine);
+  if (first == std::string_view::npos || record.find('\x1b') != std::string_view::npos) {
+    return std::nullopt;
+  }
+  size_t start = first;
+  while (start >= 3 && rich_glyph_at(record, start - 3)) start -= 3;
+  size_t end = first;
+  while (rich_glyph_at(record, end)) end += 3;
+  if (end - start < 3 * 3) return std::nullopt;  // a rule of three or more glyphs, not one dash
+  ProgressFrame frame;
+  bool columns = false;
+  std::string_view tail = record.substr(end);
+  while (true) {
+    tail = trim(tail);
+    const std::string_view token = tail.substr(0, std::min(tail.find(' '), tail.size()));
+    if (token.empty() || !is_rich_column(token)) break;
+    columns = true;
+    if (!frame.n && is_count_token(token)) {
+      const size_t slash = token.find('/');
+      frame.n = parse_count(token.substr(0, slash));
+      frame.total = parse_count(token.substr(slash + 1));
+    }
+    tail.remove_prefix(token.size());
+  }
+  std::string_view head = trim(record.substr(0, start));
+  if (!frame.n && is_count_token(head)) {
+    const size_t slash = head.find('/');
+    frame.n = parse_count(head.substr(0, slash));
+    frame.total = parse_count(head.substr(slash + 1));
+    head = {};
+    columns = true;
+  }
+  if (!columns) return std::nullopt;  // a line of box-drawing characters, not a bar
+  if (!head.empty() && head.back() == ':') head.remove_suffix(1);
+  frame.desc = trim(head);
+  frame.end = record.size();
+  return frame;
+}
+
 }  // namespace
 
 std::optional<ProgressFrame> parse_progress_frame(std::string_view record) {
@@ -166,7 +236,8 @@ std::optional<ProgressFrame> parse_progress_frame(std::string_view record) {
     frame.desc = trim(head);
     return frame;
   }
-  return parse_cut_frame(record);
+  if (auto cut = parse_cut_frame(record)) return cut;
+  return parse_rich_frame(record);
 }
 
 BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer trainer_guess,

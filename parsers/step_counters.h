@@ -23,6 +23,8 @@ namespace oomtriage::parsers {
 enum class CounterKind {
   kGlobal,    // n is the global training step
   kPerEpoch,  // n counts batches of the current epoch: a global step only in the first epoch
+  kBatches,   // n counts batches ("minibatch 130, loss"): the global step unless the log shows
+              // an epoch after the first
   kEpoch,     // an epoch banner: says which epoch runs, no step
   kSaveName,  // a save or checkpoint name carrying the global step
 };

@@ -58,6 +58,20 @@ TEST_SUITE("parsers::evidence") {
         {"Saved checkpoint to output/job/job_000000750.safetensors", 750,
          EvidenceSource::kSaveName},
         {"steps:  12%|█▏        | 120/1000 [01:2", 120, EvidenceSource::kBar},  // cut at the width
+        // Rich, plain and coloured (the escapes of a terminal that Rich was forced to draw on).
+        {"Training ━━━━━━━━━━━━━━━━╸━━━━━━━━━━━━━━━━━━━━━━━ 57/400 0:00:50 • 0:05:09", 57,
+         EvidenceSource::kBar},
+        {"Epoch 0/9 \x1b[38;5;237m━━━━━━━━━━━━\x1b[0m\x1b[38;2;249;38;114m╸━━━━━━━━━\x1b[0m "
+         "\x1b[37m58/400\x1b[0m \x1b[38;5;245m0:00:51 • 0:05:09\x1b[0m v_num: 0",
+         58, EvidenceSource::kBar},
+        // Aligned key: value counters, a terse "it", a training-step prefix, minibatches.
+        {"step:  130  loss: 2.4612  lr: 1.0e-04", 130, EvidenceSource::kCounter},
+        {"2026-01-01 10:00:00 | INFO | step:  131  loss: 2.4612", 131, EvidenceSource::kCounter},
+        {"it 132 | loss 0.2041 | 1.21 s/it", 132, EvidenceSource::kCounter},
+        {"Train step 133/400 loss=0.3012", 133, EvidenceSource::kCounter},
+        {"minibatch 134, loss 0.5213", 134, EvidenceSource::kCounter},
+        {"[INFO] minibatch 135 | loss=0.52", 135, EvidenceSource::kCounter},
+        {"Saving checkpoint to work_dirs/exp/model_step_136.pt", 136, EvidenceSource::kSaveName},
     };
     for (const Case& c : cases) {
       CAPTURE(c.line);
@@ -79,6 +93,45 @@ TEST_SUITE("parsers::evidence") {
     CHECK(only_event(analyze_log(bar("Epoch 0", 45, 100) + "\n" + kOom + "\n")).step == 45);
     CHECK_FALSE(only_event(analyze_log(bar("Epoch 3", 45, 100) + "\n" + kOom + "\n")).step);
     CHECK_FALSE(only_event(analyze_log(bar("step", 45, 100) + "\n" + kOom + "\n")).step);
+  }
+
+  TEST_CASE("a later epoch makes per-epoch and minibatch counters no global step") {
+    const std::string rich_epoch_2 =
+        "Epoch 2/9  ━━━━━━━━━━━━━━━━━━━━━━━━╸━━━━━━━━━━━━━━━ 57/400 0:00:50 • 0:05:09\n";
+    OomEvent e = only_event(analyze_log(rich_epoch_2 + kOom + "\n"));
+    CHECK_FALSE(e.step);
+    CHECK(e.phase == Phase::kTrainStep);
+    e = only_event(
+        analyze_log("epoch 3/10\nminibatch 134, loss 0.5213\n" + std::string(kOom) + "\n"));
+    CHECK_FALSE(e.step);
+    CHECK(e.phase == Phase::kTrainStep);  // a loss line is still the training step
+    e = only_event(
+        analyze_log("epoch 1/10\nminibatch 134, loss 0.5213\n" + std::string(kOom) + "\n"));
+    CHECK(e.step == 134);
+  }
+
+  TEST_CASE("host kills in the shell's locale, pasted with emphasis, and the kernel's words") {
+    const std::string training = bar("steps", 120, 1000) + "\n";
+    for (const char* line :
+         {"Getötet", "**Killed**", "Убито", "已杀死", "強制終了", "Processus arrêté",
+          "./train.sh: Zeile 12: 54321 Getötet                 python train.py",
+          "run.sh: 第 3 行： 9876 已杀死                 python train.py",
+          "zsh: killed     python train.py --config flux.yaml",
+          "fish: Job 1, 'python train.py' terminated by signal SIGKILL (Forced quit)",
+          "Dec 03 10:00:00 gpu1 kernel: oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),"
+          "cpuset=/,mems_allowed=0,global_oom,task=python3,pid=4321,uid=1000",
+          "Dec 03 10:00:01 gpu1 systemd[1031]: train.service: Failed with result 'oom-kill'."}) {
+      CAPTURE(line);
+      const OomEvent e = only_event(analyze_log(training + line + "\n"));
+      CHECK(e.kind == OomKind::kHostKilled);
+      CHECK(e.step == 120);
+    }
+    for (const char* line :
+         {"Morto sul colpo, disse il narratore", "the process was Killed by the user",
+          "zsh: killed is not a command"}) {
+      CAPTURE(line);
+      CHECK(analyze_log(training + line + "\n").events.empty());
+    }
   }
 
   TEST_CASE("ambiguous numbers are no step") {

@@ -57,6 +57,41 @@ TEST_SUITE("parsers::progress") {
     CHECK(f->n == 501);
     CHECK(f->total == 1500);
   }
+  TEST_CASE("Rich's bars: the count among the columns beside the bar, the text before it") {
+    // PyTorch Lightning's RichProgressBar, a custom Progress with MofNCompleteColumn, and the
+    // default columns (no count: a frame without a step).
+    auto f = parse_progress_frame(
+        "Epoch 0/9  ━━━━━━━━━━━━━━━━━━━━━━━━╸━━━━━━━━━━━━━━━ 57/400 0:00:50 • 0:05:09 2.31it/s "
+        "v_num: 0 train_loss: 2.310");
+    REQUIRE(f);
+    CHECK(f->desc == "Epoch 0/9");
+    CHECK(f->n == 57);
+    CHECK(f->total == 400);
+    f = parse_progress_frame(
+        "Training: ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━╺━━━━━━━━━━  73% 0:00:12 730/1000");
+    REQUIRE(f);
+    CHECK(f->desc == "Training");
+    CHECK(f->n == 730);
+    f = parse_progress_frame(
+        "Caching latents ━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━ 100% 0:00:00");
+    REQUIRE(f);
+    CHECK(f->desc == "Caching latents");
+    CHECK_FALSE(f->n);
+    f = parse_progress_frame(" 57/400 ━━━━━━━━━━━━━━╸━━━━━━━━━━━━━━━━━━━━━━━━━ 14% 0:00:50");
+    REQUIRE(f);
+    CHECK(f->desc.empty());
+    CHECK(f->n == 57);
+  }
+  TEST_CASE("box-drawing that is no Rich bar") {
+    // A rule under a heading, a table border, metrics after the bar are not its count.
+    CHECK_FALSE(parse_progress_frame("━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━━"));
+    CHECK_FALSE(parse_progress_frame("━━━━━━━━━━━━ Model summary ━━━━━━━━━━━━"));
+    CHECK_FALSE(parse_progress_frame("step ━ 3/4 done"));
+    const auto f = parse_progress_frame(
+        "Validation ━━━━━━━━━━━━━━━━━━━━━━ 0:00:03 • 0:00:00 v_num: 0 acc: 3/4");
+    REQUIRE(f);
+    CHECK_FALSE(f->n);  // "3/4" is a metric's value, after a column that is none of Rich's
+  }
   TEST_CASE("lines that only look like frames are not frames") {
     CHECK_FALSE(parse_progress_frame("[2025-01-09 02:45:30] [INFO] trainer.train(args)"));
     CHECK_FALSE(parse_progress_frame("Epoch 0:   4%|█████▎"));

@@ -58,6 +58,16 @@ TEST_SUITE("parsers::step_counters") {
     REQUIRE(c);
     CHECK(c->kind == CounterKind::kSaveName);
     CHECK(c->n == 500);
+    c = match_counter("minibatch 130, loss 0.5213");
+    REQUIRE(c);
+    CHECK(c->kind == CounterKind::kBatches);  // a step unless the log shows a later epoch
+    CHECK(c->n == 130);
+    c = match_counter("epoch 3, minibatch 130/500, loss 0.52");
+    REQUIRE(c);
+    CHECK(c->kind == CounterKind::kPerEpoch);
+    CHECK(c->first_epoch() == false);
+    c = match_counter("It 3 times slower, the loss");
+    CHECK_FALSE(c);
     c = match_counter("epoch 3/10");
     REQUIRE(c);
     CHECK(c->kind == CounterKind::kEpoch);
