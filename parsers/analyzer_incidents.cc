@@ -131,6 +131,14 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   if (node_ && seq_ - node_->seq <= kTracebackLookback) incident.node = node_;
   incident.own_incident = pattern.recovered;
   incident.awaiting_continuation = pattern.allocator_message && looks_incomplete(message);
+  // Python prints a raised OOM as a traceback ending in its exception line; a line that is not
+  // that, with no traceback just before it, is a message the traceback follows ("Error running
+  // job: CUDA out of memory", logger.exception()). Killed processes print none.
+  const bool traceback_ended_here =
+      traceback_seq_ > last_incident_end_seq_ && seq_ - traceback_seq_ <= kTracebackLookback;
+  incident.traceback_to_come = !pattern.recovered && match.kind != OomKind::kHostKilled &&
+                               match.kind != OomKind::kShm && !is_exception_line(line) &&
+                               !traceback_ended_here;
   if (rank) incident.ranks.push_back(*rank);
   watch_ = Watch{seq_, incident.traceback_from_seq, {}};
   open_ = std::move(incident);
@@ -262,6 +270,15 @@ void LogAnalyzer::add_reported_event(OomKind kind, std::string message) {
   last_incident_end_seq_ = seq_;
   last_event_recovered_ = false;
   events_.push_back(std::move(event));
+}
+
+std::chrono::milliseconds LogAnalyzer::quiet_before_settle(std::chrono::milliseconds settle) const {
+  if (!open_) return settle;
+  // A traceback begun after the signal and not yet ended by an exception line, or none begun yet
+  // after a message that one follows.
+  const bool traceback_open = traceback_seq_ > open_->first_seq && traceback_seq_ > crash_seq_;
+  const bool traceback_awaited = open_->traceback_to_come && traceback_seq_ < open_->first_seq;
+  return traceback_open || traceback_awaited ? std::max(settle, kTracebackWait) : settle;
 }
 
 void LogAnalyzer::settle() {

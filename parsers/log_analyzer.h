@@ -10,6 +10,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -67,6 +68,13 @@ class LogAnalyzer {
   // a crash ends the log, so no later record would close the incident. Signals of the same
   // incident that still arrive afterwards are absorbed, not reported again.
   void settle();
+
+  // How long the log must have been quiet before settle() may close the open incident: `settle`,
+  // or kTracebackWait while the incident's traceback is still to come (a message printed before
+  // its traceback, as AI Toolkit's "Error running job:" is, or a traceback without its exception
+  // line yet). Its deeper frames decide the phase, and a slow pipe brings them late.
+  std::chrono::milliseconds quiet_before_settle(std::chrono::milliseconds settle) const;
+  static constexpr std::chrono::milliseconds kTracebackWait{2000};
 
   // An OOM the log does not show but the job's scheduler reported when it ended (Slurm's
   // OUT_OF_MEMORY: the cgroup's kill leaves no line when slurmstepd's own is lost): an event of
@@ -145,6 +153,7 @@ class LogAnalyzer {
     std::optional<Clue> after_bar;  // a training bar first drawn after the signal
     bool own_incident = false;      // a recovered banner: never merged with other signals
     bool awaiting_continuation = false;
+    bool traceback_to_come = false;  // a message that its traceback follows
     int continuation_lines = 0;
     std::vector<int> ranks;
     uint64_t record_offset = 0;  // where the record holding the first signal starts

@@ -252,7 +252,8 @@ int run_follow(const std::string& path, const ScanOptions& options) {
       print(analyzer.take_events());
       continue;
     }
-    if (analyzer.has_open_incident() && std::chrono::steady_clock::now() - quiet_since >= settle) {
+    if (analyzer.has_open_incident() &&
+        std::chrono::steady_clock::now() - quiet_since >= analyzer.quiet_before_settle(settle)) {
       analyzer.settle();
       print(analyzer.take_events());
     }

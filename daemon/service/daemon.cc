@@ -543,6 +543,13 @@ class Daemon final : public LogHost {
       const auto now = Clock::now();
       for (auto& [path, file] : logs_.by_path()) {
         if (file->settle_at && *file->settle_at <= now) {
+          // While the incident's traceback is still to come, the log must be quiet for longer.
+          const auto quiet =
+              file->analyzer().quiet_before_settle(std::chrono::milliseconds(config_.settle_ms));
+          if (now - file->last_growth < quiet) {
+            file->settle_at = file->last_growth + quiet;
+            continue;
+          }
           file->settle_at.reset();
           file->analyzer().settle();
           commit(*file, file->analyzer().take_events(), /*can_rewind=*/true);

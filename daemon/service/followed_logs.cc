@@ -308,7 +308,8 @@ void FollowedLogs::leaving_turn() {
   const auto now = Clock::now();
   std::erase_if(leaving_, [&](std::unique_ptr<Tracked>& file) {
     drain(*file);
-    if (file->analyzer().has_open_incident() && now - file->last_growth >= settle_) {
+    if (file->analyzer().has_open_incident() &&
+        now - file->last_growth >= file->analyzer().quiet_before_settle(settle_)) {
       file->analyzer().settle();
       host_.commit(*file, file->analyzer().take_events(), /*can_rewind=*/false);
     }

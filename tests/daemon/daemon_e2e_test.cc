@@ -45,9 +45,8 @@ TEST_SUITE("daemon::e2e") {
     fs::create_directories(job);
     fs::copy_file(fs::path(OOMTRIAGE_SOURCE_DIR) / "examples/training_folder/my_lora/config.yaml",
                   job / "config.yaml");
-    // The log grows in pieces; the crash comes in one burst, as a trainer prints its traceback.
-    // (Pieces 1 ms apart can be 25 ms apart on a loaded machine: the daemon then settles the
-    // incident before the deepest frame, by design, and the report names a shallower one.)
+    // The log grows in pieces; the crash comes in one burst, as a trainer prints its traceback
+    // (a crash written slowly is the test after this one).
     const std::string log = slurp(kGolden / "aitk_sampling_oom_step500.log");
     const size_t crash = log.find("Error running job");
     REQUIRE(crash != std::string::npos);
@@ -106,6 +105,60 @@ TEST_SUITE("daemon::e2e") {
     CHECK(report.find("in generate_images") != std::string::npos);
     CHECK(report.find("step from bar at line") != std::string::npos);
   }
+  TEST_CASE("a crash written a line every 50 ms is stored with scan's verdict on the final file") {
+    // AI Toolkit's message before its traceback, and a traceback of a trainer nobody wrote rules
+    // for that ends in the OOM: each line arrives after the settle time has passed.
+    const std::string aitk = slurp(kGolden / "aitk_sampling_oom_step500.log");
+    const std::string other =
+        "Epoch 0:  45%|████▌     | 45/100 [00:10<00:12,  4.50it/s, loss=0.1]\n"
+        "encoding latents for the validation set\n"
+        "Traceback (most recent call last):\n"
+        "  File \"/home/me/Sample Training/train.py\", line 310, in <module>\n"
+        "    main()\n"
+        "  File \"/home/me/Sample Training/train.py\", line 288, in main\n"
+        "    cache = precompute(vae, loader)\n"
+        "  File \"/opt/venv/lib/python3.11/site-packages/diffusers/models/autoencoders/"
+        "autoencoder_kl.py\", line 301, in encode\n"
+        "    h = self.encoder(x)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of 23.55 GiB of which 1.19 GiB is free.\n";
+    for (const auto& [log, crash_at] :
+         {std::pair{aitk, aitk.find("Error running job")}, std::pair{other, size_t{0}}}) {
+      REQUIRE(crash_at != std::string::npos);
+      TempDir dir;
+      const fs::path out = dir.path / "output";
+      const fs::path job = out / "slow_job";
+      fs::create_directories(job);
+      DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+      const fs::path path = job / "log.txt";
+      write_slowly(path, std::string_view(log).substr(0, crash_at));
+      std::istringstream crash(log.substr(crash_at));
+      for (std::string line; std::getline(crash, line);) {
+        std::ofstream(path, std::ios::app) << line << "\n";
+        std::this_thread::sleep_for(50ms);
+      }
+      const auto [scan_rc, scanned] = oomtriage_says("scan --json '" + path.string() + "'");
+      REQUIRE(scan_rc == 0);
+      const auto scan_event = nlohmann::json::parse(scanned)["logs"][0]["events"].at(0);
+      const std::string report =
+          "--state-dir '" + (dir.path / "state").string() + "' report --json";
+      std::string reported;
+      REQUIRE(wait_until([&] {
+        int rc = 0;
+        std::tie(rc, reported) = oomtriage_says(report + " 2>/dev/null");
+        return rc == 0 && reported.find("\"crashed_oom\"") != std::string::npos;
+      }));
+      const auto events = nlohmann::json::parse(reported)["events"];
+      REQUIRE(events.size() == 1);
+      CAPTURE(events[0].dump());
+      CAPTURE(scan_event.dump());
+      CHECK(events[0]["phase"] == scan_event["phase"]);
+      CHECK(events[0]["step"] == scan_event["step"]);
+      CHECK(events[0]["phase_evidence"] == scan_event["phase_evidence"]);
+      CHECK(events[0]["exception"] == scan_event["exception"]);
+    }
+  }
+
   TEST_CASE("a reader of the store never sees a run crashed_oom without its event") {
     // The OOM line opens an incident that settles settle_ms after the log goes quiet (its
     // traceback may still come). Reads commit meanwhile; the run's outcome must wait for the
