@@ -167,9 +167,13 @@ std::string render_fixes_text(const std::vector<triage::Fix>& fixes, bool color)
     if (!fix.check.empty()) out += fmt::format("       check: {}\n", printable(fix.check, 400));
     out += fmt::format("       why: {}\n", printable(fix.why, 400));
     out += fmt::format("       cost: {}\n", printable(fix.cost, 300));
-    if (fix.predicted_peak_bytes) {
+    // Whether it fits is known only when the card's usable memory is (the crash's figures or
+    // the job's GPU); without it the peak stands alone.
+    if (fix.predicted_peak_bytes && fix.fits) {
       out += fmt::format("       peak: ~{} ({})\n", format_bytes(*fix.predicted_peak_bytes),
                          *fix.fits ? "fits" : "not enough alone");
+    } else if (fix.predicted_peak_bytes) {
+      out += fmt::format("       peak: ~{}\n", format_bytes(*fix.predicted_peak_bytes));
     }
   }
   return out;
