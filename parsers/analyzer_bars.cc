@@ -120,7 +120,6 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
     }
   }
   if (cls.role == BarRole::kTrainingSteps || cls.role == BarRole::kTrainingPerEpoch) {
-    if (train_advance_seq_ == seq_) settled_.reset();
     if (train_advance_seq_ == seq_ && crash_seq_ >= 0 && seq_ > crash_seq_) ++advances_after_crash_;
     // A run started after the last OOM trains on: the log's story goes on, that OOM stays fatal.
     if (train_advance_seq_ == seq_ && last_event_seq_ >= 0 && run_start_seq_ > last_event_seq_) {
@@ -207,7 +206,6 @@ void LogAnalyzer::watch_bar(int bar_id, std::optional<int64_t> previous_n, bool 
   // The same bar moved on twice: the process survived the signal and training went on.
   went_on_seq_ = seq_;
   watch_.reset();
-  settled_.reset();
   if (open_) {
     open_->event.recovered = true;
     close_incident();

@@ -13,14 +13,14 @@ namespace oomtriage::parsers {
 uint64_t LogAnalyzer::resume_offset() const {
   uint64_t offset = splitter_.pending_record_offset();
   if (has_pending_frame_) offset = std::min(offset, pending_offset_);
-  if (open_) offset = std::min(offset, open_->record_offset);
+  if (const Incident* open = unreported()) offset = std::min(offset, open->record_offset);
   return offset;
 }
 
 int64_t LogAnalyzer::resume_line() const {
   int64_t line = splitter_.pending_record_line();
   if (has_pending_frame_) line = std::min(line, pending_line_);
-  if (open_) line = std::min(line, open_->record_line);
+  if (const Incident* open = unreported()) line = std::min(line, open->record_line);
   return line;
 }
 
@@ -78,15 +78,17 @@ std::string LogAnalyzer::checkpoint() const {
       {"first_epoch", opt(first_epoch_)},
       // A resumed analyzer re-reads the open incident from its start: give it the evidence
       // as it stood there, not what the incident's own lines added since.
-      {"context", clue_json(open_ ? open_->context : context_)},
-      {"step", clue_json(open_ ? open_->step : step_)},
+      {"context", clue_json(unreported() ? unreported()->context : context_)},
+      {"step", clue_json(unreported() ? unreported()->step : step_)},
       {"resume_step", opt(resume_step_)},
       {"printed_total_steps", opt(printed_total_steps_)},
       {"crash_seq", crash_seq_},
       {"stop_seq", stop_seq_},
       {"completed_seq", completed_seq_},
-      {"last_event_seq", last_event_seq_},
-      {"last_event_recovered", last_event_recovered_},
+      // A reported incident is not read again: the resumed analyzer starts past it.
+      {"last_event_seq", open_ && open_->reported ? open_->first_seq : last_event_seq_},
+      {"last_event_recovered",
+       open_ && open_->reported ? open_->reported->recovered : last_event_recovered_},
       {"went_on_seq", went_on_seq_},
       {"run_start_seq", run_start_seq_},
       {"any_text", any_text_},

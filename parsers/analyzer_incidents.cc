@@ -1,8 +1,8 @@
 // parsers/analyzer_incidents.cc: the signals of one incident grouped into one event (the
 // "Error running job:" line, the traceback's last line, a second rank's copy, a doubled tee, a
 // trainer's back-off), the allocator message's wrapped lines joined, the phase and step resolved
-// by precedence when the incident closes, settle(), an event the scheduler reported, and the
-// log's outcome.
+// by precedence when the incident is reported (settle()) and again when it closes (an
+// amendment when the verdict changed), an event the scheduler reported, and the log's outcome.
 #include "parsers/log_analyzer.h"
 
 #include <algorithm>
@@ -97,13 +97,6 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
     return;
   }
   if (open_) close_incident();
-  // The rest of an incident that settle() already reported (its traceback's last line, say).
-  if (settled_ && !pattern.recovered && seq_ - settled_->last_signal_seq <= kIncidentWindow &&
-      can_merge(*settled_, match.kind, figures, rank)) {
-    settled_->last_signal_seq = seq_;
-    last_incident_end_seq_ = seq_;
-    return;
-  }
 
   Incident incident;
   incident.record_offset = current_record_offset_;
@@ -173,9 +166,8 @@ bool LogAnalyzer::try_continue_message(std::string_view line) {
 // entry points and script names suggest; a training bar drawn after the error.
 // The step: the newest step evidence before the error (a training bar, a counter, a marker naming
 // its step, a save name); else a training bar drawn after the error (tqdm's close() at exit).
-void LogAnalyzer::close_incident() {
-  Incident& incident = *open_;
-  OomEvent& event = incident.event;
+OomEvent LogAnalyzer::resolve_incident(const Incident& incident) const {
+  OomEvent event = incident.event;
   Phase phase = incident.signal_phase;
   if (phase != Phase::kUnknown) {
     event.phase_evidence =
@@ -237,10 +229,26 @@ void LogAnalyzer::close_incident() {
   if (!event.figures.gpu_index && gpu_hint_ && gpu_hint_seq_ >= incident.first_seq) {
     event.figures.gpu_index = gpu_hint_;
   }
+  return event;
+}
+
+void LogAnalyzer::report(Incident& incident) {
+  OomEvent event = resolve_incident(incident);
+  if (incident.reported) {
+    event.revision = incident.reported->revision;
+    if (event == *incident.reported) return;
+    ++event.revision;
+  }
+  incident.reported = event;
+  events_.push_back(std::move(event));
+}
+
+void LogAnalyzer::close_incident() {
+  Incident& incident = *open_;
+  report(incident);
   last_event_seq_ = incident.first_seq;
   last_incident_end_seq_ = incident.last_signal_seq;
-  last_event_recovered_ = event.recovered;
-  events_.push_back(std::move(event));
+  last_event_recovered_ = incident.reported->recovered;
   open_.reset();
 }
 
@@ -284,20 +292,21 @@ std::chrono::milliseconds LogAnalyzer::quiet_before_settle(std::chrono::millisec
 void LogAnalyzer::settle() {
   flush_pending_frame();
   if (!open_) return;
-  Incident copy = *open_;
-  close_incident();
-  settled_ = std::move(copy);
+  report(*open_);
+  open_->reported_seq = seq_;
 }
 
 Outcome LogAnalyzer::decide_outcome(bool had_events) const {
-  const bool progress_after_oom = went_on_seq_ > last_event_seq_;
+  // An incident reported but still open (settle()) counts as the last event.
+  const int64_t last_event_seq = open_ ? open_->first_seq : last_event_seq_;
+  const bool last_event_recovered = open_ ? open_->event.recovered : last_event_recovered_;
+  const bool progress_after_oom = went_on_seq_ > last_event_seq;
   const bool training_finished =
       train_n_ && train_total_ && *train_total_ > 0 && *train_n_ >= *train_total_;
-  if (stop_seq_ >= 0 && stop_seq_ >= crash_seq_ && stop_seq_ >= last_event_seq_) {
+  if (stop_seq_ >= 0 && stop_seq_ >= crash_seq_ && stop_seq_ >= last_event_seq) {
     return Outcome::kStopped;
   }
-  if (had_events && !progress_after_oom &&
-      (!last_event_recovered_ || crash_seq_ > last_event_seq_)) {
+  if (had_events && !progress_after_oom && (!last_event_recovered || crash_seq_ > last_event_seq)) {
     return Outcome::kCrashedOom;
   }
   // After a crash, one redraw of a bar (tqdm's close() at exit) is no training going on.

@@ -57,7 +57,6 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       if (open_) close_incident();
       run_start_seq_ = seq_;
       attempt_step_ = step_;
-      settled_.reset();
       watch_.reset();
       if (!match.job.empty() && options_.job_name.empty()) job_name_.assign(match.job);
       bars_.clear();

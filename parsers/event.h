@@ -89,6 +89,7 @@ struct MemoryFigures {
   bool has_any() const;
   // Fills every figure that is absent here from `other`.
   void fill_from(const MemoryFigures& other);
+  bool operator==(const MemoryFigures&) const = default;
 };
 
 // Where a verdict came from, for people: the line that named the phase or showed the step.
@@ -112,6 +113,11 @@ struct OomEvent {
   std::string message;
   std::optional<Evidence> phase_evidence;
   std::optional<Evidence> step_evidence;
+  // 0 as first reported. A follower reports an incident when its log goes quiet (settle()); when
+  // more of it arrives later and changes the verdict, the event is reported again, at the same
+  // offset, with the next revision: the amendment that replaces the stored one.
+  int revision = 0;
+  bool operator==(const OomEvent&) const = default;
 };
 
 // Training arguments the log itself prints (kohya, diffusers, HF Trainer); used when the job has

@@ -64,9 +64,12 @@ class LogAnalyzer {
   // taken before.
   LogAnalysis finish();
 
-  // Closes the open incident now. The daemon calls it when a file has been quiet for a moment:
-  // a crash ends the log, so no later record would close the incident. Signals of the same
-  // incident that still arrive afterwards are absorbed, not reported again.
+  // Reports the open incident's event now. The daemon calls it when a file has been quiet for a
+  // moment: a crash ends the log, so no later record would close the incident. The incident
+  // stays open as it would in a whole-file scan: what still arrives of it (its traceback, another
+  // rank's copy) is merged, and when that changes the verdict the next settle() or the close
+  // reports the event again with revision + 1 (an amendment). So the last revision is the event
+  // analyze_log() gives for the whole file.
   void settle();
 
   // How long the log must have been quiet before settle() may close the open incident: `settle`,
@@ -90,7 +93,11 @@ class LogAnalyzer {
   std::string checkpoint() const;
   // The outcome so far, as finish() would decide it.
   Outcome outcome_so_far() const;
-  bool has_open_incident() const { return open_.has_value(); }
+  // An incident whose event is not reported as it stands: never reported, or records arrived
+  // since settle() reported it (they may amend it).
+  bool has_open_incident() const {
+    return open_ && (!open_->reported || seq_ > open_->reported_seq);
+  }
   uint64_t records() const { return static_cast<uint64_t>(seq_); }
   uint64_t truncated_records() const { return splitter_.truncated_records(); }
   Trainer trainer() const { return trainer_guess(); }
@@ -158,6 +165,8 @@ class LogAnalyzer {
     std::vector<int> ranks;
     uint64_t record_offset = 0;  // where the record holding the first signal starts
     int64_t record_line = 0;
+    std::optional<OomEvent> reported;  // the event as settle() last reported it
+    int64_t reported_seq = -1;
   };
 
   void on_record(const Record& record);
@@ -183,6 +192,12 @@ class LogAnalyzer {
   void set_context(EvidenceSource source, Phase phase, std::string_view text, int64_t line);
   void set_step(EvidenceSource source, int64_t step, std::string_view text, int64_t line);
   void close_incident();
+  // The event an incident amounts to, its phase and step resolved by precedence.
+  OomEvent resolve_incident(const Incident& incident) const;
+  // Reports the incident's event, or its amendment when the verdict changed since reported.
+  void report(Incident& incident);
+  // The open incident a resumed analyzer must read again: one not reported yet.
+  const Incident* unreported() const { return open_ && !open_->reported ? &*open_ : nullptr; }
   Outcome decide_outcome(bool had_events) const;
   Trainer trainer_guess() const;
   bool rules_on(Trainer trainer) const;
@@ -252,7 +267,6 @@ class LogAnalyzer {
   std::array<int, 8> trainer_votes_{};
 
   std::optional<Incident> open_;
-  std::optional<Incident> settled_;  // the last incident closed by settle(), for absorption
   uint64_t current_record_offset_ = 0;
   int64_t current_record_line_ = 0;
   std::vector<OomEvent> events_;

@@ -59,26 +59,29 @@ ordered_json event_to_json(const parsers::OomEvent& event) {
   for (const auto& process : f.other_processes) {
     others.push_back({{"pid", process.pid}, {"bytes", process.bytes}});
   }
-  return {{"kind", parsers::to_string(event.kind)},
-          {"recovered", event.recovered},
-          {"phase", parsers::to_string(event.phase)},
-          {"step", or_null(event.step)},
-          {"total_steps", or_null(event.total_steps)},
-          {"gpu_index", or_null(f.gpu_index)},
-          {"tried_to_allocate_bytes", or_null(f.tried_to_allocate_bytes)},
-          {"total_capacity_bytes", or_null(f.total_capacity_bytes)},
-          {"free_bytes", or_null(f.free_bytes)},
-          {"allocated_by_pytorch_bytes", or_null(f.allocated_by_pytorch_bytes)},
-          {"reserved_unallocated_bytes", or_null(f.reserved_unallocated_bytes)},
-          {"reserved_total_bytes", or_null(f.reserved_total_bytes)},
-          {"this_process_in_use_bytes", or_null(f.this_process_in_use_bytes)},
-          {"other_processes", others},
-          {"line", event.line},
-          {"offset", event.offset},
-          {"exception", or_null(event.exception)},
-          {"message", event.message},
-          {"phase_evidence", evidence_json(event.phase_evidence)},
-          {"step_evidence", evidence_json(event.step_evidence)}};
+  ordered_json out = {{"kind", parsers::to_string(event.kind)},
+                      {"recovered", event.recovered},
+                      {"phase", parsers::to_string(event.phase)},
+                      {"step", or_null(event.step)},
+                      {"total_steps", or_null(event.total_steps)},
+                      {"gpu_index", or_null(f.gpu_index)},
+                      {"tried_to_allocate_bytes", or_null(f.tried_to_allocate_bytes)},
+                      {"total_capacity_bytes", or_null(f.total_capacity_bytes)},
+                      {"free_bytes", or_null(f.free_bytes)},
+                      {"allocated_by_pytorch_bytes", or_null(f.allocated_by_pytorch_bytes)},
+                      {"reserved_unallocated_bytes", or_null(f.reserved_unallocated_bytes)},
+                      {"reserved_total_bytes", or_null(f.reserved_total_bytes)},
+                      {"this_process_in_use_bytes", or_null(f.this_process_in_use_bytes)},
+                      {"other_processes", others},
+                      {"line", event.line},
+                      {"offset", event.offset},
+                      {"exception", or_null(event.exception)},
+                      {"message", event.message},
+                      {"phase_evidence", evidence_json(event.phase_evidence)},
+                      {"step_evidence", evidence_json(event.step_evidence)}};
+  // Only an amendment says so (scan --follow, the daemon): a whole-file verdict has none.
+  if (event.revision > 0) out["revision"] = event.revision;
+  return out;
 }
 
 ordered_json scan_to_json(const std::vector<ScannedLog>& logs) {

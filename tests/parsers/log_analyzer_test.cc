@@ -266,17 +266,29 @@ TEST_SUITE("parsers::log_analyzer") {
       }
     }
   }
-  TEST_CASE("settle reports an open incident now and absorbs the rest of it") {
+  TEST_CASE("settle reports an open incident now and amends it with the rest of it") {
     LogAnalyzer analyzer;
     analyzer.feed("Error running job: CUDA out of memory. Tried to allocate 2.00 GiB.\n");
     CHECK(analyzer.take_events().empty());  // still open: its traceback may follow
     CHECK(analyzer.has_open_incident());
     analyzer.settle();
-    CHECK(analyzer.take_events().size() == 1);
+    const auto first = analyzer.take_events();
+    REQUIRE(first.size() == 1);
+    CHECK(first[0].revision == 0);
+    CHECK_FALSE(first[0].exception);
+    CHECK_FALSE(analyzer.has_open_incident());
+    analyzer.settle();  // nothing new: nothing again
+    CHECK(analyzer.take_events().empty());
     analyzer.feed(
         "Traceback (most recent call last):\n  File \"x.py\", line 1, in run\n"
         "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n");
+    CHECK(analyzer.has_open_incident());  // records arrived since: they may amend it
     analyzer.settle();
-    CHECK(analyzer.finish().events.empty());
+    const auto amended = analyzer.take_events();
+    REQUIRE(amended.size() == 1);  // the traceback's last line is the same incident
+    CHECK(amended[0].revision == 1);
+    CHECK(amended[0].offset == first[0].offset);
+    CHECK(amended[0].exception == "torch.OutOfMemoryError");
+    CHECK(analyzer.finish().events.empty());  // closing it changes nothing more
   }
 }

@@ -37,17 +37,37 @@ std::vector<milliseconds> waits_line_by_line(const std::string& log) {
   return waits;
 }
 
-// The daemon's behaviour when every pause between lines is longer than the settle time but
-// shorter than the traceback wait: it settles wherever the analyzer asks for the short time.
-OomEvent settled_line_by_line(const std::string& log) {
+// Every event a follower reports when it settles after each line where `settles` says the pause
+// was long enough, then reaches the end: first reports and amendments, in order.
+template <class Settles>
+std::vector<OomEvent> reported_line_by_line(const std::string& log, Settles settles) {
   LogAnalyzer analyzer;
+  std::vector<OomEvent> reported;
   for (const std::string& line : lines_of(log)) {
     analyzer.feed(line);
-    if (analyzer.has_open_incident() && analyzer.quiet_before_settle(kSettle) == kSettle) {
+    if (analyzer.has_open_incident() && settles(analyzer)) {
       analyzer.settle();
+      for (OomEvent& event : analyzer.take_events()) reported.push_back(std::move(event));
     }
   }
-  return only_event(analyzer.finish());
+  for (OomEvent& event : analyzer.finish().events) reported.push_back(std::move(event));
+  return reported;
+}
+
+// The daemon's behaviour when every pause between lines is longer than the settle time but
+// shorter than the traceback wait: it settles wherever the analyzer asks for the short time.
+// Nothing is amended: the first report was the whole incident.
+OomEvent settled_line_by_line(const std::string& log) {
+  const std::vector<OomEvent> reported = reported_line_by_line(
+      log, [](const LogAnalyzer& a) { return a.quiet_before_settle(kSettle) == kSettle; });
+  REQUIRE(reported.size() == 1);
+  return reported.front();
+}
+
+// Pauses longer than the traceback wait after every line (a pipe that stalls): the follower
+// reports early and amends; its last revision is scan's verdict.
+std::vector<OomEvent> settled_after_every_line(const std::string& log) {
+  return reported_line_by_line(log, [](const LogAnalyzer&) { return true; });
 }
 
 const std::string kSamplingTraceback =
@@ -102,6 +122,67 @@ TEST_SUITE("parsers::settle") {
     CHECK(waits[3] == LogAnalyzer::kTracebackWait);
     CHECK(waits.back() == kSettle);
     CHECK(settled_line_by_line(log).phase == only_event(analyze_log(log)).phase);
+  }
+
+  TEST_CASE("a settled incident whose later lines change nothing is not reported again") {
+    LogAnalyzer analyzer;
+    analyzer.feed(bar("my_lora", 500, 3000) + "\n" + std::string(kOom) + "\n");
+    analyzer.settle();
+    CHECK(analyzer.take_events().size() == 1);
+    analyzer.feed("Job process terminated with exit code 1.\n");
+    analyzer.settle();
+    CHECK(analyzer.take_events().empty());
+    CHECK(analyzer.finish().events.empty());
+  }
+
+  TEST_CASE("a traceback that stalls past the wait amends the reported event to scan's verdict") {
+    // Reported first without the traceback (the phase unknown); the sampling frames
+    // that arrive later amend it. Every revision keeps the event's offset; the last one is scan's.
+    const std::string log = bar("my_lora", 500, 3000) + "\nError running job: " + kOom +
+                            "\n========================================\nResult:\n - 1 failure\n" +
+                            kSamplingTraceback + "\nJob process terminated with exit code 1.\n";
+    const std::vector<OomEvent> reported = settled_after_every_line(log);
+    REQUIRE(reported.size() >= 2);
+    CHECK(reported.front().revision == 0);
+    CHECK(reported.front().phase == Phase::kUnknown);
+    for (size_t i = 1; i < reported.size(); ++i) {
+      CHECK(reported[i].revision == static_cast<int>(i));
+      CHECK(reported[i].offset == reported.front().offset);
+      CHECK(reported[i].line == reported.front().line);
+    }
+    OomEvent last = reported.back();
+    CHECK(last.phase == Phase::kSampling);
+    last.revision = 0;
+    CHECK(last == only_event(analyze_log(log)));
+  }
+
+  TEST_CASE("settling after every line ends on scan's verdict for every shape of crash") {
+    const std::vector<std::string> logs = {
+        bar("my_lora", 500, 3000) + "\n" + kSamplingTraceback,
+        "2026-01-01 10:00:00 ERROR trainer: " + std::string(kOom) + "\n" + kSamplingTraceback,
+        bar("my_lora", 500, 3000) + "\nKilled\n",
+        bar("my_lora", 500, 3000) + "\n" + kOom + "\n[rank1]: " + kOom + "\n",
+        // Two incidents: each ends on its own verdict.
+        bar("my_lora", 500, 3000) + "\n" + kSamplingTraceback + bar("my_lora", 501, 3000) + "\n" +
+            bar("my_lora", 502, 3000) + "\n" + bar("my_lora", 503, 3000) + "\n" +
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB.\n"};
+    for (const std::string& log : logs) {
+      CAPTURE(log);
+      const LogAnalysis scanned = analyze_log(log);
+      std::vector<OomEvent> last_of_each;
+      for (OomEvent event : settled_after_every_line(log)) {
+        const int revision = event.revision;
+        event.revision = 0;
+        if (revision == 0) {
+          last_of_each.push_back(event);
+        } else {
+          REQUIRE_FALSE(last_of_each.empty());
+          CHECK(last_of_each.back().offset == event.offset);
+          last_of_each.back() = event;
+        }
+      }
+      CHECK(last_of_each == scanned.events);
+    }
   }
 
   TEST_CASE("what prints no traceback is settled at once") {
