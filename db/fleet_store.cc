@@ -438,7 +438,9 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
         "INSERT INTO oomtriage.events (event_id, store_id, id, host, job_id, run_id, "
         "snapshot_id, log_offset, kind, phase, model_family, step, recovered, event_json, "
         "fixes_json, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
-        "$14, $15, to_timestamp($16)) ON CONFLICT (event_id) DO NOTHING",
+        "$14, $15, to_timestamp($16)) ON CONFLICT (event_id) DO UPDATE SET kind = excluded.kind, "
+        "phase = excluded.phase, step = excluded.step, recovered = excluded.recovered, "
+        "event_json = excluded.event_json, fixes_json = excluded.fixes_json",
         {e.uuid, store_id, std::to_string(e.stored.id), h, std::to_string(e.job_id),
          number(e.stored.run_id ? std::optional<int64_t>(e.stored.run_id) : std::nullopt),
          number(e.stored.snapshot_id), std::to_string(e.typed.offset), pg_text(e.typed.kind),

@@ -213,6 +213,14 @@ CREATE TABLE preflight_checks (
   UNIQUE (job_id, config_sha256, card_bytes)
 ) STRICT;
 )sql",
+    // 10: amended events. A follower reports an incident when its log goes quiet and again when
+    // more of it (its traceback) changed the verdict: the event row is updated in place with the
+    // higher revision. An outbox row that had delivered the event is sent again as an update,
+    // marked with the revision it carries, when the top fix changed (db/store_progress.cc).
+    R"sql(
+ALTER TABLE events ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE outbox ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

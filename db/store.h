@@ -49,6 +49,8 @@ struct EventRow {
   bool recovered = false;
   std::string event_json;
   std::string fixes_json;
+  // Above 0: an amendment of the event stored at this offset (parsers/event.h OomEvent::revision).
+  int64_t revision = 0;
 };
 
 // Everything that one read of one file produced, committed atomically.
@@ -125,6 +127,7 @@ struct OutboxItem {
   bool recovered = false;
   std::string event_json;
   std::string fixes_json;
+  int64_t revision = 0;  // above 0: an update of an alert delivered before (the event amended)
 };
 
 // An outbox row as `oomtriage alerts` lists it.
@@ -273,7 +276,10 @@ class Store : public JobReader {
   Result<Ok> set_file_state(int64_t file_id, const std::string& state, int64_t now);
   // Files still marked active (followed when the daemon last ran).
   Result<std::vector<FileRow>> active_files();
-  // Offsets, events and outbox rows in one transaction. Returns the number of new events.
+  // Offsets, events and outbox rows in one transaction. Returns the number of new events plus
+  // the amendments (EventRow::revision) that queued an update alert: what the alerts must send.
+  // An amendment updates its stored event when its revision is higher; the outbox rows that had
+  // delivered it go out again, as an update, only when its top fix changed.
   Result<int64_t> commit_progress(const Progress& progress, int64_t now);
   // Several files' progress in one transaction (the daemon's once-a-second checkpoint).
   Result<int64_t> commit_progress(const std::vector<Progress>& batch, int64_t now);
@@ -335,7 +341,11 @@ class Store : public JobReader {
   explicit Store(sqlite3* db);
   Result<Ok> exec(const char* sql);
   Result<Ok> migrate();
-  Result<int64_t> write_progress(const Progress& progress, int64_t now);  // inside a transaction
+  Result<int64_t> write_progress(const Progress& progress, int64_t now);
+  // An amendment: std::nullopt when no event is stored at its offset yet (insert it), else how
+  // many delivered alerts it queued again.
+  Result<std::optional<int64_t>> amend_event(const Progress& progress, const EventRow& event,
+                                             int64_t now);  // inside a transaction
   Result<std::optional<JobStory>> story_of(const JobSummary& job);
 
   sqlite3* db_;

@@ -34,6 +34,9 @@ END;
 CREATE TRIGGER IF NOT EXISTS fleet_event_inserted AFTER INSERT ON events BEGIN
   INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('event', new.id);
 END;
+CREATE TRIGGER IF NOT EXISTS fleet_event_amended AFTER UPDATE OF revision ON events BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('event', new.id);
+END;
 CREATE TRIGGER IF NOT EXISTS fleet_attempt_inserted AFTER INSERT ON heal_attempts BEGIN
   INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
 END;
@@ -46,6 +49,7 @@ constexpr const char* kDropFleetTriggers = R"sql(
 DROP TRIGGER IF EXISTS fleet_job_inserted; DROP TRIGGER IF EXISTS fleet_job_updated;
 DROP TRIGGER IF EXISTS fleet_snapshot_inserted; DROP TRIGGER IF EXISTS fleet_run_inserted;
 DROP TRIGGER IF EXISTS fleet_run_updated; DROP TRIGGER IF EXISTS fleet_event_inserted;
+DROP TRIGGER IF EXISTS fleet_event_amended;
 DROP TRIGGER IF EXISTS fleet_attempt_inserted; DROP TRIGGER IF EXISTS fleet_attempt_updated;
 DELETE FROM meta WHERE key = 'fleet_outbox'; DELETE FROM fleet_outbox;
 )sql";

@@ -1,5 +1,6 @@
 // db/store_progress.cc: one read's progress committed in one transaction: its new events (each
-// unique per file, generation and offset, with an outbox row per receiver), the file's offset,
+// unique per file, generation and offset, with an outbox row per receiver) and amendments of
+// stored ones (an update alert when the top fix changed), the file's offset,
 // line, analyzer state and anchor, and the run's outcome. Several files' progress can share the
 // transaction (the daemon's checkpoint).
 #include "db/store.h"
@@ -31,11 +32,19 @@ Result<int64_t> Store::commit_progress(const std::vector<Progress>& batch, int64
 Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
   int64_t inserted = 0;
   for (const EventRow& e : p.events) {
+    if (e.revision > 0) {
+      auto amended = amend_event(p, e, now);
+      if (!amended) return amended.error();
+      if (*amended) {
+        inserted += **amended;
+        continue;
+      }
+    }
     Statement s(*statements_,
                 "INSERT INTO events (job_id, run_id, file_id, snapshot_id, offset, kind, phase, "
                 "step, recovered, event_json, fixes_json, created_at, generation, model_family, "
-                "uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                "?14, " OOMTRIAGE_UUID_SQL
+                "revision, uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+                "?14, ?15, " OOMTRIAGE_UUID_SQL
                 ") ON CONFLICT (file_id, generation, offset) DO NOTHING "
                 "RETURNING id");
     s.bind(1, p.job_id)
@@ -51,7 +60,8 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
         .bind(11, e.fixes_json)
         .bind(12, now)
         .bind(13, p.generation)
-        .bind(14, e.model_family);
+        .bind(14, e.model_family)
+        .bind(15, e.revision);
     const int rc = s.step();
     if (rc == SQLITE_DONE) continue;  // already stored: the same bytes were read again
     if (rc != SQLITE_ROW) return s.error("insert event");
@@ -88,6 +98,54 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
     if (r.step() != SQLITE_DONE) return r.error("update run");
   }
   return inserted;
+}
+
+Result<std::optional<int64_t>> Store::amend_event(const Progress& p, const EventRow& e,
+                                                  int64_t now) {
+  int64_t event_id = 0;
+  int64_t stored_revision = 0;
+  std::string stored_top_fix;
+  {
+    Statement find(*statements_,
+                   "SELECT id, revision, COALESCE(json_extract(fixes_json, '$[0].id'), '') FROM "
+                   "events WHERE file_id = ?1 AND generation = ?2 AND offset = ?3");
+    find.bind(1, p.file_id).bind(2, p.generation).bind(3, static_cast<int64_t>(e.offset));
+    const int rc = find.step();
+    if (rc == SQLITE_DONE) return std::optional<int64_t>();
+    if (rc != SQLITE_ROW) return find.error("find amended event");
+    event_id = find.integer(0);
+    stored_revision = find.integer(1);
+    stored_top_fix = find.text(2);
+  }
+  // The same amendment read again (a rewind), or an older one: the store keeps the newest.
+  if (stored_revision >= e.revision) return std::optional<int64_t>(0);
+
+  std::string top_fix;
+  {
+    Statement update(*statements_,
+                     "UPDATE events SET kind = ?2, phase = ?3, step = ?4, recovered = ?5, "
+                     "event_json = ?6, fixes_json = ?7, revision = ?8 WHERE id = ?1 RETURNING "
+                     "COALESCE(json_extract(fixes_json, '$[0].id'), '')");
+    update.bind(1, event_id)
+        .bind(2, e.kind)
+        .bind(3, e.phase)
+        .bind(4, e.step)
+        .bind(5, int64_t{e.recovered})
+        .bind(6, e.event_json)
+        .bind(7, e.fixes_json)
+        .bind(8, e.revision);
+    if (update.step() != SQLITE_ROW) return update.error("amend event");
+    top_fix = update.text(0);
+  }
+  // An alert not sent yet carries the amended event when it goes; one sent is sent again only
+  // when its advice changed (a new phase with the same top fix is not worth a second message).
+  if (top_fix == stored_top_fix) return std::optional<int64_t>(0);
+  Statement requeue(*statements_,
+                    "UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = ?2, "
+                    "last_error = NULL, revision = ?3 WHERE event_id = ?1 AND state = 'delivered'");
+  requeue.bind(1, event_id).bind(2, now).bind(3, e.revision);
+  if (requeue.step() != SQLITE_DONE) return requeue.error("queue the update alert");
+  return std::optional<int64_t>(sqlite3_changes(db_) > 0 ? 1 : 0);
 }
 
 }  // namespace oomtriage::db

@@ -58,10 +58,7 @@ HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, i
   }
   request.body = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (receiver.type == "webhook") {
-    const std::string id = alert.test           ? alert.test_id
-                           : alert.predicted    ? fmt::format("preflight_{}", alert.event_id)
-                           : alert.heal.empty() ? fmt::format("evt_{}", alert.event_id)
-                                                : fmt::format("heal_{}", alert.event_id);
+    const std::string id = alert.webhook_id();
     const std::string timestamp = std::to_string(now_unix);
     request.headers.emplace_back("webhook-id", id);
     request.headers.emplace_back("webhook-timestamp", timestamp);
@@ -222,6 +219,7 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
                                      last.model_family, last.log_path, last.event_json,
                                      last.fixes_json, utc_time(group.front().created_at));
   alert.grouped = static_cast<int>(group.size());
+  if (group.size() == 1) alert.revision = last.revision;
   const int64_t now = unix_now();
   HttpRequest request = alert_request(lane.receiver, alert, now);
   lane.in_flight = true;

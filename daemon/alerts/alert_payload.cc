@@ -109,7 +109,15 @@ std::string AlertContent::title() const {
   if (predicted) return fmt::format("OOM predicted in {}: {}", phase, job);
   std::string t = kind_label(kind);
   if (recovered) t = grouped > 1 ? fmt::format("{} recovered OOMs", grouped) : "Recovered OOM";
-  return fmt::format("{} in {}: {}", t, phase, job);
+  return fmt::format("{}{} in {}: {}", revision > 0 ? "Update: " : "", t, phase, job);
+}
+
+std::string AlertContent::webhook_id() const {
+  if (test) return test_id;
+  if (predicted) return fmt::format("preflight_{}", event_id);
+  if (!heal.empty()) return fmt::format("heal_{}", event_id);
+  return revision > 0 ? fmt::format("evt_{}_r{}", event_id, revision)
+                      : fmt::format("evt_{}", event_id);
 }
 
 namespace {
@@ -310,6 +318,7 @@ json annotations_of(const AlertContent& a) {
   json annotations = {{"summary", a.title()}, {"step", a.step},
                       {"memory", a.figures},  {"message", truncate_utf8(a.message, 4000)},
                       {"log", where(a)},      {"report", a.report_command()}};
+  if (a.revision > 0) annotations["revision"] = std::to_string(a.revision);
   if (!a.fixes.empty()) {
     annotations["top_fix"] = a.fixes[0].id;
     annotations["fixes"] = fixes_text(a, 3, false);

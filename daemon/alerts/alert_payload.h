@@ -36,7 +36,10 @@ struct AlertContent {
   std::string log_path;
   int64_t line = 0;
   bool recovered = false;
-  int grouped = 1;        // recovered OOMs of a burst sent as one message
+  int grouped = 1;  // recovered OOMs of a burst sent as one message
+  // Above 0: the event was amended after its alert went out (more of its traceback arrived) and
+  // its top fix changed; this alert updates that one (webhook-id evt_<id>_r<revision>).
+  int64_t revision = 0;
   std::string starts_at;  // RFC 3339
   std::vector<AlertFix> fixes;
   // Not an OOM but the verdict of `oomtriage run --heal` on its job: "healed", "exhausted" or
@@ -57,7 +60,8 @@ struct AlertContent {
   std::string ends_at;  // RFC 3339; "" while firing
   std::string test_id;  // the test's idempotency key
 
-  std::string title() const;  // "CUDA OOM in sampling: my_lora"
+  std::string title() const;       // "CUDA OOM in sampling: my_lora", "Update: CUDA OOM in ..."
+  std::string webhook_id() const;  // the idempotency key (Standard Webhooks' webhook-id)
   std::string report_command() const { return "oomtriage report " + job; }
 };
 

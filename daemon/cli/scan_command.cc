@@ -198,7 +198,6 @@ int run_follow(const std::string& path, const ScanOptions& options) {
   parsers::LogAnalyzer analyzer(analyzer_options);
   const bool color = color_enabled(options.color);
   std::vector<char> buffer(1 << 20);
-  int fatal = 0;
   // The daemon's settle time: an incident is printed once its log has been quiet this long.
   const auto settle = std::chrono::milliseconds(DaemonConfig{}.settle_ms);
   auto quiet_since = std::chrono::steady_clock::now();
@@ -221,10 +220,13 @@ int run_follow(const std::string& path, const ScanOptions& options) {
     // The store's history is not read here: each incident is ranked as the log alone shows it.
     return triage::triage_event(event, analyzer.trainer(), analyzer.arguments(), job, {});
   };
-  // Each incident once it settled: the traceback after an OOM line names its phase, in one burst.
+  // Whether each incident's latest revision is fatal, by its offset: an amendment replaces it.
+  std::map<uint64_t, bool> fatal_at;
+  // Each incident once it settled: the traceback after an OOM line names its phase, in one burst;
+  // an amendment when more of it arrived later and changed the verdict.
   const auto print = [&](std::vector<parsers::OomEvent> events) {
     for (parsers::OomEvent& event : events) {
-      fatal += !event.recovered;
+      fatal_at[event.offset] = !event.recovered;
       ScannedLog log;
       log.path = path;
       log.analysis.trainer = analyzer.trainer();
@@ -263,7 +265,9 @@ int run_follow(const std::string& path, const ScanOptions& options) {
   analyzer.settle();
   print(analyzer.take_events());
   ::close(fd);
-  return options.fail_on_oom && fatal > 0 ? kExitFatalOom : kExitOk;
+  const bool any_fatal =
+      std::any_of(fatal_at.begin(), fatal_at.end(), [](const auto& at) { return at.second; });
+  return options.fail_on_oom && any_fatal ? kExitFatalOom : kExitOk;
 }
 
 }  // namespace oomtriage::daemon

@@ -101,10 +101,13 @@ std::string render_scan_text(const ScannedLog& log, bool color) {
   int index = 0;
   for (const auto& event : a.events) {
     ++index;
-    const std::string title =
-        fmt::format("OOM {}: {} in {}, {}{}", index, parsers::to_string(event.kind),
-                    parsers::to_string(event.phase), step_text(event.step, event.total_steps),
-                    event.recovered ? " (recovered)" : "");
+    const std::string title = fmt::format(
+        "OOM {}: {} in {}, {}{}{}", index, parsers::to_string(event.kind),
+        parsers::to_string(event.phase), step_text(event.step, event.total_steps),
+        event.recovered ? " (recovered)" : "",
+        event.revision > 0
+            ? fmt::format(" (amended, revision {}: replaces the one above)", event.revision)
+            : "");
     const fmt::text_style style =
         event.recovered ? fmt::fg(fmt::terminal_color::yellow) : fmt::fg(fmt::terminal_color::red);
     // path:line, as compilers print it: terminals and editors jump there.

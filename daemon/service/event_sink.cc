@@ -45,7 +45,9 @@ void EventSink::accepted(const std::vector<const db::Progress*>& progress, int64
   // Events already stored (a file read again after a rewind or a restart) are not counted twice.
   if (new_events > 0) {
     for (const db::Progress* p : progress) {
-      for (const auto& row : p->events) ++metrics_.events[{row.kind, row.phase}];
+      for (const auto& row : p->events) {
+        if (row.revision == 0) ++metrics_.events[{row.kind, row.phase}];
+      }
     }
   }
   if (failing_) {
@@ -99,13 +101,15 @@ db::EventRow event_row(const parsers::OomEvent& event, const std::vector<triage:
   row.recovered = event.recovered;
   row.event_json = dump(event_to_json(event));
   row.fixes_json = dump(fixes_json);
+  row.revision = event.revision;
   return row;
 }
 
 std::string event_journal_text(const std::string& job, const std::string& path,
                                const parsers::OomEvent& event,
                                const std::vector<triage::Fix>& fixes) {
-  return fmt::format("job {}: {} OOM{} in {}{} ({}:{}){}", job, parsers::to_string(event.kind),
+  return fmt::format("job {}: {}{} OOM{} in {}{} ({}:{}){}", job,
+                     event.revision > 0 ? "amended: " : "", parsers::to_string(event.kind),
                      event.recovered ? " (recovered)" : "", parsers::to_string(event.phase),
                      event.step ? " at " + step_text(event.step, event.total_steps) : "", path,
                      event.line, fixes.empty() ? "" : "; top fix: " + fixes.front().id);

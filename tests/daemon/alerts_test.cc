@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "daemon/alerts/alert_dispatcher.h"
@@ -196,6 +197,68 @@ TEST_SUITE("daemon::alerts") {
     CHECK(late.log == "giving up after 12 attempts: HTTP 503");
   }
 
+  TEST_CASE(
+      "a traceback that arrives after the alert amends the event: one update, same id family") {
+    // AI Toolkit's "Error running job:" after a training bar, then a pause longer than the
+    // traceback wait: the daemon stores and alerts it as a training-step OOM. The traceback
+    // arrives later, a line every 50 ms, and shows a preview being sampled: the stored event
+    // becomes scan's verdict on the final file, and because the top fix changed, one update
+    // alert follows the first, marked as one.
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; });
+    AlertRig rig(receiver("hook", "webhook", server.url("/oom")));
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    std::string log = slurp(kGolden / "aitk_sampling_oom_step500.log");
+    const size_t samples = log.find("Generating Samples");
+    const size_t error = log.find("Error running job");
+    REQUIRE(samples < error);
+    log.erase(samples, error - samples);
+    const size_t traceback = log.find("Traceback");
+    REQUIRE(traceback != std::string::npos);
+    fs::create_directories(rig.out / "my_lora");
+    const fs::path path = rig.out / "my_lora" / "log.txt";
+    write_slowly(path, std::string_view(log).substr(0, traceback), 4096);
+    REQUIRE(wait_until([&] { return server.count() == 1; }, 15s));
+    std::this_thread::sleep_for(500ms);
+    std::istringstream rest(log.substr(traceback));
+    for (std::string line; std::getline(rest, line);) {
+      std::ofstream(path, std::ios::app) << line << "\n";
+      std::this_thread::sleep_for(50ms);
+    }
+    const auto [scan_rc, scanned] = oomtriage_says("scan --json '" + path.string() + "'");
+    REQUIRE(scan_rc == 0);
+    const auto scan = json::parse(scanned)["logs"][0];
+    REQUIRE(scan["events"].size() == 1);
+    const std::string report =
+        "--state-dir '" + (rig.dir.path / "state").string() + "' report my_lora --json 2>/dev/null";
+    json reported;
+    REQUIRE(wait_until([&] {
+      const auto [rc, text] = oomtriage_says(report);
+      if (rc != 0) return false;
+      reported = json::parse(text);
+      return reported["events"].size() == 1 &&
+             reported["events"][0]["phase"] == scan["events"][0]["phase"];
+    }));
+    for (const char* key : {"phase", "step", "phase_evidence", "step_evidence", "exception"}) {
+      CAPTURE(key);
+      CHECK(reported["events"][0][key] == scan["events"][0][key]);
+    }
+    CHECK(reported["events"][0]["revision"].get<int>() >= 1);
+    REQUIRE(wait_until([&] { return server.count() >= 2; }, 10s));
+    std::this_thread::sleep_for(1500ms);  // no third
+    const auto requests = server.requests();
+    REQUIRE(requests.size() == 2);
+    CHECK(requests[0].headers.at("webhook-id") == "evt_1");
+    CHECK(requests[1].headers.at("webhook-id").starts_with("evt_1_r"));
+    const json first = json::parse(requests[0].body)["alerts"][0];
+    const json update = json::parse(requests[1].body)["alerts"][0];
+    CHECK(first["labels"]["phase"] == "train_step");
+    CHECK(update["labels"]["phase"] == "sampling");
+    CHECK(update["annotations"]["summary"].get<std::string>().starts_with("Update: "));
+    CHECK(update["annotations"]["top_fix"] == scan["fixes"][0]["id"]);
+    CHECK(first["annotations"]["top_fix"] != update["annotations"]["top_fix"]);
+    CHECK(daemon.stderr_text().find("amended: ") != std::string::npos);
+  }
   TEST_CASE("a receiver down for a while gets every alert when it comes back, once, in order") {
     ReservedPort port;  // refused until the server takes it over
     AlertRig rig(

@@ -252,6 +252,32 @@ TEST_SUITE("db::fleet") {
     stale.runs.push_back(old_run);
     REQUIRE((*fleet)->ship(stale, *a.store->store_id(), "node-a"));
     CHECK(pg.query("SELECT outcome FROM oomtriage.runs WHERE host = 'node-a'") == "crashed_oom\n");
+
+    // An event amended on the node (its traceback arrived after it was stored) is queued again
+    // and replaces the fleet's row: the fleet shows the final verdict.
+    REQUIRE(a.store->fleet_shipped(batch_a.last_seq));
+    REQUIRE(a.store->fleet_batch(500)->events.empty());
+    db::Progress amend;
+    amend.file_id = 1;
+    amend.job_id = own.job.id;
+    amend.run_id = own.runs[0].id;
+    amend.offset = 10000;
+    db::EventRow amended;
+    amended.offset = 1000;
+    amended.kind = "cuda";
+    amended.phase = "sampling";
+    amended.step = 100;
+    amended.revision = 1;
+    amended.event_json = R"({"kind":"cuda","phase":"sampling","step":100,"revision":1})";
+    amended.fixes_json = R"([{"id":"cheapen_previews","rank":1}])";
+    amend.events = {amended};
+    REQUIRE(a.store->commit_progress(amend, 3000));
+    const auto again = *a.store->fleet_batch(500);
+    REQUIRE(again.events.size() == 1);
+    REQUIRE((*fleet)->ship(again, *a.store->store_id(), "node-a"));
+    CHECK(pg.query("SELECT count(*) FROM oomtriage.events") == "4\n");
+    CHECK(pg.query("SELECT phase || ' ' || fixes_json FROM oomtriage.events WHERE host = "
+                   "'node-a' AND log_offset = 1000") == "sampling " + amended.fixes_json + "\n");
   }
 
   TEST_CASE("an unreachable fleet store is an error that says so, soon") {

@@ -46,11 +46,11 @@ db::EventRow event_at(uint64_t offset) {
 TEST_SUITE("db::store") {
   TEST_CASE("a new store is migrated to the current schema, and reopening keeps it") {
     TempStore t;
-    CHECK(t.store->schema_version() == 9);
+    CHECK(t.store->schema_version() == 10);
     t.store.reset();
     auto again = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(again);
-    CHECK((*again)->schema_version() == 9);
+    CHECK((*again)->schema_version() == 10);
   }
   TEST_CASE("a store from a newer oomtriage is refused, not damaged") {
     TempStore t;
@@ -91,13 +91,14 @@ TEST_SUITE("db::store") {
                 "INSERT INTO jobs_v7 SELECT id, name, trainer, log_dir, first_seen, last_seen FROM "
                 "jobs;"
                 "DROP TABLE jobs; ALTER TABLE jobs_v7 RENAME TO jobs; DROP TABLE preflight_checks;"
+                "ALTER TABLE events DROP COLUMN revision; ALTER TABLE outbox DROP COLUMN revision;"
                 "PRAGMA user_version=7; COMMIT;",
                 nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
     auto reopened = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(reopened);
     t.store = std::move(*reopened);
-    CHECK(t.store->schema_version() == 9);
+    CHECK(t.store->schema_version() == 10);
     const auto story = *t.store->job_story("my_lora");
     REQUIRE(story);
     CHECK(story->job.id == a);
@@ -173,6 +174,85 @@ TEST_SUITE("db::store") {
     CHECK(sqlite3_column_int(stmt, 0) == 6);  // 3 events x 2 receivers
     sqlite3_finalize(stmt);
     sqlite3_close(raw);
+  }
+  TEST_CASE(
+      "an amended event replaces the stored one; a delivered alert goes again if its advice "
+      "changed") {
+    TempStore t;
+    const int64_t job = *t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
+    const int64_t run = *t.store->start_run(job, "/out/j/log.txt", std::nullopt, 100);
+    db::FileRow file;
+    file.path = "/out/j/log.txt";
+    file.dev = 1;
+    file.ino = 43;
+    file.fingerprint = "f";
+    file.job_id = job;
+    file.run_id = run;
+    db::Progress progress;
+    progress.file_id = *t.store->insert_file(file, 100);
+    progress.job_id = job;
+    progress.run_id = run;
+    progress.receivers = {"hook"};
+    db::EventRow first = event_at(4000);
+    first.phase = "unknown";
+    first.fixes_json = R"([{"id":"lower_batch"}])";
+    progress.events = {first};
+    REQUIRE(*t.store->commit_progress(progress, 200) == 1);
+    const auto outbox = [&] { return *t.store->due_alerts("hook", 1000, 10); };
+    const auto stored = [&] { return (*t.store->job_story("j"))->events.at(0); };
+
+    // Amended while its alert is still pending: the row is updated, the alert carries it as
+    // the first message (no update), nothing else is queued.
+    db::EventRow second = event_at(4000);
+    second.phase = "sampling";
+    second.revision = 1;
+    second.fixes_json = R"([{"id":"sample_cheaper"}])";
+    progress.events = {second};
+    CHECK(*t.store->commit_progress(progress, 210) == 0);
+    REQUIRE(outbox().size() == 1);
+    CHECK(outbox()[0].revision == 0);
+    CHECK(outbox()[0].fixes_json == second.fixes_json);
+    CHECK(*t.store->count_events() == 1);
+    CHECK(stored().fixes_json == second.fixes_json);
+    const int64_t outbox_id = outbox()[0].id;
+    REQUIRE(t.store->mark_alerts({outbox_id}, "delivered", 1, 0, ""));
+
+    // Delivered, amended with the same top fix: stored, no second message.
+    db::EventRow third = second;
+    third.revision = 2;
+    third.step = 501;
+    third.event_json = R"({"kind":"cuda","step":501})";
+    progress.events = {third};
+    CHECK(*t.store->commit_progress(progress, 220) == 0);
+    CHECK(outbox().empty());
+    CHECK(stored().event_json == third.event_json);
+
+    // An older revision read again (a rewind) changes nothing.
+    progress.events = {first};
+    CHECK(*t.store->commit_progress(progress, 225) == 0);
+    progress.events = {second};
+    CHECK(*t.store->commit_progress(progress, 226) == 0);
+    CHECK(stored().fixes_json == second.fixes_json);
+    CHECK(stored().event_json == third.event_json);
+
+    // Delivered, amended with another top fix: the same row goes again, marked as an update.
+    db::EventRow fourth = third;
+    fourth.revision = 3;
+    fourth.fixes_json = R"([{"id":"gradient_checkpointing"}])";
+    progress.events = {fourth};
+    CHECK(*t.store->commit_progress(progress, 230) == 1);
+    REQUIRE(outbox().size() == 1);
+    CHECK(outbox()[0].id == outbox_id);
+    CHECK(outbox()[0].revision == 3);
+    CHECK(outbox()[0].attempts == 0);
+    CHECK(outbox()[0].fixes_json == fourth.fixes_json);
+
+    // An amendment whose first report was never stored is stored as it is.
+    db::EventRow orphan = event_at(9000);
+    orphan.revision = 1;
+    progress.events = {orphan};
+    CHECK(*t.store->commit_progress(progress, 240) == 1);
+    CHECK(*t.store->count_events() == 2);
   }
   TEST_CASE("a run's heal attempt is kept with its job, and its end updates it") {
     TempStore t;
