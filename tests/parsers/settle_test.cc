@@ -4,11 +4,14 @@
 // the times asked gives the verdict scan gives on the whole file.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "parsers/log_analyzer.h"
+#include "tests/support/files.h"
 #include "tests/support/log_samples.h"
 
 using namespace oomtriage::parsers;
@@ -182,6 +185,58 @@ TEST_SUITE("parsers::settle") {
         }
       }
       CHECK(last_of_each == scanned.events);
+    }
+  }
+
+  TEST_CASE("at any write pace the last revision of each incident is scan's event") {
+    // Every bundled log and trainer log, fed in random pieces (cut anywhere, mid-line included)
+    // with a settle after a random share of them: the pauses of a pipe that stalls anywhere.
+    const std::filesystem::path data =
+        std::filesystem::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "testdata";
+    std::vector<std::filesystem::path> logs;
+    for (const char* folder : {"logs", "trainer-logs"}) {
+      for (const auto& entry : std::filesystem::recursive_directory_iterator(data / folder)) {
+        if (entry.path().extension() == ".log") logs.push_back(entry.path());
+      }
+    }
+    REQUIRE(logs.size() >= 10);
+    std::mt19937 random(30);
+    for (const auto& path : logs) {
+      const std::string log = oomtriage::testing::slurp(path);
+      const std::vector<OomEvent> scanned = analyze_log(log).events;
+      for (int round = 0; round < 3; ++round) {
+        CAPTURE(path.string());
+        CAPTURE(round);
+        LogAnalyzer analyzer;
+        std::vector<OomEvent> reported;
+        const auto take = [&] {
+          for (OomEvent& event : analyzer.take_events()) reported.push_back(std::move(event));
+        };
+        for (size_t at = 0; at < log.size();) {
+          const size_t piece = std::uniform_int_distribution<size_t>(1, 400)(random);
+          analyzer.feed(std::string_view(log).substr(at, piece));
+          at += piece;
+          take();
+          if (std::uniform_int_distribution<int>(0, 3)(random) == 0) {
+            analyzer.settle();
+            take();
+          }
+        }
+        for (OomEvent& event : analyzer.finish().events) reported.push_back(std::move(event));
+        // Folded by offset: an amendment replaces its incident's earlier revision.
+        std::vector<OomEvent> last_of_each;
+        for (OomEvent event : reported) {
+          const int revision = event.revision;
+          event.revision = 0;
+          if (revision > 0 && !last_of_each.empty() && last_of_each.back().offset == event.offset) {
+            last_of_each.back() = event;
+          } else {
+            CHECK(revision == 0);
+            last_of_each.push_back(event);
+          }
+        }
+        CHECK(last_of_each == scanned);
+      }
     }
   }
 
