@@ -599,6 +599,13 @@ Phase announced_stage(std::string_view line) {
   return stage_of(without_paths(line.substr(0, 200)), false);
 }
 
+bool announces_unnamed_caching(std::string_view line) {
+  static const RE2 kUnnamed(
+      R"(^(?:encod|cach|precomput)\w*\s(?:the\s)?(?:datasets?|data|outputs?)\b)", quiet_options());
+  return may_announce_stage(line) &&
+         RE2::PartialMatch(stage_tokens(without_paths(line.substr(0, 200))), kUnnamed);
+}
+
 Phase failed_stage(std::string_view line) {
   static const RE2 kFailure(R"((?i)\bfail|\berror\b|\bexception\b|\babort|\bcrash)",
                             quiet_options());

@@ -103,6 +103,10 @@ std::string_view node_type(std::string_view line);
 // /data", "Loading Flux model", "Running validation...", "Encoding prompts"). kUnknown otherwise.
 bool may_announce_stage(std::string_view line);
 Phase announced_stage(std::string_view line);
+// An announcement of caching that does not say what is cached: musubi-tuner's latent and text
+// encoder caching scripts both print "Encoding dataset [0]". Whatever stage came before is over
+// (the models are loaded); which caching it is, the traceback's frames may say.
+bool announces_unnamed_caching(std::string_view line);
 
 // A failure line printed after an error that names the stage that failed ("stage 'latents'
 // failed, see above", "Validation run failed at step 500"). kUnknown otherwise.

@@ -349,7 +349,12 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
   if (!named_phase && announcing) {
     Phase phase = announced_stage(clean.text);
     if (phase == Phase::kUnknown && !untagged.empty()) phase = announced_stage(untagged);
-    if (phase != Phase::kUnknown) set_context(EvidenceSource::kMarker, phase, clean.text, line);
+    if (phase != Phase::kUnknown) {
+      set_context(EvidenceSource::kMarker, phase, clean.text, line);
+    } else if (announces_unnamed_caching(clean.text) ||
+               (!untagged.empty() && announces_unnamed_caching(untagged))) {
+      set_context(EvidenceSource::kMarker, Phase::kUnknown, clean.text, line);  // what ran is over
+    }
   }
   if (oom_literal) {
     if (auto match = match_oom(clean.text)) {

@@ -51,6 +51,9 @@ constexpr StageRule kRules[] = {
      R"(|\binit\w*\s(?:\w+\s){0,3}training\b|\bload model\b|\bset module tensor to device\b)"
      R"(|\benable (?:model|sequential) cpu offload\b|\baccelerator prepare\b|\bprepare model\b)"
      R"(|\bdispatch model\b)"},
+    // Batches that are encoded, cached or saved are no training batches: musubi-tuner's latent
+    // and text-encoder caching scripts both call encode_and_save_batch(). Says nothing.
+    {Phase::kUnknown, R"(\b(?:encod|cach|sav|precomput)\w*\s(?:\w+\s){0,2}batch(?:es)?\b)"},
     {Phase::kSampling,
      R"(\bsampl(?:e|es|ing|er|ers)\b|\bk\s?sampler\w*|\bgenerat\w*\s(?:\w+\s){0,2}(?:images?|samples?|previews?|videos?)\b)"
      R"(|\bpreviews?\b|\bvalidat\w*|\bvalid\b|\bpredicting\b|\beval\w*|\binference\b|\binfer\b|\bdenois\w*|\bdecod\w*)"

@@ -156,6 +156,12 @@ const std::vector<CounterPattern>& counter_patterns() {
        K::kGlobal,
        {"Epoch 0:  45%|████▌     | 45/100 [00:10<00:12, global_step=45, loss=0.1]",
         "{'global_step': 120, 'loss': 0.2}"}},
+      {"lightning-checkpoint",
+       R"(\bepoch\s+\d+,\s+global step\s+(?P<n>\d+):)",
+       K::kGlobal,
+       {"Epoch 3, global step 4800: 'val_loss' reached 1.82104 (best 1.82104), saving model to "
+        "'/ckpts/epoch=3-step=4800.ckpt' as top 1",
+        "Epoch 0, global step 250: 'val_loss' was not in top 1"}},
       {"step-postfix",
        R"([,\s(]step\s*=\s*(?P<n>\d+)\b)",
        K::kGlobal,
@@ -175,12 +181,13 @@ const std::vector<CounterPattern>& counter_patterns() {
         "08/23/2026 00:40:02 - INFO - accelerate.checkpointing - Saved state to out/checkpoint-500",
         "Resuming from checkpoint out/checkpoint-1500"}},
       {"save-step-name",
-       R"(\b(?:sav\w*|wrote|writ\w*)\b.*[-_/\\ ]step[-_]?(?P<n>\d+)\b)",
+       R"(\b(?:sav\w*|wrote|writ\w*)\b.*[-_/\\ ]step[-_=]?(?P<n>\d+)\b)",
        K::kSaveName,
        {"saving checkpoint: /out/my_lora-step00000500.safetensors",
         "Saving model to /runs/flux/20260101_10-00-00/step500",
         "[2026-01-01 10:00:00,000] [INFO] [engine.py:3500:save] Saving model checkpoint: "
-        "out/global_step500/mp_rank_00_model_states.pt"}},
+        "out/global_step500/mp_rank_00_model_states.pt",
+        "Saving latest checkpoint to /ckpts/epoch=3-step=4800.ckpt"}},
       {"save-iter-name",
        R"(\b(?:sav\w*|wrote|writ\w*)\b.*[-_/\\ ]iter(?:ation)?[-_]?(?P<n>\d+)\.(?:pt|pth|ckpt|safetensors|bin)\b)",
        K::kSaveName,
@@ -213,6 +220,8 @@ const std::vector<std::string_view>& counter_near_misses() {
       "It 3 times slower than the loss of precision suggests",
       "minibatch size 16, loss scale 65536",
       "batch 130 loss 0.52",
+      "global step 4800 of 9000 planned",
+      "Saving config to /ckpts/timestep=500.yaml",
   };
   return kNearMisses;
 }

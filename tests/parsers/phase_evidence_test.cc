@@ -177,6 +177,46 @@ TEST_SUITE("parsers::phase evidence") {
           Phase::kSampling);
   }
 
+  TEST_CASE("caching announced without saying what is cached ends the stage before it") {
+    // musubi-tuner's latent and text-encoder caching programs both say "Encoding dataset [0]"
+    // after loading their models, and both call encode_and_save_batch(): neither line says which
+    // caching, the program's frames do.
+    const std::string loaded =
+        "INFO:__main__:Loading VAE model from /models/vae.pth\n"
+        "INFO:__main__:Encoding dataset [0]\n" +
+        bar("", 12, 40) + "\n";
+    CHECK(
+        phase_of(loaded +
+                 traceback(frame("/w/musubi/wan_cache_latents.py", 183, "<module>", "main(args)") +
+                           frame("/w/musubi/cache_latents.py", 226, "encode_datasets") +
+                           frame("/w/musubi/wan_cache_latents.py", 51, "encode_and_save_batch",
+                                 "latent = vae.encode(contents)") +
+                           frame("/w/musubi/wan/modules/vae.py", 702, "encode") +
+                           torch_frame("nn/modules/conv", 720, "_conv_forward"))) ==
+        Phase::kCacheLatents);
+    CHECK(phase_of("INFO:__main__:Loading T5 model from /models/umt5.pth\n"
+                   "2026-03-01 10:00:00 INFO Caching outputs for dataset 0\n" +
+                   traceback(frame("/w/musubi/cache_text_encoder_outputs.py", 180, "main") +
+                             frame("/w/musubi/cache_text_encoder_outputs.py", 90,
+                                   "encode_and_save_batch") +
+                             torch_frame("nn/functional", 2500, "linear"))) ==
+          Phase::kCacheTextEmbeddings);
+    // Without a program's name the caching stays unknown: never the model load before it.
+    CHECK(phase_of(loaded + traceback(frame("/w/tool/run.py", 40, "encode_and_save_batch") +
+                                      torch_frame("nn/modules/conv", 720, "_conv_forward"))) ==
+          Phase::kUnknown);
+    // Near misses: a batch that is trained on, an encoding that names what it encodes.
+    CHECK(phase_of(training_first() +
+                   traceback(frame("/w/train.py", 40, "train_batch") +
+                             torch_frame("nn/modules/conv", 720, "_conv_forward"))) ==
+          Phase::kTrainStep);
+    CHECK(announced_stage("Encoding images for the latent cache") == Phase::kCacheLatents);
+    CHECK_FALSE(announces_unnamed_caching("Encoding images for the latent cache"));
+    CHECK_FALSE(announces_unnamed_caching("Dataset encoding: utf-8"));
+    CHECK(announces_unnamed_caching("Encoding dataset [0]"));
+    CHECK(announces_unnamed_caching("Caching outputs for dataset 0"));
+  }
+
   TEST_CASE("precedence: each source beside each lower one, and conflicting weak hints") {
     // Each source of evidence, in the order docs/detection.md "Phase precedence" gives, with a
     // way to write it for each phase it can name. Lines go where the source lives: before the
