@@ -315,6 +315,9 @@ TEST_SUITE("daemon::e2e") {
     REQUIRE(wait_until([&] { return view.story("locked").has_value(); }));
     sqlite3* other = nullptr;
     REQUIRE(sqlite3_open((dir.path / "state" / "oomtriage.db").c_str(), &other) == SQLITE_OK);
+    // The daemon may be committing this very moment (a checkpoint, the read's progress): wait for
+    // its transaction as any other writer would, instead of failing on the first SQLITE_BUSY.
+    sqlite3_busy_timeout(other, 10000);
     REQUIRE(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
     write_slowly(job / "log.txt", log.substr(half));
     REQUIRE(wait_until(
