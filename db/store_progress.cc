@@ -10,6 +10,12 @@
 
 #include <sqlite3.h>
 
+// The id of an event's top fix, or '': a row edited by hand into JSON that does not parse must
+// not make json_extract() fail every commit that amends it.
+#define OOMTRIAGE_TOP_FIX_SQL                                                                     \
+  "CASE WHEN json_valid(fixes_json) THEN COALESCE(json_extract(fixes_json, '$[0].id'), '') ELSE " \
+  "'' END"
+
 namespace oomtriage::db {
 
 Result<int64_t> Store::commit_progress(const Progress& progress, int64_t now) {
@@ -106,9 +112,9 @@ Result<std::optional<int64_t>> Store::amend_event(const Progress& p, const Event
   int64_t stored_revision = 0;
   std::string stored_top_fix;
   {
-    Statement find(*statements_,
-                   "SELECT id, revision, COALESCE(json_extract(fixes_json, '$[0].id'), '') FROM "
-                   "events WHERE file_id = ?1 AND generation = ?2 AND offset = ?3");
+    Statement find(*statements_, "SELECT id, revision, " OOMTRIAGE_TOP_FIX_SQL
+                                 " FROM "
+                                 "events WHERE file_id = ?1 AND generation = ?2 AND offset = ?3");
     find.bind(1, p.file_id).bind(2, p.generation).bind(3, static_cast<int64_t>(e.offset));
     const int rc = find.step();
     if (rc == SQLITE_DONE) return std::optional<int64_t>();
@@ -124,8 +130,8 @@ Result<std::optional<int64_t>> Store::amend_event(const Progress& p, const Event
   {
     Statement update(*statements_,
                      "UPDATE events SET kind = ?2, phase = ?3, step = ?4, recovered = ?5, "
-                     "event_json = ?6, fixes_json = ?7, revision = ?8 WHERE id = ?1 RETURNING "
-                     "COALESCE(json_extract(fixes_json, '$[0].id'), '')");
+                     "event_json = ?6, fixes_json = ?7, revision = ?8 WHERE id = ?1 "
+                     "RETURNING " OOMTRIAGE_TOP_FIX_SQL);
     update.bind(1, event_id)
         .bind(2, e.kind)
         .bind(3, e.phase)

@@ -253,6 +253,17 @@ TEST_SUITE("db::store") {
     progress.events = {orphan};
     CHECK(*t.store->commit_progress(progress, 240) == 1);
     CHECK(*t.store->count_events() == 2);
+
+    // A row whose fixes were edited by hand into bytes that do not parse is still amended.
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open((t.dir / "oomtriage.db").c_str(), &raw) == SQLITE_OK);
+    REQUIRE(sqlite3_exec(raw, "UPDATE events SET fixes_json = '[{not json' WHERE offset = 9000",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(raw);
+    db::EventRow fixed = orphan;
+    fixed.revision = 2;
+    progress.events = {fixed};
+    REQUIRE(t.store->commit_progress(progress, 250));
   }
   TEST_CASE("a run's heal attempt is kept with its job, and its end updates it") {
     TempStore t;
