@@ -30,6 +30,25 @@ struct TempStore {
   }
 };
 
+// Job "j" with a run and its log file (inode `ino`) in the store: the progress of that file,
+// with nothing in it yet.
+db::Progress progress_of_new_file(db::Store& store, uint64_t ino) {
+  const int64_t job = *store.upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
+  const int64_t run = *store.start_run(job, "/out/j/log.txt", std::nullopt, 100);
+  db::FileRow file;
+  file.path = "/out/j/log.txt";
+  file.dev = 1;
+  file.ino = ino;
+  file.fingerprint = "f";
+  file.job_id = job;
+  file.run_id = run;
+  db::Progress progress;
+  progress.file_id = *store.insert_file(file, 100);
+  progress.job_id = job;
+  progress.run_id = run;
+  return progress;
+}
+
 db::EventRow event_at(uint64_t offset) {
   db::EventRow row;
   row.offset = offset;
@@ -129,20 +148,7 @@ TEST_SUITE("db::store") {
   }
   TEST_CASE("progress, events and outbox rows commit together, and an event is stored once") {
     TempStore t;
-    const int64_t job = *t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
-    const int64_t run = *t.store->start_run(job, "/out/j/log.txt", std::nullopt, 100);
-    db::FileRow file;
-    file.path = "/out/j/log.txt";
-    file.dev = 1;
-    file.ino = 42;
-    file.fingerprint = "f";
-    file.job_id = job;
-    file.run_id = run;
-    const int64_t file_id = *t.store->insert_file(file, 100);
-    db::Progress progress;
-    progress.file_id = file_id;
-    progress.job_id = job;
-    progress.run_id = run;
+    db::Progress progress = progress_of_new_file(*t.store, 42);
     progress.offset = 5000;
     progress.line = 80;
     progress.analyzer_state = R"({"v":1})";
@@ -179,19 +185,7 @@ TEST_SUITE("db::store") {
       "an amended event replaces the stored one; a delivered alert goes again if its advice "
       "changed") {
     TempStore t;
-    const int64_t job = *t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
-    const int64_t run = *t.store->start_run(job, "/out/j/log.txt", std::nullopt, 100);
-    db::FileRow file;
-    file.path = "/out/j/log.txt";
-    file.dev = 1;
-    file.ino = 43;
-    file.fingerprint = "f";
-    file.job_id = job;
-    file.run_id = run;
-    db::Progress progress;
-    progress.file_id = *t.store->insert_file(file, 100);
-    progress.job_id = job;
-    progress.run_id = run;
+    db::Progress progress = progress_of_new_file(*t.store, 43);
     progress.receivers = {"hook"};
     db::EventRow first = event_at(4000);
     first.phase = "unknown";
