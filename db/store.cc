@@ -221,6 +221,11 @@ CREATE TABLE preflight_checks (
 ALTER TABLE events ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE outbox ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 11: an event found again in a log read from its start because a store recovery lost the
+    // log's offset (db/store_recovery.h): its alert says it may have gone out before.
+    R"sql(
+ALTER TABLE events ADD COLUMN resent INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 
 }  // namespace

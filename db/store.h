@@ -51,6 +51,10 @@ struct EventRow {
   std::string fixes_json;
   // Above 0: an amendment of the event stored at this offset (parsers/event.h OomEvent::revision).
   int64_t revision = 0;
+  // Found again in a log read from its start because a store recovery lost its offset: its alert
+  // says it may have been sent before (db/store_recovery.h).
+  bool resent = false;
+  std::string journal;  // the daemon's journal line for it, written once stored (not stored)
 };
 
 // Everything that one read of one file produced, committed atomically.
@@ -128,6 +132,7 @@ struct OutboxItem {
   std::string event_json;
   std::string fixes_json;
   int64_t revision = 0;  // above 0: an update of an alert delivered before (the event amended)
+  bool resent = false;   // the event was found again after a store recovery (EventRow::resent)
 };
 
 // An outbox row as `oomtriage alerts` lists it.

@@ -49,8 +49,8 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
     Statement s(*statements_,
                 "INSERT INTO events (job_id, run_id, file_id, snapshot_id, offset, kind, phase, "
                 "step, recovered, event_json, fixes_json, created_at, generation, model_family, "
-                "revision, uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                "?14, ?15, " OOMTRIAGE_UUID_SQL
+                "revision, resent, uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+                "?13, ?14, ?15, ?16, " OOMTRIAGE_UUID_SQL
                 ") ON CONFLICT (file_id, generation, offset) DO NOTHING "
                 "RETURNING id");
     s.bind(1, p.job_id)
@@ -67,7 +67,8 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
         .bind(12, now)
         .bind(13, p.generation)
         .bind(14, e.model_family)
-        .bind(15, e.revision);
+        .bind(15, e.revision)
+        .bind(16, int64_t{e.resent});
     const int rc = s.step();
     if (rc == SQLITE_DONE) continue;  // already stored: the same bytes were read again
     if (rc != SQLITE_ROW) return s.error("insert event");

@@ -11,7 +11,9 @@
 
 namespace oomtriage {
 
-enum class ErrorCode { kIo, kDatabase, kDatabaseBusy, kBadInput, kNotFound };
+// kDatabaseDamaged: SQLite found the store's file corrupt or not a database (db/store_recovery.h
+// moves it aside and salvages it); retrying cannot help.
+enum class ErrorCode { kIo, kDatabase, kDatabaseBusy, kDatabaseDamaged, kBadInput, kNotFound };
 
 struct Error {
   ErrorCode code = ErrorCode::kIo;

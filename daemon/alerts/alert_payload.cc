@@ -107,15 +107,18 @@ std::string AlertContent::title() const {
   if (heal == "exhausted") return "OOM healing exhausted: " + job;
   if (!heal.empty()) return "OOM healing stopped: " + job;
   if (predicted) return fmt::format("OOM predicted in {}: {}", phase, job);
+  if (store_recovered) return "oomtriage store damaged and recovered on " + host;
   std::string t = kind_label(kind);
   if (recovered) t = grouped > 1 ? fmt::format("{} recovered OOMs", grouped) : "Recovered OOM";
-  return fmt::format("{}{} in {}: {}", revision > 0 ? "Update: " : "", t, phase, job);
+  return fmt::format("{}{}{} in {}: {}", resent ? "Again after a store recovery: " : "",
+                     revision > 0 ? "Update: " : "", t, phase, job);
 }
 
 std::string AlertContent::webhook_id() const {
   if (test) return test_id;
   if (predicted) return fmt::format("preflight_{}", event_id);
   if (!heal.empty()) return fmt::format("heal_{}", event_id);
+  if (store_recovered) return fmt::format("store_recovered_{}", event_id);
   return revision > 0 ? fmt::format("evt_{}_r{}", event_id, revision)
                       : fmt::format("evt_{}", event_id);
 }
@@ -291,6 +294,8 @@ json labels_of(const AlertContent& a) {
               {"training_job", a.job},
               {"host", a.host},
               {"severity", a.heal == "healed" ? "info" : "critical"}};
+  } else if (a.store_recovered) {
+    labels = {{"alertname", "OomtriageStoreRecovered"}, {"host", a.host}, {"severity", "critical"}};
   } else if (a.predicted) {
     labels = {{"alertname", "TrainingOOMPredicted"},
               {"training_job", a.job},
@@ -319,6 +324,7 @@ json annotations_of(const AlertContent& a) {
                       {"memory", a.figures},  {"message", truncate_utf8(a.message, 4000)},
                       {"log", where(a)},      {"report", a.report_command()}};
   if (a.revision > 0) annotations["revision"] = std::to_string(a.revision);
+  if (a.resent) annotations["resent_after_store_recovery"] = "true";
   if (!a.fixes.empty()) {
     annotations["top_fix"] = a.fixes[0].id;
     annotations["fixes"] = fixes_text(a, 3, false);

@@ -55,6 +55,13 @@ struct AlertContent {
     std::string top_change;  // the first fix's title and changes, or the largest term
   };
   std::optional<Prediction> predicted;
+  // Found again in a log read from its start after a store recovery lost its offset: this alert
+  // may have gone out before the store was damaged (db/store_recovery.h).
+  bool resent = false;
+  // Not an OOM but the daemon's own store: it was damaged, moved aside and salvaged
+  // (OomtriageStoreRecovered, severity critical). `message` says what was kept and what not;
+  // `log_path` is where the damaged file now is; event_id the recovery's Unix time.
+  bool store_recovered = false;
   // `oomtriage alert test`: labelled test, severity info, an end time, a fresh id each time.
   bool test = false;
   std::string ends_at;  // RFC 3339; "" while firing

@@ -29,7 +29,8 @@ inline int exit_code_for(const Error& error) {
     case ErrorCode::kNotFound: return kExitBadInput;
     case ErrorCode::kIo:
     case ErrorCode::kDatabase:
-    case ErrorCode::kDatabaseBusy: return kExitEnvironment;
+    case ErrorCode::kDatabaseBusy:
+    case ErrorCode::kDatabaseDamaged: return kExitEnvironment;
   }
   return kExitEnvironment;
 }

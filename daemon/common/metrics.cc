@@ -43,6 +43,13 @@ std::string Metrics::render() const {
          "Commits the store refused (disk full, locked); the logs are read again from the last "
          "commit.");
   out += fmt::format("oomtriage_store_failures_total {}\n", store_failures);
+  family("oomtriage_store_damaged_total", "counter",
+         "Store calls SQLite answered with 'database disk image is malformed' or 'not a "
+         "database'; the store is then moved aside and salvaged.");
+  out += fmt::format("oomtriage_store_damaged_total {}\n", store_damaged);
+  family("oomtriage_store_recoveries_total", "counter",
+         "Damaged stores moved aside and salvaged into a fresh one since the daemon started.");
+  out += fmt::format("oomtriage_store_recoveries_total {}\n", store_recoveries);
   family("oomtriage_store_errors_total", "counter",
          "Store calls besides event commits that failed, by operation (job rows, snapshots, "
          "history reads, alert bookkeeping).");

@@ -9,7 +9,7 @@
 
 namespace oomtriage::daemon {
 
-enum Priority { kError = 3, kWarning = 4, kNotice = 5, kInfo = 6, kDebug = 7 };
+enum Priority { kCritical = 2, kError = 3, kWarning = 4, kNotice = 5, kInfo = 6, kDebug = 7 };
 
 template <class... Args>
 void log_line(int priority, fmt::format_string<Args...> format, Args&&... args) {

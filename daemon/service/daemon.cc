@@ -12,6 +12,7 @@
 #include <boost/asio.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -41,6 +42,7 @@
 #include "daemon/service/ui_healer.h"
 #include "daemon/service/wal_checkpointer.h"
 #include "db/store.h"
+#include "db/store_recovery.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -77,7 +79,20 @@ class Daemon final : public LogHost {
                    [this](Tracked& file) { return read(file); }),
         logs_(io, store, registry_, scheduler_, metrics_, buffer_, *this, unix_now, verbose),
         inotify_(io),
-        signals_(io, SIGINT, SIGTERM, SIGHUP) {}
+        signals_(io, SIGINT, SIGTERM, SIGHUP) {
+    sink_.on_damaged([this](const std::string& message) { store_damaged(message); });
+  }
+
+  // This start follows a recovery of the store (at the start, or of a store damaged while the
+  // last loop ran); `recoveries` counts them since the process started.
+  void set_recovery(std::optional<db::StoreRecovery> recovery, uint64_t recoveries) {
+    recovery_ = std::move(recovery);
+    metrics_.store_recoveries = recoveries;
+  }
+  // Why the loop stopped to have the store recovered, when it did.
+  const std::optional<std::string>& damage() const { return damage_; }
+  // The config as the last SIGHUP left it, for the loop that follows a recovery.
+  DaemonConfig take_config() { return std::move(config_); }
 
   ~Daemon() override {
     // The watcher owns the inotify descriptor.
@@ -133,7 +148,10 @@ class Daemon final : public LogHost {
     }
     // Before the first scan: what it stores must be queued for the fleet store.
     if (!start_fleet_shipper()) return false;
+    if (recovery_) announce_recovery(*recovery_);
+    logs_.set_recovering(recovery_.has_value());
     discovery_.scan_all(first_start);
+    logs_.set_recovering(false);
     slurm_.configure(config_.watch);
     if (first_start) mark_first_scan_done();
     logs_.drain_rotated_while_down();
@@ -151,6 +169,39 @@ class Daemon final : public LogHost {
   }
 
  private:
+  // --- a damaged store ----------------------------------------------------------------------
+  // SQLite found the store damaged: retrying cannot mend it. The loop stops (no drain: nothing
+  // more can be stored) and run_daemon() moves the store aside, salvages it and starts again.
+  void store_damaged(const std::string& message) {
+    if (damage_) return;
+    damage_ = message;
+    log_line(kCritical, "store {} is damaged ({}): moving it aside and salvaging it",
+             store_path_, message);
+    io_.stop();
+  }
+
+  // One critical journal line and one alert per recovery; `report` and `check-config` read the
+  // same facts from the store's meta.
+  void announce_recovery(const db::StoreRecovery& recovery) {
+    log_line(kCritical,
+             "store {} was damaged ({}); kept as {} and replaced by a fresh store: {}. Logs it "
+             "no longer knew are read from their start; their alerts say they may have gone out "
+             "before.",
+             store_path_, recovery.reason, recovery.damaged_path, recovery.summary());
+    AlertContent alert;
+    alert.store_recovered = true;
+    alert.event_id = recovery.recovered_at;
+    alert.job = "oomtriage store";
+    alert.step = "-";
+    alert.log_path = recovery.damaged_path;
+    alert.message = fmt::format(
+        "The store {} was damaged ({}). It was moved aside to {} and a fresh store took its "
+        "place: {}. Logs whose read position was lost are read again from their start.",
+        store_path_, recovery.reason, recovery.damaged_path, recovery.summary());
+    alert.starts_at = utc_time(recovery.recovered_at);
+    if (dispatcher_) dispatcher_->send_once(std::move(alert));
+  }
+
   // Its verdicts go out through whichever dispatcher is current.
   std::unique_ptr<UiHealer> make_healer() {
     return std::make_unique<UiHealer>(io_, store_, config_.heal, [this](AlertContent alert) {
@@ -382,7 +433,8 @@ class Daemon final : public LogHost {
   // A store refusal before a log was followed: nothing was read, so a rescan on the store's
   // retry picks the log up again.
   void store_refused(const Error& error) override {
-    sink_.refused(error.message);
+    sink_.refused(error);
+    if (damage_) return;
     rescan_on_retry_ = true;
     arm_store_retry();
   }
@@ -670,6 +722,8 @@ class Daemon final : public LogHost {
   asio::steady_timer watchdog_timer_{io_};
   std::chrono::microseconds watchdog_interval_{0};
   int textfile_error_logged_ = 0;
+  std::optional<db::StoreRecovery> recovery_;  // this start follows one
+  std::optional<std::string> damage_;           // the loop stopped for a recovery
   bool first_scan_marker_pending_ = false;  // its write failed: tried again at the next commit
   asio::steady_timer store_retry_timer_{io_};
   bool store_retry_armed_ = false;
@@ -695,17 +749,63 @@ int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose,
     log_line(kError, "cannot open store {}: {}", store_path, lock.error().message);
     return 2;
   }
-  // A short busy timeout: a locked store is retried by the loop's own backoff, not waited on.
-  auto store = db::Store::open(store_path, 250);
-  if (!store) {
-    log_line(kError, "store {}: {}", store_path, store.error().message);
+  // A damaged store is moved aside and salvaged here rather than refused: refusing it was a
+  // restart loop under systemd, and no OOM was stored until a person came.
+  auto recovered = db::recover_if_damaged(store_path, unix_now());
+  if (!recovered) {
+    log_line(kError, "store {}: {}", store_path, recovered.error().message);
     return 2;
   }
-  asio::io_context io;
-  Daemon daemon(io, **store, store_path, std::move(config), verbose, std::move(card_size));
-  if (!daemon.start()) return 1;
-  io.run();
-  return 0;
+  std::optional<db::StoreRecovery> recovery = std::move(*recovered);
+  std::vector<int64_t> recovered_at;
+  for (;;) {
+    if (recovery) recovered_at.push_back(recovery->recovered_at);
+    // A short busy timeout: a locked store is retried by the loop's own backoff, not waited on.
+    auto store = db::Store::open(store_path, 250);
+    if (!store && store.error().code == ErrorCode::kDatabaseDamaged && !recovery) {
+      // Damage quick_check did not see, met by the migration.
+      auto again = db::recover_store(store_path, store.error().message, unix_now());
+      if (!again) {
+        log_line(kError, "store {}: {}", store_path, again.error().message);
+        return 2;
+      }
+      recovery = std::move(*again);
+      continue;
+    }
+    if (!store) {
+      log_line(kError, "store {}: {}", store_path, store.error().message);
+      return 2;
+    }
+    std::optional<std::string> damage;
+    {
+      asio::io_context io;
+      Daemon daemon(io, **store, store_path, std::move(config), verbose, card_size);
+      daemon.set_recovery(std::move(recovery), recovered_at.size());
+      if (!daemon.start()) return 1;
+      io.run();
+      damage = daemon.damage();
+      config = daemon.take_config();
+    }
+    store->reset();
+    if (!damage) return 0;
+    // A fresh store damaged again and again is a failing disk, not something a recovery mends:
+    // the third within an hour stops the daemon (exit 2) instead of salvaging in a loop.
+    const int64_t now = unix_now();
+    if (std::count_if(recovered_at.begin(), recovered_at.end(),
+                      [now](int64_t at) { return now - at < 3600; }) >= 2) {
+      log_line(kCritical,
+               "store {} was damaged again ({}) after two recoveries within an hour: the disk may "
+               "be failing; stopping",
+               store_path, *damage);
+      return 2;
+    }
+    auto again = db::recover_store(store_path, *damage, now);
+    if (!again) {
+      log_line(kError, "store {}: {}", store_path, again.error().message);
+      return 2;
+    }
+    recovery = std::move(*again);
+  }
 }
 
 }  // namespace oomtriage::daemon

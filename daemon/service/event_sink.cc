@@ -22,7 +22,7 @@ EventSink::EventSink(db::Store& store, Metrics& metrics, std::function<void()> n
 Result<Ok> EventSink::commit(const db::Progress& progress) {
   auto result = store_.commit_progress(progress, wall_clock_());
   if (!result) {
-    refused(result.error().message);
+    refused(result.error());
     return result.error();
   }
   accepted({&progress}, *result);
@@ -32,7 +32,7 @@ Result<Ok> EventSink::commit(const db::Progress& progress) {
 Result<Ok> EventSink::commit(const std::vector<db::Progress>& batch) {
   auto result = store_.commit_progress(batch, wall_clock_());
   if (!result) {
-    refused(result.error().message);
+    refused(result.error());
     return result.error();
   }
   std::vector<const db::Progress*> all;
@@ -50,6 +50,11 @@ void EventSink::accepted(const std::vector<const db::Progress*>& progress, int64
       }
     }
   }
+  for (const db::Progress* p : progress) {
+    for (const auto& row : p->events) {
+      if (new_events > 0 && !row.journal.empty()) log_line(row.recovered ? kWarning : kError, "{}", row.journal);
+    }
+  }
   if (failing_) {
     failing_ = false;
     log_line(kNotice, "store: answering again");
@@ -58,13 +63,22 @@ void EventSink::accepted(const std::vector<const db::Progress*>& progress, int64
   if (new_events > 0 && new_alerts_) new_alerts_();
 }
 
-void EventSink::refused(const std::string& message) {
+void EventSink::refused(const Error& error) {
   ++metrics_.store_failures;
+  if (error.code == ErrorCode::kDatabaseDamaged) {
+    // Retrying cannot mend it: the owner recovers the store, once.
+    ++metrics_.store_damaged;
+    if (!damaged_seen_ && damaged_) {
+      damaged_seen_ = true;
+      damaged_(error.message);
+    }
+    return;
+  }
   if (!failing_) {
     log_line(
         kError,
         "store: {}; nothing is lost: the logs are read again from the last commit once it answers",
-        message);
+        error.message);
     failing_ = true;
   }
 }

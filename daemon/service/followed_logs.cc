@@ -118,6 +118,7 @@ void FollowedLogs::track(const std::string& path, const WatchRule& rule, StartAt
     }
     file->follower = std::make_unique<FileFollower>(path, rule.trainer, fd, st.st_dev, st.st_ino,
                                                     begin, container_log);
+    if (recovering_ && start == StartAt::kStored && !row) file->resend_below = size;
     if (head) file->follower->set_fingerprinted();
     if (auto registered = registry_.register_job(*file, 0); !registered) {
       host_.store_refused(registered.error());

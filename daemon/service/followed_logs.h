@@ -63,6 +63,9 @@ class FollowedLogs {
   FollowedLogs& operator=(const FollowedLogs&) = delete;
 
   void set_settle(std::chrono::milliseconds settle) { settle_ = settle; }
+  // After a store recovery: logs the store no longer knows are read from their start, and what
+  // they hold now is marked as possibly alerted before (Tracked::resend_below).
+  void set_recovering(bool recovering) { recovering_ = recovering; }
   void set_descriptor_budget(size_t max_open) { max_open_ = max_open; }
 
   // The logs followed by their path.
@@ -106,6 +109,7 @@ class FollowedLogs {
   LogHost& host_;
   std::function<int64_t()> wall_clock_;
   bool verbose_;
+  bool recovering_ = false;
   std::chrono::milliseconds settle_{25};
   ByPath files_;
   std::vector<std::unique_ptr<Tracked>> leaving_;  // no longer named by their path

@@ -127,9 +127,10 @@ std::vector<db::EventRow> JobRegistry::triage_events(Tracked& file,
   for (const parsers::OomEvent& event : events) {
     std::vector<triage::Fix> fixes =
         triage::triage_event(event, analyzer.trainer(), analyzer.arguments(), view, history);
-    rows.push_back(event_row(event, fixes, family));
-    log_line(event.recovered ? kWarning : kError, "{}",
-             event_journal_text(job.name, file.path(), event, fixes));
+    db::EventRow row = event_row(event, fixes, family);
+    row.journal = event_journal_text(job.name, file.path(), event, fixes);
+    row.resent = event.offset < file.resend_below;
+    rows.push_back(std::move(row));
     if (!event.recovered) {
       file.fatal_event = event;
       file.fatal_fixes = std::move(fixes);

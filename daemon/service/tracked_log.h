@@ -72,6 +72,9 @@ struct Tracked {
   // Leaving (its name went away): when it last grew, and whether it was deleted.
   Clock::time_point last_growth{};
   bool deleted = false;
+  // Followed anew after a store recovery lost where it was read to: its events below this
+  // offset may have been alerted before the damage, and their alerts say so.
+  uint64_t resend_below = 0;
 
   const std::string& path() const { return follower->path(); }
   parsers::LogAnalyzer& analyzer() { return follower->analyzer(); }
