@@ -123,7 +123,9 @@ struct OutboxItem {
   int64_t event_id = 0;
   std::string receiver;
   int64_t attempts = 0;
-  int64_t created_at = 0;  // the event's
+  int64_t created_at = 0;       // the event's
+  int64_t next_attempt_at = 0;  // wall clock, for people and restarts (the dispatcher waits on
+                                // its own steady clock)
   std::string job;
   std::string trainer;
   std::string model_family;
@@ -315,8 +317,6 @@ class Store : public JobReader {
 
   // Pending outbox rows of `receiver` due at `now`, oldest first.
   Result<std::vector<OutboxItem>> due_alerts(const std::string& receiver, int64_t now, int limit);
-  // When the next pending row of `receiver` is due (nullopt: none pending).
-  Result<std::optional<int64_t>> next_alert_due(const std::string& receiver);
   // state: delivered | pending (retry at next_attempt_at) | failed.
   Result<Ok> mark_alerts(const std::vector<int64_t>& ids, const std::string& state,
                          int64_t attempts, int64_t next_attempt_at, const std::string& error);

@@ -16,7 +16,7 @@ Result<std::vector<OutboxItem>> Store::due_alerts(const std::string& receiver, i
       *statements_,
       "SELECT o.id, o.event_id, o.receiver, o.attempts, e.created_at, j.name, j.trainer, "
       "e.model_family, COALESCE(r.log_path, ''), e.recovered, e.event_json, e.fixes_json, "
-      "o.revision, e.resent FROM outbox o JOIN events e ON e.id = o.event_id JOIN jobs j ON j.id = e.job_id "
+      "o.revision, e.resent, o.next_attempt_at FROM outbox o JOIN events e ON e.id = o.event_id JOIN jobs j ON j.id = e.job_id "
       "LEFT JOIN runs r ON r.id = e.run_id WHERE o.receiver = ?1 AND o.state = 'pending' "
       "AND o.next_attempt_at <= ?2 ORDER BY o.id LIMIT ?3");
   s.bind(1, receiver).bind(2, now).bind(3, int64_t{limit});
@@ -38,18 +38,11 @@ Result<std::vector<OutboxItem>> Store::due_alerts(const std::string& receiver, i
     item.fixes_json = s.text(11);
     item.revision = s.integer(12);
     item.resent = s.integer(13) != 0;
+    item.next_attempt_at = s.integer(14);
     items.push_back(std::move(item));
   }
   if (rc != SQLITE_DONE) return s.error("due alerts");
   return items;
-}
-
-Result<std::optional<int64_t>> Store::next_alert_due(const std::string& receiver) {
-  Statement s(*statements_,
-              "SELECT MIN(next_attempt_at) FROM outbox WHERE receiver = ?1 AND state = 'pending'");
-  s.bind(1, receiver);
-  if (s.step() != SQLITE_ROW) return s.error("next alert");
-  return s.optional_integer(0);
 }
 
 Result<Ok> Store::mark_alerts(const std::vector<int64_t>& ids, const std::string& state,

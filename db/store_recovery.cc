@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <limits>
@@ -278,6 +279,25 @@ Result<StoreRecovery> recover_store(const std::string& path, const std::string& 
     return busy_or_database(to->get(), "salvage");
   }
   return recovery;
+}
+
+std::optional<std::string> recovery_note(Store& store) {
+  auto at = store.meta("store_recovered_at");
+  if (!at || !*at) return std::nullopt;
+  const auto value = [&store](const char* key) {
+    auto v = store.meta(key);
+    return v && *v ? **v : std::string("?");
+  };
+  const std::time_t t = static_cast<std::time_t>(std::strtoll((*at)->c_str(), nullptr, 10));
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char when[32];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%SZ", &tm);
+  return fmt::format(
+      "this store was recovered from damage ({}) at {}; the damaged file is kept as {}; {}. "
+      "Events stored before then may be missing",
+      value("store_recovered_reason"), when, value("store_recovered_from"),
+      value("store_recovered_salvage"));
 }
 
 Result<std::optional<StoreRecovery>> recover_if_damaged(const std::string& path,

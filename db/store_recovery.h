@@ -55,4 +55,9 @@ Result<StoreRecovery> recover_store(const std::string& path, const std::string& 
 Result<std::optional<StoreRecovery>> recover_if_damaged(const std::string& path,
                                                         int64_t now_unix);
 
+class Store;
+// What `report`, `jobs` and `check-config` say about a store that was recovered: when, where the
+// damaged file is kept, what was salvaged; nullopt for a store never recovered.
+std::optional<std::string> recovery_note(Store& store);
+
 }  // namespace oomtriage::db

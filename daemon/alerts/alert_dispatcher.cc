@@ -16,6 +16,8 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <limits>
+#include <map>
 #include <random>
 #include <set>
 
@@ -71,6 +73,8 @@ HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, i
   return request;
 }
 
+using Steady = std::chrono::steady_clock;
+
 struct AlertDispatcher::Lane {
   Receiver receiver;
   std::unique_ptr<asio::ssl::context> tls;
@@ -78,16 +82,22 @@ struct AlertDispatcher::Lane {
   bool in_flight = false;
   std::set<std::string> logged;  // each distinct failure is logged once
   std::mt19937 jitter{std::random_device{}()};
+  // Per pending row, on the steady clock: when it may be sent (again), and since when it has
+  // waited (its recovered burst's window, its retry horizon).
+  std::map<int64_t, Steady::time_point> not_before;
+  std::map<int64_t, Steady::time_point> waiting_since;
+  std::optional<Steady::time_point> storm_opened;  // the first unsent alert of this window
   explicit Lane(asio::io_context& io) : timer(io) {}
 };
 
 AlertDispatcher::AlertDispatcher(asio::io_context& io, db::Store& store, const DaemonConfig& config,
-                                 Metrics* metrics)
+                                 Metrics* metrics, std::function<int64_t()> wall_clock)
     : io_(io),
       store_(store),
       host_(config.host.empty() ? this_host() : config.host),
       group_seconds_(config.alert_group_seconds),
-      metrics_(metrics) {
+      metrics_(metrics),
+      wall_clock_(wall_clock ? std::move(wall_clock) : std::function<int64_t()>(unix_now)) {
   for (const Receiver& receiver : config.alerts) {
     auto lane = std::make_unique<Lane>(io);
     lane->receiver = receiver;
@@ -116,15 +126,7 @@ void AlertDispatcher::poke() {
   }
 }
 
-void AlertDispatcher::arm(Lane& lane, int64_t due_unix) {
-  const int64_t wait = std::max<int64_t>(0, due_unix - unix_now());
-  lane.timer.expires_after(std::chrono::seconds(wait));
-  lane.timer.async_wait([this, &lane](const boost::system::error_code& ec) {
-    if (!ec) pump(lane);
-  });
-}
-
-void AlertDispatcher::arm_after(Lane& lane, std::chrono::milliseconds delay) {
+void AlertDispatcher::arm_after(Lane& lane, Steady::duration delay) {
   lane.timer.expires_after(delay);
   lane.timer.async_wait([this, &lane](const boost::system::error_code& ec) {
     if (!ec) pump(lane);
@@ -147,7 +149,7 @@ void AlertDispatcher::send_once(AlertContent alert) {
   for (auto& lane : lanes_) {
     if (!lane->tls) continue;
     ++once_in_flight_;
-    http_send(io_, *lane->tls, alert_request(lane->receiver, alert, unix_now()),
+    http_send(io_, *lane->tls, alert_request(lane->receiver, alert, wall_clock_()),
               [this, name = lane->receiver.name](const Result<HttpResponse>& response) {
                 --once_in_flight_;
                 if (!response || response->status < 200 || response->status >= 300) {
@@ -173,55 +175,119 @@ void AlertDispatcher::check_drained() {
 
 void AlertDispatcher::pump(Lane& lane) {
   if (lane.in_flight || held_ || retired_) return;
-  const int64_t now = unix_now();
-  auto due = store_.due_alerts(lane.receiver.name, now, 200);
-  if (!due) {
-    log_line(kError, "alert {}: store: {}", lane.receiver.name, due.error().message);
+  const int64_t wall = wall_clock_();
+  const Steady::time_point now = Steady::now();
+  // Every pending row; when each is due is this lane's steady bookkeeping, not the stored time.
+  auto pending = store_.due_alerts(lane.receiver.name, std::numeric_limits<int64_t>::max(), 200);
+  if (!pending) {
+    log_line(kError, "alert {}: store: {}", lane.receiver.name, pending.error().message);
     return;
   }
-  // Oldest first; a burst of recovered OOMs waits for its window (per job), but a fatal OOM of
-  // the same job sends the burst at once, and other jobs' alerts never wait behind it.
-  std::set<std::string> waiting_jobs;
-  std::optional<int64_t> wake;
-  for (size_t i = 0; i < due->size(); ++i) {
-    const db::OutboxItem& item = (*due)[i];
-    if (waiting_jobs.count(item.job)) continue;
-    if (!item.recovered) {
-      send(lane, {item});
-      return;
+  // A stored time is read once, when the row is first seen, and never trusted further than
+  // retry_max_ms either way: the wall clock it was written by may have been stepped since.
+  const auto clamp = [&lane](int64_t seconds) {
+    return std::chrono::milliseconds(std::clamp<int64_t>(seconds * 1000, 0, lane.receiver.retry_max_ms));
+  };
+  std::set<int64_t> ids;
+  std::vector<db::OutboxItem> due;
+  std::optional<Steady::time_point> wake;
+  const auto wake_at = [&wake](Steady::time_point at) { wake = wake ? std::min(*wake, at) : at; };
+  for (db::OutboxItem& item : *pending) {
+    ids.insert(item.id);
+    const auto since = lane.waiting_since.try_emplace(item.id, now - clamp(wall - item.created_at));
+    const auto ready = lane.not_before.try_emplace(item.id, now + clamp(item.next_attempt_at - wall));
+    (void)since;
+    if (ready.first->second <= now) {
+      due.push_back(std::move(item));
+    } else {
+      wake_at(ready.first->second);
     }
+  }
+  std::erase_if(lane.not_before, [&ids](const auto& kv) { return !ids.count(kv.first); });
+  std::erase_if(lane.waiting_since, [&ids](const auto& kv) { return !ids.count(kv.first); });
+
+  // The units ready to go, oldest first: each fatal OOM alone; a burst of recovered OOMs of one
+  // job once its window passed (or a fatal OOM of that job follows it).
+  std::vector<std::vector<db::OutboxItem>> units;
+  std::set<std::string> grouped_jobs;
+  for (size_t i = 0; i < due.size(); ++i) {
+    const db::OutboxItem& item = due[i];
+    if (grouped_jobs.count(item.job)) continue;
+    if (!item.recovered) {
+      units.push_back({item});
+      continue;
+    }
+    grouped_jobs.insert(item.job);
     std::vector<db::OutboxItem> group;
     bool fatal_follows = false;
-    for (size_t j = i; j < due->size(); ++j) {
-      if ((*due)[j].job != item.job) continue;
-      if (!(*due)[j].recovered) {
+    for (size_t j = i; j < due.size(); ++j) {
+      if (due[j].job != item.job) continue;
+      if (!due[j].recovered) {
         fatal_follows = true;
         break;
       }
-      group.push_back((*due)[j]);
+      group.push_back(due[j]);
     }
-    const int64_t ready_at = item.created_at + group_seconds_;
+    const Steady::time_point ready_at =
+        lane.waiting_since[item.id] + std::chrono::seconds(group_seconds_);
     if (fatal_follows || ready_at <= now) {
-      send(lane, std::move(group));
+      units.push_back(std::move(group));
+    } else {
+      wake_at(ready_at);
+    }
+  }
+  // (A fatal OOM behind a job's recovered burst goes in the next message, after the burst.)
+  if (units.empty()) {
+    lane.storm_opened.reset();
+    if (wake) arm_after(lane, *wake - now);
+    return;
+  }
+  const auto wait = std::chrono::milliseconds(lane.receiver.group_wait_ms);
+  if (wait.count() == 0) {
+    send(lane, {units.front()});
+    return;
+  }
+  // Storm control: the window opens with the first unit ready and everything ready when it
+  // closes goes as one message. Alerts already tried once do not wait for a window again.
+  const bool retry = std::any_of(units.begin(), units.end(), [](const auto& unit) {
+    return std::any_of(unit.begin(), unit.end(), [](const auto& i) { return i.attempts > 0; });
+  });
+  if (!retry) {
+    if (!lane.storm_opened) lane.storm_opened = now;
+    if (now < *lane.storm_opened + wait) {
+      arm_after(lane, *lane.storm_opened + wait - now);
       return;
     }
-    waiting_jobs.insert(item.job);
-    wake = wake ? std::min(*wake, ready_at) : ready_at;
   }
-  auto next = store_.next_alert_due(lane.receiver.name);
-  if (next && *next && **next > now) wake = wake ? std::min(*wake, **next) : **next;
-  if (wake) arm(lane, *wake);
+  lane.storm_opened.reset();
+  send(lane, std::move(units));
 }
 
-void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
-  const db::OutboxItem& last = group.back();
-  AlertContent alert = alert_content(group.front().event_id, last.job, host_, last.trainer,
-                                     last.model_family, last.log_path, last.event_json,
-                                     last.fixes_json, utc_time(group.front().created_at));
-  alert.grouped = static_cast<int>(group.size());
-  if (group.size() == 1) alert.revision = last.revision;
-  const int64_t now = unix_now();
-  HttpRequest request = alert_request(lane.receiver, alert, now);
+void AlertDispatcher::send(Lane& lane, std::vector<std::vector<db::OutboxItem>> units) {
+  const auto content_of = [this](const std::vector<db::OutboxItem>& unit) {
+    const db::OutboxItem& last = unit.back();
+    AlertContent alert = alert_content(unit.front().event_id, last.job, host_, last.trainer,
+                                       last.model_family, last.log_path, last.event_json,
+                                       last.fixes_json, utc_time(unit.front().created_at));
+    alert.grouped = static_cast<int>(unit.size());
+    if (unit.size() == 1) alert.revision = last.revision;
+    alert.resent = last.resent;
+    return alert;
+  };
+  AlertContent alert;
+  if (units.size() == 1) {
+    alert = content_of(units.front());
+  } else {
+    alert.host = host_;
+    alert.starts_at = utc_time(units.front().front().created_at);
+    for (const auto& unit : units) alert.storm.push_back(content_of(unit));
+    if (metrics_) ++metrics_->alert_storms;
+  }
+  std::vector<db::OutboxItem> group;
+  for (auto& unit : units) {
+    for (auto& item : unit) group.push_back(std::move(item));
+  }
+  HttpRequest request = alert_request(lane.receiver, alert, wall_clock_());
   lane.in_flight = true;
   http_send(io_, *lane.tls, std::move(request),
             [this, &lane, group](const Result<HttpResponse>& response) {
@@ -232,9 +298,17 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
                 ~AfterResponse() { dispatcher->check_drained(); }
               } after{this};
               std::vector<int64_t> ids;
-              for (const auto& item : group) ids.push_back(item.id);
-              const int64_t attempts = group.front().attempts + 1;
-              const int64_t now = unix_now();
+              int64_t attempts = 0;
+              Steady::time_point since = Steady::now();
+              for (const auto& item : group) {
+                ids.push_back(item.id);
+                attempts = std::max(attempts, item.attempts + 1);
+                if (auto it = lane.waiting_since.find(item.id); it != lane.waiting_since.end())
+                  since = std::min(since, it->second);
+              }
+              const int64_t now = wall_clock_();
+              const int64_t waited =
+                  std::chrono::duration_cast<std::chrono::seconds>(Steady::now() - since).count();
               const Receiver& r = lane.receiver;
               const auto log_once = [&](int priority, const std::string& what) {
                 if (lane.logged.insert(what).second)
@@ -253,8 +327,7 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
                          "the store did not keep the delivery result: " + marked.error().message);
               };
               const double jitter = std::uniform_real_distribution<double>(0.5, 1.5)(lane.jitter);
-              DeliveryVerdict verdict =
-                  judge_response(response, r, attempts, now - group.front().created_at, jitter);
+              DeliveryVerdict verdict = judge_response(response, r, attempts, waited, jitter);
               // What the receiver said, kept with the row (`oomtriage alerts --failed` shows it).
               const std::string said = response ? response->body : "";
               if (verdict.kind != DeliveryVerdict::kDelivered && !said.empty()) {
@@ -275,13 +348,11 @@ void AlertDispatcher::send(Lane& lane, std::vector<db::OutboxItem> group) {
                 case DeliveryVerdict::kRetry: {
                   count("retry");
                   log_once(kWarning, verdict.log);
-                  // The store keeps whole seconds (for a restart); the lane's timer keeps the
-                  // milliseconds configured, and the row is due in the second the timer fires.
-                  const int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                             std::chrono::system_clock::now().time_since_epoch())
-                                             .count();
-                  keep(store_.mark_alerts(ids, "pending", attempts,
-                                          (now_ms + verdict.delay.count()) / 1000, verdict.reason));
+                  // The lane waits on the steady clock; the store keeps the wall-clock second
+                  // for people and a restart (clamped when read back).
+                  for (int64_t id : ids) lane.not_before[id] = Steady::now() + verdict.delay;
+                  const int64_t delay_s = (verdict.delay.count() + 999) / 1000;
+                  keep(store_.mark_alerts(ids, "pending", attempts, now + delay_s, verdict.reason));
                   arm_after(lane, verdict.delay);
                   return;
                 }

@@ -6,6 +6,13 @@
 // exponential backoff and jitter up to the receiver's horizon; other 4xx: failed, logged once.
 // A crash between sending and marking sends again with the same webhook-id (the event id), so
 // delivery is at-least-once and receivers can deduplicate.
+//
+// Waiting is on the steady clock: a row's next attempt is kept in memory as a steady time; the
+// wall-clock time stored with it is for people and restarts, and is clamped on load to at most
+// retry_max_ms away, so a clock stepped back an hour or forward two days delays no retry and
+// fails no alert early. The horizon counts attempts (as many as the backoff fits in it) and
+// steady time. Storm control: with group_wait_ms, the alerts that come due within the window
+// of the first go out as one message listing them (alert_payload.h AlertContent::storm).
 #pragma once
 
 #include <utility>  // before Asio (Boost 1.74)
@@ -31,8 +38,9 @@ HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, i
 
 class AlertDispatcher {
  public:
+  // `wall_clock` gives Unix seconds (injected by tests that step it).
   AlertDispatcher(boost::asio::io_context& io, db::Store& store, const DaemonConfig& config,
-                  Metrics* metrics = nullptr);
+                  Metrics* metrics = nullptr, std::function<int64_t()> wall_clock = nullptr);
   ~AlertDispatcher();
   // Builds each receiver's TLS trust store; an error names the receiver whose one cannot be
   // read. Sends nothing until poke().
@@ -55,15 +63,16 @@ class AlertDispatcher {
  private:
   struct Lane;
   void pump(Lane& lane);
-  void arm(Lane& lane, int64_t due_unix);
-  void arm_after(Lane& lane, std::chrono::milliseconds delay);
-  void send(Lane& lane, std::vector<db::OutboxItem> group);
+  void arm_after(Lane& lane, std::chrono::steady_clock::duration delay);
+  // Sends one alert unit (an OOM, or a recovered burst of one job), or several as a storm.
+  void send(Lane& lane, std::vector<std::vector<db::OutboxItem>> units);
 
   boost::asio::io_context& io_;
   db::Store& store_;
   std::string host_;
   int group_seconds_;
   Metrics* metrics_;
+  std::function<int64_t()> wall_clock_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   bool held_ = false;
   bool retired_ = false;

@@ -102,7 +102,14 @@ std::string escape_discord(std::string_view text) {
   return out;
 }
 
+int AlertContent::storm_size() const {
+  int n = 0;
+  for (const AlertContent& member : storm) n += member.grouped;
+  return n;
+}
+
 std::string AlertContent::title() const {
+  if (!storm.empty()) return fmt::format("{} OOMs on {}", storm_size(), host);
   if (heal == "healed") return "OOM healed: " + job;
   if (heal == "exhausted") return "OOM healing exhausted: " + job;
   if (!heal.empty()) return "OOM healing stopped: " + job;
@@ -116,6 +123,7 @@ std::string AlertContent::title() const {
 
 std::string AlertContent::webhook_id() const {
   if (test) return test_id;
+  if (!storm.empty()) return fmt::format("storm_{}_{}", storm.front().webhook_id(), storm.size());
   if (predicted) return fmt::format("preflight_{}", event_id);
   if (!heal.empty()) return fmt::format("heal_{}", event_id);
   if (store_recovered) return fmt::format("store_recovered_{}", event_id);
@@ -209,7 +217,76 @@ void fill_from_json(AlertContent& a, const std::string& event_json, const std::s
 
 }  // namespace
 
+namespace {
+
+// One member of a storm on one line: job, what, where, when, the top fix, its own key.
+std::string storm_line(const AlertContent& m) {
+  std::string line = fmt::format("{}: {}", m.job, m.title());
+  if (!m.step.empty() && m.step != "unknown") line += " at step " + m.step;
+  if (!m.fixes.empty()) line += "; top fix: " + m.fixes.front().id;
+  return line + " [" + m.webhook_id() + "]";
+}
+
+// The storm's lines as they fit in `budget` characters, each escaped by `escape`, with
+// "and N more" when they do not all fit.
+template <class Escape>
+std::vector<std::string> storm_lines(const AlertContent& a, size_t budget, Escape escape) {
+  std::vector<std::string> lines;
+  size_t used = 0;
+  for (size_t i = 0; i < a.storm.size() && i < kStormListed; ++i) {
+    std::string line = escape(storm_line(a.storm[i]));
+    // Room kept for the list's bullet and newline per line, and for the "and N more" line.
+    if (used + line.size() + 4 + 64 > budget) break;
+    used += line.size() + 4;
+    lines.push_back(std::move(line));
+  }
+  if (lines.size() < a.storm.size()) {
+    lines.push_back(escape(fmt::format("and {} more: run `oomtriage jobs`",
+                                       a.storm.size() - lines.size())));
+  }
+  return lines;
+}
+
+// Slack: every member listed, in as many sections as the lines need (a message holds 50
+// blocks of 3,000 characters).
+json slack_storm(const AlertContent& a) {
+  json blocks = json::array();
+  blocks.push_back(
+      {{"type", "header"},
+       {"text", {{"type", "plain_text"}, {"text", truncate_utf8(a.title(), kSlackHeader)}}}});
+  std::string section;
+  const auto flush = [&] {
+    if (section.empty()) return;
+    blocks.push_back({{"type", "section"}, {"text", {{"type", "mrkdwn"}, {"text", section}}}});
+    section.clear();
+  };
+  for (const std::string& line :
+       storm_lines(a, kSlackSection * 45, [](const std::string& t) { return escape_slack(t); })) {
+    const std::string item = "• " + truncate_utf8(line, kSlackSection - 8) + "\n";
+    if (section.size() + item.size() > kSlackSection) flush();
+    section += item;
+  }
+  flush();
+  return {{"text", escape_slack(a.title())}, {"blocks", blocks}};
+}
+
+// Discord: as many as the embed's description holds, then "and N more".
+json discord_storm(const AlertContent& a) {
+  std::string list;
+  for (const std::string& line : storm_lines(a, kDiscordDescription,
+                                             [](const std::string& t) { return escape_discord(t); }))
+    list += "- " + line + "\n";
+  return {{"content", truncate_utf8(escape_discord(a.title()), kDiscordContent)},
+          {"embeds", json::array({{{"title", truncate_utf8(escape_discord(a.title()), kDiscordTitle)},
+                                   {"description", truncate_utf8(list, kDiscordDescription)},
+                                   {"color", kDiscordRed}}})},
+          {"allowed_mentions", {{"parse", json::array()}}}};
+}
+
+}  // namespace
+
 json slack_payload(const AlertContent& a) {
+  if (!a.storm.empty()) return slack_storm(a);
   const std::string title = a.title();
   std::string summary =
       fmt::format("*Job* {}  *Host* {}  *Trainer* {}  *Model* {}\n*Step* {}", escape_slack(a.job),
@@ -251,6 +328,7 @@ json slack_payload(const AlertContent& a) {
 }
 
 json discord_payload(const AlertContent& a) {
+  if (!a.storm.empty()) return discord_storm(a);
   std::string description =
       fmt::format("**Job** {}  **Host** {}  **Trainer** {}  **Model** {}\n**Step** {}\n",
                   escape_discord(a.job), escape_discord(a.host), a.trainer, a.model_family, a.step);
@@ -324,6 +402,7 @@ json annotations_of(const AlertContent& a) {
                       {"memory", a.figures},  {"message", truncate_utf8(a.message, 4000)},
                       {"log", where(a)},      {"report", a.report_command()}};
   if (a.revision > 0) annotations["revision"] = std::to_string(a.revision);
+  if (!a.test) annotations["webhook_id"] = a.webhook_id();  // a storm's members keep their own
   if (a.resent) annotations["resent_after_store_recovery"] = "true";
   if (!a.fixes.empty()) {
     annotations["top_fix"] = a.fixes[0].id;
@@ -339,33 +418,61 @@ json annotations_of(const AlertContent& a) {
 
 }  // namespace
 
-json alertmanager_webhook_payload(const AlertContent& a, const std::string& receiver) {
-  const json labels = labels_of(a);
-  const std::string fingerprint = fmt::format("{:016x}", static_cast<uint64_t>(a.event_id));
-  return {
-      {"version", "4"},
-      {"groupKey", fmt::format("{{}}:{{training_job=\"{}\"}}", a.job)},
-      {"truncatedAlerts", 0},
-      {"status", "firing"},
-      {"receiver", receiver},
-      {"groupLabels", {{"training_job", a.job}}},
-      {"commonLabels", labels},
-      {"commonAnnotations", annotations_of(a)},
-      {"externalURL", ""},
-      {"alerts", json::array({{{"status", "firing"},
-                               {"labels", labels},
-                               {"annotations", annotations_of(a)},
-                               {"startsAt", a.starts_at},
-                               {"endsAt", a.ends_at.empty() ? "0001-01-01T00:00:00Z" : a.ends_at},
-                               {"generatorURL", ""},
-                               {"fingerprint", fingerprint}}})}};
+namespace {
+
+json webhook_alert(const AlertContent& a) {
+  return {{"status", "firing"},
+          {"labels", labels_of(a)},
+          {"annotations", annotations_of(a)},
+          {"startsAt", a.starts_at},
+          {"endsAt", a.ends_at.empty() ? "0001-01-01T00:00:00Z" : a.ends_at},
+          {"generatorURL", ""},
+          {"fingerprint", fmt::format("{:016x}", static_cast<uint64_t>(a.event_id))}};
 }
 
-json alertmanager_api_payload(const AlertContent& a) {
+json api_alert(const AlertContent& a) {
   json alert = {
       {"labels", labels_of(a)}, {"annotations", annotations_of(a)}, {"startsAt", a.starts_at}};
   if (!a.ends_at.empty()) alert["endsAt"] = a.ends_at;  // a test resolves itself
-  return json::array({alert});
+  return alert;
+}
+
+}  // namespace
+
+json alertmanager_webhook_payload(const AlertContent& a, const std::string& receiver) {
+  if (!a.storm.empty()) {
+    // A storm: Alertmanager's own shape for a group, one alert per OOM with its own key.
+    json alerts = json::array();
+    for (const AlertContent& member : a.storm) alerts.push_back(webhook_alert(member));
+    return {{"version", "4"},
+            {"groupKey", fmt::format("{{}}:{{host=\"{}\"}}", a.host)},
+            {"truncatedAlerts", 0},
+            {"status", "firing"},
+            {"receiver", receiver},
+            {"groupLabels", {{"host", a.host}}},
+            {"commonLabels", {{"host", a.host}}},
+            {"commonAnnotations", {{"summary", a.title()}}},
+            {"externalURL", ""},
+            {"alerts", alerts}};
+  }
+  const json labels = labels_of(a);
+  return {{"version", "4"},
+          {"groupKey", fmt::format("{{}}:{{training_job=\"{}\"}}", a.job)},
+          {"truncatedAlerts", 0},
+          {"status", "firing"},
+          {"receiver", receiver},
+          {"groupLabels", {{"training_job", a.job}}},
+          {"commonLabels", labels},
+          {"commonAnnotations", annotations_of(a)},
+          {"externalURL", ""},
+          {"alerts", json::array({webhook_alert(a)})}};
+}
+
+json alertmanager_api_payload(const AlertContent& a) {
+  json alerts = json::array();
+  if (a.storm.empty()) alerts.push_back(api_alert(a));
+  for (const AlertContent& member : a.storm) alerts.push_back(api_alert(member));
+  return alerts;
 }
 
 }  // namespace oomtriage::daemon

@@ -62,6 +62,9 @@ struct AlertContent {
   // (OomtriageStoreRecovered, severity critical). `message` says what was kept and what not;
   // `log_path` is where the damaged file now is; event_id the recovery's Unix time.
   bool store_recovered = false;
+  // A storm (daemon/alerts/alert_dispatcher.h, group_wait_ms): the alerts that came due within
+  // one window, sent as one message listing them; each keeps its own idempotency key inside it.
+  std::vector<AlertContent> storm;
   // `oomtriage alert test`: labelled test, severity info, an end time, a fresh id each time.
   bool test = false;
   std::string ends_at;  // RFC 3339; "" while firing
@@ -70,6 +73,8 @@ struct AlertContent {
   std::string title() const;       // "CUDA OOM in sampling: my_lora", "Update: CUDA OOM in ..."
   std::string webhook_id() const;  // the idempotency key (Standard Webhooks' webhook-id)
   std::string report_command() const { return "oomtriage report " + job; }
+  // The OOMs a storm message stands for (a recovered burst counts its members).
+  int storm_size() const;
 };
 
 // Builds the content from a stored event and its fixes (both JSON, as the store keeps them).
@@ -77,6 +82,10 @@ AlertContent alert_content(int64_t event_id, const std::string& job, const std::
                            const std::string& trainer, const std::string& family,
                            const std::string& log_path, const std::string& event_json,
                            const std::string& fixes_json, const std::string& starts_at);
+
+// At most this many of a storm's alerts are listed by name (the dispatcher sends no more in one
+// message); a platform's size limit may cut the list sooner, ending it with "and N more".
+inline constexpr size_t kStormListed = 200;
 
 nlohmann::json slack_payload(const AlertContent& alert);
 nlohmann::json discord_payload(const AlertContent& alert);

@@ -16,6 +16,18 @@ std::chrono::milliseconds millis(double ms) {
 
 }  // namespace
 
+int64_t horizon_attempts(const Receiver& receiver) {
+  const double horizon_ms = static_cast<double>(receiver.retry_horizon_seconds) * 1000.0;
+  double waited = 0;
+  int64_t attempts = 1;
+  for (double delay = receiver.retry_initial_ms; waited < horizon_ms && attempts < 1000000;
+       ++attempts) {
+    waited += delay;
+    delay = std::min<double>(delay * 2, receiver.retry_max_ms);
+  }
+  return attempts;
+}
+
 DeliveryVerdict judge_response(const Result<HttpResponse>& answered, const Receiver& receiver,
                                int64_t attempts, int64_t age_seconds, double jitter) {
   const HttpResponse none;  // no answer: retried like a 5xx
@@ -34,7 +46,7 @@ DeliveryVerdict judge_response(const Result<HttpResponse>& answered, const Recei
             why + ": the receiver refused the alert; kept as failed"};
   }
   const std::string why = describe(answered);
-  if (age_seconds > receiver.retry_horizon_seconds) {
+  if (age_seconds > receiver.retry_horizon_seconds || attempts > horizon_attempts(receiver)) {
     return {DeliveryVerdict::kFailed,
             {},
             why,

@@ -6,7 +6,8 @@
 // with its Location. Other 4xx but 408 and 429: failed (the receiver refused it; sending it again
 // changes nothing). 429: retried after Retry-After, or Discord's `retry_after` in the body. 408,
 // 5xx, timeouts and network errors: retried after initial * 2^(attempts-1) capped at the maximum,
-// times the jitter, until the alert is older than the receiver's horizon; then failed.
+// times the jitter, until the alert has been retried for the receiver's horizon (steady time, as
+// the caller measures it) or for as many attempts as the backoff fits in it; then failed.
 #pragma once
 
 #include <chrono>
@@ -25,8 +26,14 @@ struct DeliveryVerdict {
   std::string log;                     // what the operator reads, once per distinct text
 };
 
-// `attempts` counts this one; `age_seconds` is how long ago the alert was queued; `jitter` is a
-// factor in [0.5, 1.5] drawn by the caller.
+// How many attempts a receiver's backoff fits in its horizon: with the defaults (1 s doubling to
+// 5 min, 24 h) 296. The count is stored with the alert, so it holds across restarts, where the
+// caller's steady clock starts again.
+int64_t horizon_attempts(const Receiver& receiver);
+
+// `attempts` counts this one; `age_seconds` is how long the alert has waited by the steady clock
+// (never the wall clock, which may be stepped); `jitter` is a factor in [0.5, 1.5] drawn by the
+// caller.
 DeliveryVerdict judge_response(const Result<HttpResponse>& answered, const Receiver& receiver,
                                int64_t attempts, int64_t age_seconds, double jitter);
 

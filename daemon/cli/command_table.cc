@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -28,6 +29,8 @@
 #include "daemon/render/did_you_mean.h"
 #include "daemon/service/daemon.h"
 #include "db/state_dir.h"
+#include "db/store.h"
+#include "db/store_recovery.h"
 #include "parsers/event.h"
 
 namespace oomtriage::daemon {
@@ -429,11 +432,21 @@ class AlertsCommand final : public Subcommand {
 class CheckConfigCommand final : public Subcommand {
  public:
   void declare(CLI::App& app) override { app.add_option("FILE", path_, "The daemon config"); }
-  int run(const GlobalOptions&) override {
+  int run(const GlobalOptions& global) override {
     auto config = load_config_or_say(path_);
     if (!config) return exit_code_for(config.error());
     for (const std::string& warning : config->warnings) {
       fmt::print(stderr, "oomtriage: warning: {}\n", warning);
+    }
+    // The store the daemon would open: a recovery of it is worth a word before it starts. Only
+    // as its owner: opened by another user (root) it could leave a -shm the daemon cannot write.
+    const std::string store = store_path(global, config->state_dir);
+    struct stat st {};
+    if (::stat(store.c_str(), &st) == 0 && st.st_uid == ::geteuid()) {
+      if (auto opened = db::Store::open(store)) {
+        if (const auto note = db::recovery_note(**opened))
+          fmt::print(stderr, "oomtriage: note: {}\n", *note);
+      }
     }
     fmt::print(
         "{}: ok ({} watch rule(s), {} receiver(s){}, {}{})\n", path_, config->watch.size(),

@@ -32,6 +32,7 @@
 #include "db/fleet_store.h"
 #include "db/loss_log.h"
 #include "db/store.h"
+#include "db/store_recovery.h"
 #include "parsers/job_config.h"
 #include "parsers/loss_curve.h"
 #include "triage/config_patch.h"
@@ -88,6 +89,7 @@ Result<std::unique_ptr<db::JobReader>> open_reader(const StoreTarget& target) {
     return make_error(store.error().code,
                       fmt::format("store {}: {}", target.location, store.error().message));
   }
+  if (const auto note = db::recovery_note(**store)) fmt::print(stderr, "oomtriage: note: {}\n", *note);
   return std::unique_ptr<db::JobReader>(std::move(*store));
 }
 

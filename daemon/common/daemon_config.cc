@@ -148,6 +148,12 @@ Result<Receiver> parse_receiver(const YAML::Node& a, const std::string& source, 
   if (a["retry_initial_ms"]) r.retry_initial_ms = a["retry_initial_ms"].as<int>();
   if (a["retry_max_ms"]) r.retry_max_ms = a["retry_max_ms"].as<int>();
   if (a["retry_horizon_seconds"]) r.retry_horizon_seconds = a["retry_horizon_seconds"].as<int>();
+  r.group_wait_ms = r.type == "alertmanager" ? 0 : 2000;
+  if (a["group_wait_ms"]) r.group_wait_ms = a["group_wait_ms"].as<int>();
+  if (r.group_wait_ms < 0 || r.group_wait_ms > 600000) {
+    return bad(source, a["group_wait_ms"],
+               "alert `" + r.name + "`: group_wait_ms must be between 0 and 600000");
+  }
   if (r.timeout_ms < 1 || r.retry_initial_ms < 1 || r.retry_max_ms < r.retry_initial_ms) {
     return bad(source, a, "alert `" + r.name + "`: timeouts and retry delays must be positive");
   }

@@ -43,6 +43,10 @@ std::string Metrics::render() const {
          "Commits the store refused (disk full, locked); the logs are read again from the last "
          "commit.");
   out += fmt::format("oomtriage_store_failures_total {}\n", store_failures);
+  family("oomtriage_alert_storms_total", "counter",
+         "Alert messages that listed several OOMs that came due within a receiver's "
+         "group_wait_ms.");
+  out += fmt::format("oomtriage_alert_storms_total {}\n", alert_storms);
   family("oomtriage_store_damaged_total", "counter",
          "Store calls SQLite answered with 'database disk image is malformed' or 'not a "
          "database'; the store is then moved aside and salvaged.");

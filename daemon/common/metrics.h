@@ -19,6 +19,7 @@ struct Metrics {
   uint64_t records = 0;
   std::map<std::string, uint64_t> parse_errors;                    // reason
   std::map<std::pair<std::string, std::string>, uint64_t> alerts;  // (receiver, result)
+  uint64_t alert_storms = 0;  // messages that listed several alerts (group_wait_ms)
   std::map<std::string, uint64_t> preflight_checks;  // verdict: fits | tight | will_not_fit
   uint64_t outbox_pending = 0;
   uint64_t store_failures = 0;  // commits the store refused (each is retried, nothing is lost)

@@ -261,8 +261,10 @@ TEST_SUITE("daemon::alerts") {
   }
   TEST_CASE("a receiver down for a while gets every alert when it comes back, once, in order") {
     ReservedPort port;  // refused until the server takes it over
-    AlertRig rig(
-        receiver("hook", "webhook", "http://127.0.0.1:" + std::to_string(port.port()) + "/oom"));
+    // One message per alert (no storm window): the backlog comes back as the alerts it was.
+    AlertRig rig(receiver("hook", "webhook",
+                          "http://127.0.0.1:" + std::to_string(port.port()) + "/oom",
+                          "    group_wait_ms: 0\n"));
     DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
                          rig.dir.path / "err");
     StoreView view{rig.dir.path / "state" / "oomtriage.db"};

@@ -21,23 +21,38 @@ int run_status(const std::string& command) {
 }  // namespace
 
 TEST_SUITE("daemon::bad_input") {
-  TEST_CASE("a corrupt store file or a state directory that is a file: a clear message, exit 2") {
+  TEST_CASE(
+      "a store file that is not a database: the reader says so (exit 2), the daemon moves it "
+      "aside and starts; a state directory that is a file: exit 2") {
     TempDir dir;
     fs::create_directories(dir.path / "state" / "out");
     std::ofstream(dir.path / "state" / "oomtriage.db")
         << "this is not an SQLite database, it is text";
+    CHECK(run_status(std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+                     (dir.path / "state").string() + " jobs 2>" + (dir.path / "err2").string()) ==
+          2);
+    CHECK(slurp(dir.path / "err2").find("oomtriage.db") != std::string::npos);
     const std::string watch =
         " watch " + (dir.path / "state" / "out").string() + " 2>" + (dir.path / "err").string();
-    CHECK(run_status(std::string(OOMTRIAGE_BINARY) + " --state-dir " +
-                     (dir.path / "state").string() + watch) == 2);
-    CHECK(slurp(dir.path / "err").find("oomtriage.db") != std::string::npos);
     std::ofstream(dir.path / "plainfile") << "x";
     CHECK(run_status(std::string(OOMTRIAGE_BINARY) + " --state-dir " +
                      (dir.path / "plainfile").string() + watch) == 2);
     CHECK(slurp(dir.path / "err").find("cannot open store") != std::string::npos);
-    CHECK(run_status(std::string(OOMTRIAGE_BINARY) + " --state-dir " +
-                     (dir.path / "state").string() + " jobs 2>" + (dir.path / "err2").string()) ==
-          2);
+    {
+      DaemonProcess daemon(dir.path / "state", {"watch", (dir.path / "state" / "out").string()},
+                           dir.path / "err3");
+      REQUIRE(wait_until(
+          [&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
+      CHECK(daemon.stderr_text().find("was damaged (file is not a database)") !=
+            std::string::npos);
+      CHECK(daemon.stop(SIGTERM) == 0);
+    }
+    bool kept = false;
+    for (const auto& entry : fs::directory_iterator(dir.path / "state")) {
+      if (entry.path().filename().string().starts_with("oomtriage.db.damaged-"))
+        kept = slurp(entry.path()) == "this is not an SQLite database, it is text";
+    }
+    CHECK(kept);
   }
   TEST_CASE(
       "garbage, a huge line, a log turned directory and a symlink loop do not stop the others") {
