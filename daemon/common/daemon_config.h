@@ -49,8 +49,8 @@ struct Receiver {
   int retry_horizon_seconds = 86400;  // then the alert is kept as failed
   // Storm control: alerts that come due within this window of the first go out as one message
   // listing them (each keeps its outbox row and idempotency key). Alertmanager groups by itself
-  // (0); a person reads Slack, Discord and webhooks (2,000 ms unless set).
-  int group_wait_ms = 2000;
+  // (0); a person reads Slack, Discord and webhooks (2,000 ms when a config names the receiver).
+  int group_wait_ms = 0;
 };
 
 // Self-healing of AI Toolkit UI jobs (opt-in): after a fatal OOM of a matching job, the next

@@ -66,7 +66,15 @@ TEST_CASE("torture: fast writers, logrotate both ways, kill -9 at random, a rece
   std::mutex received_mutex;
   auto script = [&](const ReceivedRequest& request, size_t) {
     std::lock_guard<std::mutex> lock(received_mutex);
-    ++by_id[request.headers.count("webhook-id") ? request.headers.at("webhook-id") : "?"];
+    // One key per alert, also inside a storm message that lists several (its webhook-id
+    // header is the message's own).
+    const auto body = nlohmann::json::parse(request.body, nullptr, false);
+    if (body.is_object() && body.contains("alerts")) {
+      for (const auto& alert : body["alerts"])
+        ++by_id[alert["annotations"].value("webhook_id", "?")];
+    } else {
+      ++by_id["?"];
+    }
     return ScriptedResponse{};
   };
   // One receiver for the whole run: down is a reset on its own port, never a port given back.
