@@ -269,6 +269,9 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
       } else if (key == "settle_ms") {
         config.settle_ms = value.as<int>();
         if (config.settle_ms < 0) return bad(source, value, "settle_ms must be >= 0");
+      } else if (key == "burst_check_ms") {
+        config.burst_check_ms = value.as<int>();
+        if (config.burst_check_ms < 0) return bad(source, value, "burst_check_ms must be >= 0");
       } else if (key == "read_interval_ms") {
         config.read_interval_ms = value.as<int>();
         if (config.read_interval_ms < 0) return bad(source, value, "read_interval_ms must be >= 0");
@@ -408,7 +411,7 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
       } else {
         const auto close =
             close_matches(key,
-                          {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms", "watch",
+                          {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms", "burst_check_ms", "watch",
                            "alerts", "alert_group_seconds", "heal", "host", "store", "backfill",
                            "metrics", "preflight", "gpu_memory"},
                           1);

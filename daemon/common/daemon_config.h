@@ -94,6 +94,9 @@ struct DaemonConfig {
   // A busy log is read at most this often; a log that was quiet is read at once. Each read costs
   // a few system calls, so this is what keeps 1,000 busy logs cheap.
   int read_interval_ms = 1000;
+  // How often each busy log is looked at for a completed record between its polls (one pread;
+  // read_scheduler.h); 0: never, a busy log's OOM then waits for its poll.
+  int burst_check_ms = 200;
   HealConfig heal;
   // Pre-flight (triage/preflight.h): a job's config is judged against the GPU when the daemon
   // first sees it, and one predicted not to fit gets one TrainingOOMPredicted warning. "warn"

@@ -110,6 +110,7 @@ class Daemon final : public LogHost {
     for (const std::string& warning : config_.warnings) log_line(kWarning, "{}", warning);
     logs_.set_descriptor_budget(log_descriptor_budget());
     logs_.set_settle(std::chrono::milliseconds(config_.settle_ms));
+    scheduler_.set_burst_check(std::chrono::milliseconds(config_.burst_check_ms));
     if (!config_.metrics_listen.empty()) {
       metrics_server_ = std::make_unique<MetricsServer>(io_, [this] { return render_metrics(); });
       if (auto listening = metrics_server_->listen(config_.metrics_listen); !listening) {
@@ -660,6 +661,7 @@ class Daemon final : public LogHost {
     config_ = std::move(*fresh);
     preflight_.configure(config_);
     logs_.set_settle(std::chrono::milliseconds(config_.settle_ms));
+    scheduler_.set_burst_check(std::chrono::milliseconds(config_.burst_check_ms));
     for (const std::string& warning : config_.warnings) log_line(kWarning, "{}", warning);
     // Kept once made: its questions to the UI under way answer into it.
     if (healer_) {

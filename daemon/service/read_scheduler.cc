@@ -1,7 +1,10 @@
 // daemon/service/read_scheduler.cc: quiet logs watched, busy ones polled in slices.
 #include "daemon/service/read_scheduler.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 
 #include "daemon/render/journal_log.h"
 
@@ -9,6 +12,8 @@ namespace oomtriage::daemon {
 
 namespace {
 constexpr int kPollSlices = 20;
+constexpr size_t kCheckBytes = 4096;
+constexpr int kLineChecks = 8;
 }  // namespace
 
 ReadScheduler::ReadScheduler(boost::asio::io_context& io, std::chrono::milliseconds interval,
@@ -67,11 +72,14 @@ Tracked* ReadScheduler::by_watch(int watch) const {
   return it == by_watch_.end() ? nullptr : it->second;
 }
 
+std::chrono::milliseconds ReadScheduler::slice() const {
+  return std::max(pacer_.interval() / kPollSlices, std::chrono::milliseconds(10));
+}
+
 void ReadScheduler::arm_polls() {
   if (polls_armed_ || busy_.empty()) return;
   polls_armed_ = true;
-  const auto slice = std::max(pacer_.interval() / kPollSlices, std::chrono::milliseconds(10));
-  poll_timer_.expires_after(slice);
+  poll_timer_.expires_after(slice());
   poll_timer_.async_wait([this](const boost::system::error_code& ec) {
     polls_armed_ = false;
     if (ec) return;
@@ -82,7 +90,34 @@ void ReadScheduler::arm_polls() {
 
 // A read never ends a followed log (names are the watcher's and the rescan's business), so the
 // list is walked by index and pruned after; the quiet ones are watched last.
+bool ReadScheduler::burst(Tracked& file) {
+  if (file.line_checks >= kLineChecks || !file.follower->is_open()) return false;
+  const uint64_t from = std::max(file.checked_to, file.follower->read_pos());
+  char bytes[kCheckBytes];
+  const ssize_t n = ::pread(file.follower->fd(), bytes, kCheckBytes, static_cast<off_t>(from));
+  if (n <= 0) return false;
+  if (static_cast<size_t>(n) == kCheckBytes) return true;  // a burst (or more behind it)
+  file.checked_to = from + static_cast<uint64_t>(n);
+  const bool line_end = std::memchr(bytes, '\n', static_cast<size_t>(n)) != nullptr;
+  file.line_checks = line_end ? file.line_checks + 1 : 0;
+  return line_end;
+}
+
 void ReadScheduler::poll_slice() {
+  // Burst checks: as many busy logs each slice as make each one checked every burst_check_.
+  const size_t busy = busy_.size();
+  if (burst_check_.count() > 0) {
+    checks_owed_ += static_cast<double>(busy) * static_cast<double>(slice().count()) /
+                    static_cast<double>(burst_check_.count());
+    checks_owed_ = std::min(checks_owed_, static_cast<double>(busy));
+  }
+  std::vector<Tracked*> bursting;
+  for (; checks_owed_ >= 1 && busy > 0; checks_owed_ -= 1) {
+    if (check_cursor_ >= busy) check_cursor_ = 0;
+    Tracked* file = busy_[check_cursor_++];
+    if (burst(*file)) bursting.push_back(file);
+  }
+  for (Tracked* file : bursting) read_(*file);
   std::vector<Tracked*> quiet;
   const size_t n = busy_.size();
   const size_t take = (n + kPollSlices - 1) / kPollSlices;
@@ -93,6 +128,7 @@ void ReadScheduler::poll_slice() {
     const uint64_t bytes = read_(*file);
     if (file->pace.busy && pacer_.on_poll(file->pace, bytes)) {
       file->polled = false;
+      file->line_checks = 0;  // busy again later, it is looked at afresh
       quiet.push_back(file);
     } else if (!file->pace.busy) {
       file->polled = false;  // polled once for want of a descriptor

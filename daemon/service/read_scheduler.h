@@ -6,6 +6,14 @@
 // held by 1,000 reads in a row while a quiet log's OOM line waits. A busy log that stays unchanged
 // turns quiet again and gets its watch back. The scheduler decides only when: reading (and
 // committing what was read) is the callback's.
+//
+// A busy log's OOM must not wait for its poll (up to a whole interval): every `burst_check_ms`
+// (200) each busy log gets a burst check: one pread of at most 4 KiB of what it grew by since
+// the last look. A progress bar redraws with \r and no line end, so a line end
+// among the new bytes is a record completed (a traceback, an error, a saved checkpoint) and the
+// log is read at once; more than 4 KiB at once is a burst too. A log whose every check finds a
+// line end writes lines, not redraws: checking it would be polling it more often, so
+// after kLineChecks such checks in a row it is left to its interval (docs/reliability.md).
 #pragma once
 
 #include <utility>  // before Asio (Boost 1.74)
@@ -36,6 +44,8 @@ class ReadScheduler {
   // Without a watcher (no inotify) no log is watched or polled: the rescan reads them all.
   void set_watcher(DirectoryWatcher* watcher) { watcher_ = watcher; }
   std::chrono::milliseconds interval() const { return pacer_.interval(); }
+  // How often a busy log gets a burst check; 0 turns them off.
+  void set_burst_check(std::chrono::milliseconds every) { burst_check_ = every; }
 
   // A quiet log gets its own watch; out of watches (or its name gone) it is polled instead.
   void watch_quietly(Tracked& file);
@@ -55,6 +65,9 @@ class ReadScheduler {
   void unwatch(Tracked& file);
   void arm_polls();
   void poll_slice();
+  std::chrono::milliseconds slice() const;  // the poll timer's period
+  // The burst check of one busy log: true when it is to be read now.
+  bool burst(Tracked& file);
 
   ReadPacer pacer_;
   Read read_;
@@ -62,6 +75,9 @@ class ReadScheduler {
   boost::asio::steady_timer poll_timer_;
   bool polls_armed_ = false;
   size_t poll_cursor_ = 0;                      // the next busy log to poll
+  size_t check_cursor_ = 0;                     // the next busy log to check for a burst
+  std::chrono::milliseconds burst_check_{0};
+  double checks_owed_ = 0;  // burst checks due but not yet made (a fraction of a log per slice)
   std::vector<Tracked*> busy_;                  // polled once per interval
   std::unordered_map<int, Tracked*> by_watch_;  // quiet logs, by their watch descriptor
   bool file_watch_failed_logged_ = false;

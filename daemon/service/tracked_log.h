@@ -63,6 +63,10 @@ struct Tracked {
   Pace pace;
   int watch = -1;       // its inotify watch while it is quiet
   bool polled = false;  // in the busy list
+  // Busy: how far the burst check looked (read_scheduler.h), and how many checks in a row found
+  // a line end (a log of lines, not of redraws, is left to its interval).
+  uint64_t checked_to = 0;
+  int line_checks = 0;
   std::optional<parsers::Outcome> committed_outcome;
   bool read_error_logged = false;
   // The run's fatal OOM as this daemon saw it, and its ranked fixes: what healing starts from.

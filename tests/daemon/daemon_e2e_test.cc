@@ -781,3 +781,53 @@ TEST_SUITE("daemon::e2e") {
     CHECK(daemon.stop(SIGTERM) == 0);
   }
 }
+
+TEST_SUITE("daemon::busy_logs") {
+  TEST_CASE("an OOM in a busy log is read at its burst check, not at its poll") {
+    // Bars redrawing every 50 ms in 40 logs make them busy, each polled once per
+    // read_interval_ms (here 5 s, in 20 slices of 2 logs); the OOM line, a line end among
+    // redraws, is read at the next burst check (200 ms), not at its poll.
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    constexpr int kLogs = 40;
+    const fs::path config = dir.path / "oomtriage.yaml";
+    std::ofstream(config) << "watch:\n  - logs: " << (out / "*" / "log.txt").string()
+                          << "\nread_interval_ms: 5000\nburst_check_ms: 200\n";
+    std::vector<std::ofstream> logs;
+    for (int i = 0; i < kLogs; ++i) {
+      const fs::path job = out / ("busy" + std::to_string(i));
+      fs::create_directories(job);
+      logs.emplace_back(job / "log.txt", std::ios::app);
+      logs.back() << "Running 1 job\n" << std::flush;
+    }
+    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", config.string()},
+                         dir.path / "err");
+    REQUIRE(wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
+    const auto redraw = [&](int step) {
+      for (auto& log : logs) {
+        log << "\rbusy:  10%|#         | " << step
+            << "/30000 [01:00<09:00,  1.40s/it, loss: 4.1e-01]" << std::flush;
+      }
+    };
+    for (int step = 1; step <= 40; ++step) {
+      redraw(step);
+      std::this_thread::sleep_for(50ms);
+    }
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    REQUIRE(view.events("busy7") == 0);
+    const auto written = std::chrono::steady_clock::now();
+    logs[7] << "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 "
+               "has a total capacity of 23.55 GiB of which 812.00 MiB is free.\n"
+            << std::flush;
+    // The others keep redrawing: busy they stay.
+    const bool stored = wait_until(
+        [&] {
+          redraw(41);
+          return view.events("busy7") == 1;
+        },
+        10s);
+    REQUIRE(stored);
+    // Well before its 5 s poll (the settle delay and the check's 200 ms come first).
+    CHECK(std::chrono::steady_clock::now() - written < 2500ms);
+  }
+}
