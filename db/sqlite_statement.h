@@ -145,7 +145,7 @@ class Transaction {
 
 inline Error busy_or_database(sqlite3* db, std::string_view what) {
   const int rc = sqlite3_errcode(db) & 0xff;
-  const ErrorCode code = rc == SQLITE_BUSY                           ? ErrorCode::kDatabaseBusy
+  const ErrorCode code = rc == SQLITE_BUSY                             ? ErrorCode::kDatabaseBusy
                          : rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB ? ErrorCode::kDatabaseDamaged
                                                                        : ErrorCode::kDatabase;
   return make_error(code, std::string(what) + ": " + sqlite3_errmsg(db));

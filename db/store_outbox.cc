@@ -12,13 +12,13 @@ namespace oomtriage::db {
 
 Result<std::vector<OutboxItem>> Store::due_alerts(const std::string& receiver, int64_t now,
                                                   int limit) {
-  Statement s(
-      *statements_,
-      "SELECT o.id, o.event_id, o.receiver, o.attempts, e.created_at, j.name, j.trainer, "
-      "e.model_family, COALESCE(r.log_path, ''), e.recovered, e.event_json, e.fixes_json, "
-      "o.revision, e.resent, o.next_attempt_at FROM outbox o JOIN events e ON e.id = o.event_id JOIN jobs j ON j.id = e.job_id "
-      "LEFT JOIN runs r ON r.id = e.run_id WHERE o.receiver = ?1 AND o.state = 'pending' "
-      "AND o.next_attempt_at <= ?2 ORDER BY o.id LIMIT ?3");
+  Statement s(*statements_,
+              "SELECT o.id, o.event_id, o.receiver, o.attempts, e.created_at, j.name, j.trainer, "
+              "e.model_family, COALESCE(r.log_path, ''), e.recovered, e.event_json, e.fixes_json, "
+              "o.revision, e.resent, o.next_attempt_at FROM outbox o JOIN events e ON e.id = "
+              "o.event_id JOIN jobs j ON j.id = e.job_id "
+              "LEFT JOIN runs r ON r.id = e.run_id WHERE o.receiver = ?1 AND o.state = 'pending' "
+              "AND o.next_attempt_at <= ?2 ORDER BY o.id LIMIT ?3");
   s.bind(1, receiver).bind(2, now).bind(3, int64_t{limit});
   std::vector<OutboxItem> items;
   int rc;

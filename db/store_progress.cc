@@ -46,13 +46,14 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
         continue;
       }
     }
-    Statement s(*statements_,
-                "INSERT INTO events (job_id, run_id, file_id, snapshot_id, offset, kind, phase, "
-                "step, recovered, event_json, fixes_json, created_at, generation, model_family, "
-                "revision, resent, uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-                "?13, ?14, ?15, ?16, " OOMTRIAGE_UUID_SQL
-                ") ON CONFLICT (file_id, generation, offset) DO NOTHING "
-                "RETURNING id");
+    Statement s(
+        *statements_,
+        "INSERT INTO events (job_id, run_id, file_id, snapshot_id, offset, kind, phase, "
+        "step, recovered, event_json, fixes_json, created_at, generation, model_family, "
+        "revision, resent, uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
+        "?13, ?14, ?15, ?16, " OOMTRIAGE_UUID_SQL
+        ") ON CONFLICT (file_id, generation, offset) DO NOTHING "
+        "RETURNING id");
     s.bind(1, p.job_id)
         .bind(2, p.run_id)
         .bind(3, p.file_id)

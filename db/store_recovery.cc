@@ -99,8 +99,8 @@ Result<std::string> move_aside(const std::string& path, int64_t now_unix) {
   }
   fs::rename(path, target, ec);
   if (ec) {
-    return make_error(ErrorCode::kIo,
-                      fmt::format("cannot move the damaged store {} aside: {}", path, ec.message()));
+    return make_error(ErrorCode::kIo, fmt::format("cannot move the damaged store {} aside: {}",
+                                                  path, ec.message()));
   }
   for (const char* suffix : {"-wal", "-shm"}) {
     if (fs::exists(path + suffix, ec)) fs::rename(path + suffix, target + suffix, ec);
@@ -129,9 +129,8 @@ TableSalvage copy_table(sqlite3* from, sqlite3* to, const std::string& table) {
   Prepared read = prepare(from, fmt::format("SELECT rowid, {} FROM {} WHERE rowid > ?1 ORDER BY "
                                             "rowid",
                                             list, sql_name(table)));
-  Prepared write =
-      prepare(to, fmt::format("INSERT OR REPLACE INTO {} ({}) VALUES ({})", sql_name(table), list,
-                              marks));
+  Prepared write = prepare(
+      to, fmt::format("INSERT OR REPLACE INTO {} ({}) VALUES ({})", sql_name(table), list, marks));
   if (!read || !write) return salvage;
   int64_t after = std::numeric_limits<int64_t>::min();
   int64_t leap = 1;
@@ -267,7 +266,8 @@ Result<StoreRecovery> recover_store(const std::string& path, const std::string& 
   recovery.dropped = drop_orphans(to->get());
   for (TableSalvage& t : recovery.tables) {
     Prepared count = prepare(to->get(), "SELECT count(*) FROM " + sql_name(t.table));
-    if (count && sqlite3_step(count.get()) == SQLITE_ROW) t.rows = sqlite3_column_int64(count.get(), 0);
+    if (count && sqlite3_step(count.get()) == SQLITE_ROW)
+      t.rows = sqlite3_column_int64(count.get(), 0);
   }
   // The daemon ran here before: logs it no longer knows are new logs, read from their start.
   set_meta(to->get(), "first_scan_done", std::to_string(now_unix), /*replace=*/false);
@@ -300,8 +300,7 @@ std::optional<std::string> recovery_note(Store& store) {
       value("store_recovered_salvage"));
 }
 
-Result<std::optional<StoreRecovery>> recover_if_damaged(const std::string& path,
-                                                        int64_t now_unix) {
+Result<std::optional<StoreRecovery>> recover_if_damaged(const std::string& path, int64_t now_unix) {
   auto damage = find_damage(path);
   if (!damage) return damage.error();
   if (damage->empty()) return std::optional<StoreRecovery>();

@@ -24,8 +24,8 @@ namespace oomtriage::db {
 
 struct TableSalvage {
   std::string table;
-  int64_t rows = 0;               // copied into the fresh store (and kept)
-  int64_t unreadable_spans = 0;   // ranges of rows SQLite could not read and that were skipped
+  int64_t rows = 0;              // copied into the fresh store (and kept)
+  int64_t unreadable_spans = 0;  // ranges of rows SQLite could not read and that were skipped
 };
 
 struct StoreRecovery {
@@ -52,8 +52,7 @@ Result<StoreRecovery> recover_store(const std::string& path, const std::string& 
                                     int64_t now_unix);
 
 // find_damage(), then recover_store() when there is damage: what a starting daemon does.
-Result<std::optional<StoreRecovery>> recover_if_damaged(const std::string& path,
-                                                        int64_t now_unix);
+Result<std::optional<StoreRecovery>> recover_if_damaged(const std::string& path, int64_t now_unix);
 
 class Store;
 // What `report`, `jobs` and `check-config` say about a store that was recovered: when, where the

@@ -186,7 +186,8 @@ void AlertDispatcher::pump(Lane& lane) {
   // A stored time is read once, when the row is first seen, and never trusted further than
   // retry_max_ms either way: the wall clock it was written by may have been stepped since.
   const auto clamp = [&lane](int64_t seconds) {
-    return std::chrono::milliseconds(std::clamp<int64_t>(seconds * 1000, 0, lane.receiver.retry_max_ms));
+    return std::chrono::milliseconds(
+        std::clamp<int64_t>(seconds * 1000, 0, lane.receiver.retry_max_ms));
   };
   std::set<int64_t> ids;
   std::vector<db::OutboxItem> due;
@@ -195,7 +196,8 @@ void AlertDispatcher::pump(Lane& lane) {
   for (db::OutboxItem& item : *pending) {
     ids.insert(item.id);
     const auto since = lane.waiting_since.try_emplace(item.id, now - clamp(wall - item.created_at));
-    const auto ready = lane.not_before.try_emplace(item.id, now + clamp(item.next_attempt_at - wall));
+    const auto ready =
+        lane.not_before.try_emplace(item.id, now + clamp(item.next_attempt_at - wall));
     (void)since;
     if (ready.first->second <= now) {
       due.push_back(std::move(item));

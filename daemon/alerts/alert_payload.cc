@@ -241,8 +241,8 @@ std::vector<std::string> storm_lines(const AlertContent& a, size_t budget, Escap
     lines.push_back(std::move(line));
   }
   if (lines.size() < a.storm.size()) {
-    lines.push_back(escape(fmt::format("and {} more: run `oomtriage jobs`",
-                                       a.storm.size() - lines.size())));
+    lines.push_back(
+        escape(fmt::format("and {} more: run `oomtriage jobs`", a.storm.size() - lines.size())));
   }
   return lines;
 }
@@ -273,14 +273,15 @@ json slack_storm(const AlertContent& a) {
 // Discord: as many as the embed's description holds, then "and N more".
 json discord_storm(const AlertContent& a) {
   std::string list;
-  for (const std::string& line : storm_lines(a, kDiscordDescription,
-                                             [](const std::string& t) { return escape_discord(t); }))
+  for (const std::string& line :
+       storm_lines(a, kDiscordDescription, [](const std::string& t) { return escape_discord(t); }))
     list += "- " + line + "\n";
-  return {{"content", truncate_utf8(escape_discord(a.title()), kDiscordContent)},
-          {"embeds", json::array({{{"title", truncate_utf8(escape_discord(a.title()), kDiscordTitle)},
-                                   {"description", truncate_utf8(list, kDiscordDescription)},
-                                   {"color", kDiscordRed}}})},
-          {"allowed_mentions", {{"parse", json::array()}}}};
+  return {
+      {"content", truncate_utf8(escape_discord(a.title()), kDiscordContent)},
+      {"embeds", json::array({{{"title", truncate_utf8(escape_discord(a.title()), kDiscordTitle)},
+                               {"description", truncate_utf8(list, kDiscordDescription)},
+                               {"color", kDiscordRed}}})},
+      {"allowed_mentions", {{"parse", json::array()}}}};
 }
 
 }  // namespace
@@ -456,16 +457,12 @@ json alertmanager_webhook_payload(const AlertContent& a, const std::string& rece
             {"alerts", alerts}};
   }
   const json labels = labels_of(a);
-  return {{"version", "4"},
-          {"groupKey", fmt::format("{{}}:{{training_job=\"{}\"}}", a.job)},
-          {"truncatedAlerts", 0},
-          {"status", "firing"},
-          {"receiver", receiver},
-          {"groupLabels", {{"training_job", a.job}}},
-          {"commonLabels", labels},
-          {"commonAnnotations", annotations_of(a)},
-          {"externalURL", ""},
-          {"alerts", json::array({webhook_alert(a)})}};
+  return {
+      {"version", "4"},         {"groupKey", fmt::format("{{}}:{{training_job=\"{}\"}}", a.job)},
+      {"truncatedAlerts", 0},   {"status", "firing"},
+      {"receiver", receiver},   {"groupLabels", {{"training_job", a.job}}},
+      {"commonLabels", labels}, {"commonAnnotations", annotations_of(a)},
+      {"externalURL", ""},      {"alerts", json::array({webhook_alert(a)})}};
 }
 
 json alertmanager_api_payload(const AlertContent& a) {

@@ -89,7 +89,8 @@ Result<std::unique_ptr<db::JobReader>> open_reader(const StoreTarget& target) {
     return make_error(store.error().code,
                       fmt::format("store {}: {}", target.location, store.error().message));
   }
-  if (const auto note = db::recovery_note(**store)) fmt::print(stderr, "oomtriage: note: {}\n", *note);
+  if (const auto note = db::recovery_note(**store))
+    fmt::print(stderr, "oomtriage: note: {}\n", *note);
   return std::unique_ptr<db::JobReader>(std::move(*store));
 }
 

@@ -411,9 +411,9 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
       } else {
         const auto close =
             close_matches(key,
-                          {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms", "burst_check_ms", "watch",
-                           "alerts", "alert_group_seconds", "heal", "host", "store", "backfill",
-                           "metrics", "preflight", "gpu_memory"},
+                          {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms",
+                           "burst_check_ms", "watch", "alerts", "alert_group_seconds", "heal",
+                           "host", "store", "backfill", "metrics", "preflight", "gpu_memory"},
                           1);
         return bad(source, item.first,
                    "unknown key `" + key + "`" +

@@ -22,7 +22,7 @@ struct Metrics {
   uint64_t alert_storms = 0;  // messages that listed several alerts (group_wait_ms)
   std::map<std::string, uint64_t> preflight_checks;  // verdict: fits | tight | will_not_fit
   uint64_t outbox_pending = 0;
-  uint64_t store_failures = 0;  // commits the store refused (each is retried, nothing is lost)
+  uint64_t store_failures = 0;    // commits the store refused (each is retried, nothing is lost)
   uint64_t store_damaged = 0;     // SQLite said the store was damaged (then it is recovered)
   uint64_t store_recoveries = 0;  // damaged stores moved aside and salvaged since the start
   // Store calls other than event commits that failed (a job row, a snapshot, a history read),

@@ -176,8 +176,8 @@ class Daemon final : public LogHost {
   void store_damaged(const std::string& message) {
     if (damage_) return;
     damage_ = message;
-    log_line(kCritical, "store {} is damaged ({}): moving it aside and salvaging it",
-             store_path_, message);
+    log_line(kCritical, "store {} is damaged ({}): moving it aside and salvaging it", store_path_,
+             message);
     io_.stop();
   }
 
@@ -725,8 +725,8 @@ class Daemon final : public LogHost {
   std::chrono::microseconds watchdog_interval_{0};
   int textfile_error_logged_ = 0;
   std::optional<db::StoreRecovery> recovery_;  // this start follows one
-  std::optional<std::string> damage_;           // the loop stopped for a recovery
-  bool first_scan_marker_pending_ = false;  // its write failed: tried again at the next commit
+  std::optional<std::string> damage_;          // the loop stopped for a recovery
+  bool first_scan_marker_pending_ = false;     // its write failed: tried again at the next commit
   asio::steady_timer store_retry_timer_{io_};
   bool store_retry_armed_ = false;
   bool rescan_on_retry_ = false;  // a log could not be registered: scan again on the retry

@@ -52,7 +52,8 @@ void EventSink::accepted(const std::vector<const db::Progress*>& progress, int64
   }
   for (const db::Progress* p : progress) {
     for (const auto& row : p->events) {
-      if (new_events > 0 && !row.journal.empty()) log_line(row.recovered ? kWarning : kError, "{}", row.journal);
+      if (new_events > 0 && !row.journal.empty())
+        log_line(row.recovered ? kWarning : kError, "{}", row.journal);
     }
   }
   if (failing_) {
@@ -65,10 +66,10 @@ void EventSink::accepted(const std::vector<const db::Progress*>& progress, int64
 
 void EventSink::refused(const Error& error) {
   ++metrics_.store_failures;
-  if (error.code == ErrorCode::kDatabaseDamaged) {
+  if (error.code == ErrorCode::kDatabaseDamaged && damaged_) {
     // Retrying cannot mend it: the owner recovers the store, once.
     ++metrics_.store_damaged;
-    if (!damaged_seen_ && damaged_) {
+    if (!damaged_seen_) {
       damaged_seen_ = true;
       damaged_(error.message);
     }

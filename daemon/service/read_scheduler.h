@@ -74,11 +74,11 @@ class ReadScheduler {
   DirectoryWatcher* watcher_ = nullptr;
   boost::asio::steady_timer poll_timer_;
   bool polls_armed_ = false;
-  size_t poll_cursor_ = 0;                      // the next busy log to poll
-  size_t check_cursor_ = 0;                     // the next busy log to check for a burst
+  size_t poll_cursor_ = 0;   // the next busy log to poll
+  size_t check_cursor_ = 0;  // the next busy log to check for a burst
   std::chrono::milliseconds burst_check_{0};
-  double checks_owed_ = 0;  // burst checks due but not yet made (a fraction of a log per slice)
-  std::vector<Tracked*> busy_;                  // polled once per interval
+  double checks_owed_ = 0;      // burst checks due but not yet made (a fraction of a log per slice)
+  std::vector<Tracked*> busy_;  // polled once per interval
   std::unordered_map<int, Tracked*> by_watch_;  // quiet logs, by their watch descriptor
   bool file_watch_failed_logged_ = false;
 };

@@ -162,7 +162,8 @@ TEST_SUITE("daemon::alert_timing") {
     CHECK(daemon::judge_response(unavailable, r, 2, 86401, 1.0).kind == V::kFailed);
   }
 
-  TEST_CASE("a storm's payloads list every member with its own key, within each platform's limits") {
+  TEST_CASE(
+      "a storm's payloads list every member with its own key, within each platform's limits") {
     daemon::AlertContent storm;
     storm.host = "gpu-node-1";
     for (int i = 1; i <= 150; ++i) {
@@ -179,7 +180,8 @@ TEST_SUITE("daemon::alert_timing") {
     CHECK(storm.title() == "150 OOMs on gpu-node-1");
     CHECK(storm.webhook_id() == "storm_evt_1_150");
     const std::string slack = daemon::slack_payload(storm).dump();
-    for (int i = 1; i <= 150; ++i) CHECK(slack.find("[evt_" + std::to_string(i) + "]") != std::string::npos);
+    for (int i = 1; i <= 150; ++i)
+      CHECK(slack.find("[evt_" + std::to_string(i) + "]") != std::string::npos);
     CHECK(slack.find("<@everyone>") == std::string::npos);
     for (const auto& block : daemon::slack_payload(storm)["blocks"]) {
       if (block["type"] == "section")
@@ -214,7 +216,8 @@ TEST_SUITE("daemon::alert_timing") {
     DaemonProcess daemon(dir.path / "state",
                          {"daemon", "--config", (dir.path / "oomtriage.yaml").string()},
                          dir.path / "err");
-    REQUIRE(wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
+    REQUIRE(
+        wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
     const std::string crash = slurp(kGolden / "aitk_host_sigkill.log");
     for (int i = 0; i < kJobs; ++i) {
       std::ofstream(out / ("job" + std::to_string(i)) / "log.txt", std::ios::app) << crash;

@@ -43,8 +43,7 @@ TEST_SUITE("daemon::bad_input") {
                            dir.path / "err3");
       REQUIRE(wait_until(
           [&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
-      CHECK(daemon.stderr_text().find("was damaged (file is not a database)") !=
-            std::string::npos);
+      CHECK(daemon.stderr_text().find("was damaged (file is not a database)") != std::string::npos);
       CHECK(daemon.stop(SIGTERM) == 0);
     }
     bool kept = false;

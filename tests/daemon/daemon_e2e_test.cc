@@ -802,7 +802,8 @@ TEST_SUITE("daemon::busy_logs") {
     }
     DaemonProcess daemon(dir.path / "state", {"daemon", "--config", config.string()},
                          dir.path / "err");
-    REQUIRE(wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
+    REQUIRE(
+        wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
     const auto redraw = [&](int step) {
       for (auto& log : logs) {
         log << "\rbusy:  10%|#         | " << step

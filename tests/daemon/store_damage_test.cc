@@ -17,6 +17,7 @@
 #include "daemon/service/event_sink.h"
 #include "db/store.h"
 #include "tests/support/e2e.h"
+#include "tests/support/store_damage.h"
 #include "tests/support/http_test_server.h"
 
 using namespace oomtriage;
@@ -25,33 +26,7 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kPage = 4096;
-
-void garble_pages(const fs::path& path, const std::vector<int64_t>& pages) {
-  std::mt19937 random(11);
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  for (int64_t page : pages) {
-    std::string garbage(kPage, '\0');
-    for (char& c : garbage) c = static_cast<char>(random());
-    file.seekp((page - 1) * kPage);
-    file.write(garbage.data(), kPage);
-  }
-}
-
-std::vector<int64_t> pages_of(const fs::path& path, const std::string& table) {
-  std::vector<int64_t> pages;
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v2(db, "SELECT pageno FROM dbstat WHERE name = ?1", -1, &s, nullptr) ==
-      SQLITE_OK) {
-    sqlite3_bind_text(s, 1, table.c_str(), -1, SQLITE_TRANSIENT);
-    while (sqlite3_step(s) == SQLITE_ROW) pages.push_back(sqlite3_column_int64(s, 0));
-  }
-  sqlite3_finalize(s);
-  sqlite3_close(db);
-  return pages;
-}
+constexpr int kPage = testing::kStorePage;
 
 size_t count_of(const std::string& text, const std::string& needle) {
   size_t n = 0;
@@ -70,12 +45,8 @@ void damage(const fs::path& store, Damage how) {
       garble_pages(store, middle);
       break;
     }
-    case Damage::kCutToHalf:
-      fs::resize_file(store, fs::file_size(store) / 2);
-      break;
-    case Damage::kEventsTableGarbled:
-      garble_pages(store, pages_of(store, "events"));
-      break;
+    case Damage::kCutToHalf: fs::resize_file(store, fs::file_size(store) / 2); break;
+    case Damage::kEventsTableGarbled: garble_pages(store, pages_of(store, "events")); break;
   }
 }
 
@@ -93,7 +64,8 @@ void run_damage_case(Damage how) {
   const std::string crash = slurp(kGolden / "aitk_gc_off_oom_step2.log");
   {
     DaemonProcess daemon(state, args, dir.path / "err1");
-    REQUIRE(wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
+    REQUIRE(
+        wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
     fs::create_directories(out / "before");
     write_slowly(out / "before" / "log.txt", crash, 4096);
     REQUIRE(wait_until([&] { return server.count() == 1; }, 15s));
@@ -106,7 +78,8 @@ void run_damage_case(Damage how) {
   }
   damage(store, how);
   DaemonProcess daemon(state, args, dir.path / "err2");
-  REQUIRE(wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
+  REQUIRE(
+      wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
   const std::string said = daemon.stderr_text();
   INFO(said);
   CHECK(count_of(said, "<2>") == 1);
@@ -118,13 +91,15 @@ void run_damage_case(Damage how) {
   CHECK(kept);
   fs::create_directories(out / "after");
   write_slowly(out / "after" / "log.txt", crash, 4096);
-  REQUIRE(wait_until([&] {
-    const auto requests = server.requests();
-    for (const auto& r : requests) {
-      if (r.body.find("\"training_job\":\"after\"") != std::string::npos) return true;
-    }
-    return false;
-  }, 15s));
+  REQUIRE(wait_until(
+      [&] {
+        const auto requests = server.requests();
+        for (const auto& r : requests) {
+          if (r.body.find("\"training_job\":\"after\"") != std::string::npos) return true;
+        }
+        return false;
+      },
+      15s));
   std::this_thread::sleep_for(1500ms);  // nothing more may come
   size_t after = 0;
   size_t recovered_alerts = 0;
@@ -141,8 +116,8 @@ void run_damage_case(Damage how) {
   CHECK(after == 1);
   CHECK(recovered_alerts == 1);
   const std::string report_args = "--state-dir '" + state.string() + "' report after";
-  const auto [rc, report] = run_shell(std::string(OOMTRIAGE_BINARY) + " " + report_args +
-                                      " --json 2>/dev/null");
+  const auto [rc, report] =
+      run_shell(std::string(OOMTRIAGE_BINARY) + " " + report_args + " --json 2>/dev/null");
   CHECK(rc == 0);
   CHECK(json::parse(report)["events"].size() == 1);
   // The report says the store was recovered, on stderr beside the story.

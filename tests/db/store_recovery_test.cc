@@ -16,6 +16,7 @@
 #include "db/store.h"
 #include "db/store_recovery.h"
 #include "tests/support/e2e.h"
+#include "tests/support/store_damage.h"
 
 namespace fs = std::filesystem;
 using namespace oomtriage;
@@ -24,7 +25,7 @@ namespace {
 
 constexpr int kJobs = 40;
 constexpr int kEventsPerJob = 25;
-constexpr int kPage = 4096;
+constexpr int kPage = testing::kStorePage;
 
 // A store as a daemon leaves it: jobs, runs, files with offsets, events (large enough to fill
 // many pages) and their outbox rows; closed, so the WAL is in the file.
@@ -59,30 +60,6 @@ void fill_store(const fs::path& path) {
     }
     REQUIRE(*(*store)->commit_progress(progress, 200) == kEventsPerJob);
   }
-}
-
-std::vector<int64_t> pages_of(const fs::path& path, const std::string& table) {
-  std::vector<int64_t> pages;
-  sqlite3* db = nullptr;
-  sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr);
-  sqlite3_stmt* s = nullptr;
-  if (sqlite3_prepare_v2(db, "SELECT pageno FROM dbstat WHERE name = ?1", -1, &s, nullptr) ==
-      SQLITE_OK) {
-    sqlite3_bind_text(s, 1, table.c_str(), -1, SQLITE_TRANSIENT);
-    while (sqlite3_step(s) == SQLITE_ROW) pages.push_back(sqlite3_column_int64(s, 0));
-  }
-  sqlite3_finalize(s);
-  sqlite3_close(db);
-  return pages;
-}
-
-void garble_page(const fs::path& path, int64_t page, uint32_t seed) {
-  std::mt19937 random(seed);
-  std::string garbage(kPage, '\0');
-  for (char& c : garbage) c = static_cast<char>(random());
-  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
-  file.seekp((page - 1) * kPage);
-  file.write(garbage.data(), kPage);
 }
 
 std::string file_bytes(const fs::path& path) {
@@ -147,7 +124,8 @@ TEST_SUITE("db::store_recovery") {
     fill_store(path);
     const int64_t pages = static_cast<int64_t>(fs::file_size(path)) / kPage;
     REQUIRE(pages > 20);
-    for (int64_t page = pages / 3; page < pages / 3 + 4; ++page) garble_page(path, page, 7);
+    for (int64_t page = pages / 3; page < pages / 3 + 4; ++page)
+      testing::garble_pages(path, {page}, 7);
     const std::string damaged_bytes = file_bytes(path);
     auto recovered = db::recover_if_damaged(path.string(), 1733300000);
     REQUIRE(recovered);
@@ -178,12 +156,12 @@ TEST_SUITE("db::store_recovery") {
     testing::TempDir dir;
     const fs::path path = dir.path / "oomtriage.db";
     fill_store(path);
-    const std::vector<int64_t> pages = pages_of(path, "events");
+    const std::vector<int64_t> pages = testing::pages_of(path, "events");
     if (pages.empty()) {
       MESSAGE("skipped: this SQLite has no dbstat table to find the events' pages");
       return;
     }
-    for (int64_t page : pages) garble_page(path, page, static_cast<uint32_t>(page));
+    testing::garble_pages(path, pages);
     auto recovered = db::recover_if_damaged(path.string(), 1000);
     REQUIRE(recovered);
     REQUIRE(*recovered);
@@ -206,7 +184,7 @@ TEST_SUITE("db::store_recovery") {
     testing::TempDir dir;
     const fs::path path = dir.path / "oomtriage.db";
     fill_store(path);
-    garble_page(path, 1, 3);
+    testing::garble_pages(path, {1}, 3);
     auto recovered = db::recover_if_damaged(path.string(), 1000);
     REQUIRE(recovered);
     REQUIRE(*recovered);
