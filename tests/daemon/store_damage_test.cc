@@ -123,8 +123,8 @@ void run_damage_case(Damage how) {
   // The report says the store was recovered, on stderr beside the story.
   CHECK(oomtriage_says(report_args).second.find("note: this store was recovered from damage") !=
         std::string::npos);
-  const auto [check_rc, checked] = oomtriage_says("--state-dir '" + state.string() +
-                                                  "' check-config '" + config.string() + "'");
+  const auto [check_rc, checked] =
+      oomtriage_says("--state-dir '" + state.string() + "' check-config '" + config.string() + "'");
   CHECK(check_rc == 0);
   CHECK(checked.find("note: this store was recovered from damage") != std::string::npos);
   CHECK(daemon.stop(SIGTERM) == 0);
