@@ -185,19 +185,24 @@ void AlertDispatcher::pump(Lane& lane) {
   }
   // A stored time is read once, when the row is first seen, and never trusted further than
   // retry_max_ms either way: the wall clock it was written by may have been stepped since.
-  const auto clamp = [&lane](int64_t seconds) {
-    return std::chrono::milliseconds(
-        std::clamp<int64_t>(seconds * 1000, 0, lane.receiver.retry_max_ms));
+  // (Without overflow: a row edited by hand may hold any integer.)
+  const auto clamp = [&lane](int64_t later, int64_t earlier) {
+    const int64_t max_ms = lane.receiver.retry_max_ms;
+    int64_t seconds = 0;
+    if (__builtin_sub_overflow(later, earlier, &seconds) || seconds > max_ms / 1000 + 1)
+      return std::chrono::milliseconds(later > earlier ? max_ms : 0);
+    return std::chrono::milliseconds(std::clamp<int64_t>(seconds * 1000, 0, max_ms));
   };
+
   std::set<int64_t> ids;
   std::vector<db::OutboxItem> due;
   std::optional<Steady::time_point> wake;
   const auto wake_at = [&wake](Steady::time_point at) { wake = wake ? std::min(*wake, at) : at; };
   for (db::OutboxItem& item : *pending) {
     ids.insert(item.id);
-    const auto since = lane.waiting_since.try_emplace(item.id, now - clamp(wall - item.created_at));
+    const auto since = lane.waiting_since.try_emplace(item.id, now - clamp(wall, item.created_at));
     const auto ready =
-        lane.not_before.try_emplace(item.id, now + clamp(item.next_attempt_at - wall));
+        lane.not_before.try_emplace(item.id, now + clamp(item.next_attempt_at, wall));
     (void)since;
     if (ready.first->second <= now) {
       due.push_back(std::move(item));

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <limits>
 #include <boost/asio/io_context.hpp>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -116,13 +117,13 @@ void check_step(int64_t step) {
 // A restarted dispatcher reads a row stored with next_attempt_at an hour away (the clock was
 // stepped back after it was written) or queued two days "ago" (stepped forward): it sends the
 // row within retry_max_ms, and delivers it.
-void check_restart(int64_t wall_at_restart) {
+void check_restart(int64_t wall_at_restart, int64_t stored_next = kT + 3600) {
   TempDir dir;
   auto store = store_with_one_alert(dir.path / "s.db");
   auto rows = store->due_alerts("hook", kT, 10);
   REQUIRE(rows);
   REQUIRE(rows->size() == 1);
-  REQUIRE(store->mark_alerts({rows->front().id}, "pending", 1, kT + 3600, "HTTP 503"));
+  REQUIRE(store->mark_alerts({rows->front().id}, "pending", 1, stored_next, "HTTP 503"));
   HttpTestServer server([](const ReceivedRequest&, size_t) { return ScriptedResponse{}; });
   boost::asio::io_context io;
   daemon::AlertDispatcher dispatcher(io, *store, config_for(server.url("/oom")), nullptr,
@@ -148,6 +149,9 @@ TEST_SUITE("daemon::alert_timing") {
     check_restart(kT);
     check_restart(kT - 3600);
     check_restart(kT + 2 * 86400);
+    // A row edited by hand to the ends of the integers is clamped too, without overflow.
+    check_restart(kT, std::numeric_limits<int64_t>::max());
+    check_restart(kT, std::numeric_limits<int64_t>::min());
   }
   TEST_CASE("the horizon counts attempts: the backoff's own count, then failed") {
     daemon::Receiver r;  // 1 s doubling to 5 min, 24 h
