@@ -187,11 +187,12 @@ TEST_SUITE("daemon::alert_timing") {
     for (int i = 1; i <= 150; ++i)
       CHECK(slack.find("[evt_" + std::to_string(i) + "]") != std::string::npos);
     CHECK(slack.find("<@everyone>") == std::string::npos);
-    for (const auto& block : daemon::slack_payload(storm)["blocks"]) {
+    const json slack_json = daemon::slack_payload(storm);
+    for (const auto& block : slack_json["blocks"]) {
       if (block["type"] == "section")
         CHECK(block["text"]["text"].get<std::string>().size() <= 3000);
     }
-    CHECK(daemon::slack_payload(storm)["blocks"].size() <= 50);
+    CHECK(slack_json["blocks"].size() <= 50);
     const json discord = daemon::discord_payload(storm);
     const std::string description = discord["embeds"][0]["description"];
     CHECK(description.size() <= 4096);
