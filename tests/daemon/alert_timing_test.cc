@@ -20,6 +20,7 @@
 #include "db/store.h"
 #include "tests/support/e2e.h"
 #include "tests/support/http_test_server.h"
+#include "tests/support/store_rows.h"
 
 using namespace oomtriage;
 using namespace oomtriage::testing;
@@ -33,18 +34,7 @@ constexpr int64_t kT = 1764835200;  // the wall clock when the alert was queued
 std::unique_ptr<db::Store> store_with_one_alert(const fs::path& path) {
   auto store = db::Store::open(path.string());
   REQUIRE(store);
-  const int64_t job = *(*store)->upsert_job("my_lora", "/out/my_lora", "ai-toolkit", "/out", kT);
-  const int64_t run = *(*store)->start_run(job, "/out/my_lora/log.txt", std::nullopt, kT);
-  db::FileRow file;
-  file.path = "/out/my_lora/log.txt";
-  file.dev = 1;
-  file.ino = 7;
-  file.job_id = job;
-  file.run_id = run;
-  db::Progress progress;
-  progress.file_id = *(*store)->insert_file(file, kT);
-  progress.job_id = job;
-  progress.run_id = run;
+  db::Progress progress = testing::progress_for_new_job(**store, "my_lora", 7, kT);
   db::EventRow row;
   row.offset = 100;
   row.kind = "cuda";

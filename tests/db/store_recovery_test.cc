@@ -17,6 +17,7 @@
 #include "db/store_recovery.h"
 #include "tests/support/e2e.h"
 #include "tests/support/store_damage.h"
+#include "tests/support/store_rows.h"
 
 namespace fs = std::filesystem;
 using namespace oomtriage;
@@ -33,19 +34,8 @@ void fill_store(const fs::path& path) {
   auto store = db::Store::open(path.string());
   REQUIRE(store);
   for (int j = 0; j < kJobs; ++j) {
-    const std::string name = "job" + std::to_string(j);
-    const int64_t job = *(*store)->upsert_job(name, "/out/" + name, "ai-toolkit", "/out", 100);
-    const int64_t run = *(*store)->start_run(job, "/out/" + name + "/log.txt", std::nullopt, 100);
-    db::FileRow file;
-    file.path = "/out/" + name + "/log.txt";
-    file.dev = 1;
-    file.ino = static_cast<uint64_t>(1000 + j);
-    file.job_id = job;
-    file.run_id = run;
-    db::Progress progress;
-    progress.file_id = *(*store)->insert_file(file, 100);
-    progress.job_id = job;
-    progress.run_id = run;
+    db::Progress progress = testing::progress_for_new_job(**store, "job" + std::to_string(j),
+                                                          static_cast<uint64_t>(1000 + j), 100);
     progress.offset = 90000 + static_cast<uint64_t>(j);
     progress.line = 700;
     progress.receivers = {"slack"};
@@ -76,18 +66,7 @@ void check_fresh_store_works(const fs::path& path) {
   REQUIRE(store);
   CHECK(*(*store)->meta("store_recovered_at"));
   CHECK(*(*store)->meta("first_scan_done"));
-  const int64_t job = *(*store)->upsert_job("later", "/out/later", "ai-toolkit", "/out", 300);
-  const int64_t run = *(*store)->start_run(job, "/out/later/log.txt", std::nullopt, 300);
-  db::FileRow file;
-  file.path = "/out/later/log.txt";
-  file.dev = 1;
-  file.ino = 99999;
-  file.job_id = job;
-  file.run_id = run;
-  db::Progress progress;
-  progress.file_id = *(*store)->insert_file(file, 300);
-  progress.job_id = job;
-  progress.run_id = run;
+  db::Progress progress = testing::progress_for_new_job(**store, "later", 99999, 300);
   db::EventRow row;
   row.offset = 10;
   row.kind = "cuda";
