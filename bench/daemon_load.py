@@ -7,7 +7,9 @@ daemon's CPU time, RSS, read system calls (/proc/PID/io syscr) and context switc
 Then, with the load still running, appends an OOM line INCIDENTS times, each to a quiet log (a
 job that was between writes, the case an alert must be fast for) and then to a busy one, and
 measures the time from the write to the event's row in the store (SQLite, read-only).
-Usage: daemon_load.py [N] [R] [SECONDS] [INCIDENTS]
+Usage: daemon_load.py [N] [R] [SECONDS] [INCIDENTS] [KEY=VALUE...]
+Each KEY=VALUE is a daemon config setting (e.g. burst_check_ms=0); with any, the daemon runs as
+`oomtriage daemon --config` on a config watching the same folder.
 """
 import os
 import sqlite3
@@ -61,8 +63,15 @@ def main():
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    daemon = subprocess.Popen([BINARY, "--state-dir", state, "watch", out],
-                              stderr=open(os.path.join(work, "daemon.err"), "w"))
+    settings = [arg.split("=", 1) for arg in sys.argv[5:]]
+    command = [BINARY, "--state-dir", state, "watch", out]
+    if settings:
+        config = os.path.join(work, "oomtriage.yaml")
+        with open(config, "w") as f:
+            f.write(f"state_dir: {state}\nwatch:\n  - logs: {out}/*/log.txt\n")
+            f.writelines(f"{key}: {value}\n" for key, value in settings)
+        command = [BINARY, "daemon", "--config", config]
+    daemon = subprocess.Popen(command, stderr=open(os.path.join(work, "daemon.err"), "w"))
     time.sleep(0.5)
     def job_log(name):
         d = os.path.join(out, name)

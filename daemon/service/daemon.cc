@@ -376,6 +376,7 @@ class Daemon final : public LogHost {
       follower.analyzer().settle();
       commit(file, follower.analyzer().take_events(), /*can_rewind=*/false);
       follower.restart();
+      file.checked_to = file.polled_to = 0;  // the burst checks' marks were the old content's
       read = follower.read(kReadBudgetPerTurn, buffer_.span());
     }
     if (read.error && !file.read_error_logged) {

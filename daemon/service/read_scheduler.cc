@@ -1,9 +1,8 @@
-// daemon/service/read_scheduler.cc: quiet logs watched, busy ones polled in slices.
+// daemon/service/read_scheduler.cc: quiet logs watched, busy ones checked and polled in slices.
 #include "daemon/service/read_scheduler.h"
 
-#include <unistd.h>
-
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "daemon/render/journal_log.h"
@@ -12,7 +11,11 @@ namespace oomtriage::daemon {
 
 namespace {
 constexpr int kPollSlices = 20;
+// A check reads at most this much: more new bytes at once than a few redraws is a burst, read now.
 constexpr size_t kCheckBytes = 4096;
+// Redraws gathered unread up to this much are read: the analyzer keeps up with the step, and a
+// restart reads no more than that again.
+constexpr uint64_t kGatherBytes = 4096;
 constexpr int kLineChecks = 8;
 }  // namespace
 
@@ -88,21 +91,61 @@ void ReadScheduler::arm_polls() {
   });
 }
 
-// A read never ends a followed log (names are the watcher's and the rescan's business), so the
-// list is walked by index and pruned after; the quiet ones are watched last.
-bool ReadScheduler::burst(Tracked& file) {
-  if (file.line_checks >= kLineChecks || !file.follower->is_open()) return false;
-  const uint64_t from = std::max(file.checked_to, file.follower->read_pos());
-  char bytes[kCheckBytes];
-  const ssize_t n = ::pread(file.follower->fd(), bytes, kCheckBytes, static_cast<off_t>(from));
-  if (n <= 0) return false;
-  if (static_cast<size_t>(n) == kCheckBytes) return true;  // a burst (or more behind it)
-  file.checked_to = from + static_cast<uint64_t>(n);
-  const bool line_end = std::memchr(bytes, '\n', static_cast<size_t>(n)) != nullptr;
-  file.line_checks = line_end ? file.line_checks + 1 : 0;
-  return line_end;
+// A busy log its burst checks look at needs no poll to be read: they read it when a line ends or
+// a check's worth has gathered. Its poll only notes whether it grew (read_pacer.h).
+bool ReadScheduler::checked(const Tracked& file) const {
+  return burst_check_.count() > 0 && file.follower->is_open() && file.line_checks < kLineChecks &&
+         file.checked_to >= file.follower->read_pos();
 }
 
+uint64_t ReadScheduler::grown_since_poll(const Tracked& file) {
+  const uint64_t seen = std::max(file.checked_to, file.follower->read_pos());
+  return seen > file.polled_to ? seen - file.polled_to : 0;
+}
+
+// The checks of one slice, read in batches (batched_pread.h): the logs whose new bytes hold a line
+// end, or more than a check reads, go to `bursting`.
+void ReadScheduler::check_bursts(std::span<Tracked* const> due, std::vector<Tracked*>& bursting) {
+  if (!check_reads_) {
+    check_reads_.emplace();
+    check_buffers_.resize(BatchedPread::kMaxBatch * kCheckBytes);
+  }
+  std::array<BatchedPread::Request, BatchedPread::kMaxBatch> requests;
+  std::array<Tracked*, BatchedPread::kMaxBatch> files;
+  size_t count = 0;
+  auto judge = [&] {
+    check_reads_->read(std::span(requests.data(), count));
+    for (size_t i = 0; i < count; ++i) {
+      const BatchedPread::Request& request = requests[i];
+      if (request.result <= 0) continue;
+      Tracked& file = *files[i];
+      const auto n = static_cast<size_t>(request.result);
+      if (n == kCheckBytes) {  // a burst (or more behind it)
+        bursting.push_back(&file);
+        continue;
+      }
+      file.checked_to = request.offset + n;
+      const bool line_end = std::memchr(request.buffer, '\n', n) != nullptr;
+      file.line_checks = line_end ? file.line_checks + 1 : 0;
+      if (line_end || file.checked_to - file.follower->read_pos() >= kGatherBytes)
+        bursting.push_back(&file);
+    }
+    count = 0;
+  };
+  for (Tracked* file : due) {
+    if (file->line_checks >= kLineChecks || !file->follower->is_open()) continue;
+    requests[count] = {.fd = file->follower->fd(),
+                       .offset = std::max(file->checked_to, file->follower->read_pos()),
+                       .buffer = check_buffers_.data() + count * kCheckBytes,
+                       .size = kCheckBytes};
+    files[count] = file;
+    if (++count == BatchedPread::kMaxBatch) judge();
+  }
+  if (count > 0) judge();
+}
+
+// A read never ends a followed log (names are the watcher's and the rescan's business), so the
+// list is walked by index and pruned after; the quiet ones are watched last.
 void ReadScheduler::poll_slice() {
   // Burst checks: as many busy logs each slice as make each one checked every burst_check_.
   const size_t busy = busy_.size();
@@ -111,12 +154,13 @@ void ReadScheduler::poll_slice() {
                     static_cast<double>(burst_check_.count());
     checks_owed_ = std::min(checks_owed_, static_cast<double>(busy));
   }
-  std::vector<Tracked*> bursting;
+  std::vector<Tracked*> due;
   for (; checks_owed_ >= 1 && busy > 0; checks_owed_ -= 1) {
     if (check_cursor_ >= busy) check_cursor_ = 0;
-    Tracked* file = busy_[check_cursor_++];
-    if (burst(*file)) bursting.push_back(file);
+    due.push_back(busy_[check_cursor_++]);
   }
+  std::vector<Tracked*> bursting;
+  if (!due.empty()) check_bursts(due, bursting);
   for (Tracked* file : bursting) read_(*file);
   std::vector<Tracked*> quiet;
   const size_t n = busy_.size();
@@ -125,7 +169,8 @@ void ReadScheduler::poll_slice() {
   const size_t end = std::min(n, poll_cursor_ + take);
   for (size_t i = poll_cursor_; i < end; ++i) {
     Tracked* file = busy_[i];
-    const uint64_t bytes = read_(*file);
+    const uint64_t bytes = checked(*file) ? grown_since_poll(*file) : read_(*file);
+    file->polled_to = std::max(file->checked_to, file->follower->read_pos());
     if (file->pace.busy && pacer_.on_poll(file->pace, bytes)) {
       file->polled = false;
       file->line_checks = 0;  // busy again later, it is looked at afresh

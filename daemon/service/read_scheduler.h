@@ -8,12 +8,14 @@
 // committing what was read) is the callback's.
 //
 // A busy log's OOM must not wait for its poll (up to a whole interval): every `burst_check_ms`
-// (200) each busy log gets a burst check: one pread of at most 4 KiB of what it grew by since
-// the last look. A progress bar redraws with \r and no line end, so a line end
-// among the new bytes is a record completed (a traceback, an error, a saved checkpoint) and the
-// log is read at once; more than 4 KiB at once is a burst too. A log whose every check finds a
-// line end writes lines, not redraws: checking it would be polling it more often, so
-// after kLineChecks such checks in a row it is left to its interval (docs/reliability.md).
+// (200) each busy log gets a burst check, a read of at most 4 KiB of what it grew by since the
+// last look, batched with the other checks of its slice (batched_pread.h). A progress bar
+// redraws with \r and no line end, so a line end among the new bytes is a record completed (a
+// traceback, an error, a saved checkpoint) and the log is read at once; 4 KiB gathered unread is
+// read too. A log its checks look at is read only then: its poll just notes whether it grew. A
+// log whose every check finds a line end writes lines, not redraws: reading it at each check
+// would be polling it more often, so after kLineChecks such checks in a row it is left to its
+// interval (docs/reliability.md "Busy logs").
 #pragma once
 
 #include <utility>  // before Asio (Boost 1.74)
@@ -23,9 +25,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/service/batched_pread.h"
 #include "daemon/service/directory_watcher.h"
 #include "daemon/service/read_pacer.h"
 #include "daemon/service/tracked_log.h"
@@ -66,8 +71,10 @@ class ReadScheduler {
   void arm_polls();
   void poll_slice();
   std::chrono::milliseconds slice() const;  // the poll timer's period
-  // The burst check of one busy log: true when it is to be read now.
-  bool burst(Tracked& file);
+  bool checked(const Tracked& file) const;
+  static uint64_t grown_since_poll(const Tracked& file);
+  // The burst checks of the busy logs `due`: those to be read now are added to `bursting`.
+  void check_bursts(std::span<Tracked* const> due, std::vector<Tracked*>& bursting);
 
   ReadPacer pacer_;
   Read read_;
@@ -81,6 +88,8 @@ class ReadScheduler {
   std::vector<Tracked*> busy_;  // polled once per interval
   std::unordered_map<int, Tracked*> by_watch_;  // quiet logs, by their watch descriptor
   bool file_watch_failed_logged_ = false;
+  std::optional<BatchedPread> check_reads_;  // made at the first check
+  std::vector<char> check_buffers_;          // one check's bytes per batch slot
 };
 
 }  // namespace oomtriage::daemon

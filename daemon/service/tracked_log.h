@@ -67,6 +67,7 @@ struct Tracked {
   // a line end (a log of lines, not of redraws, is left to its interval).
   uint64_t checked_to = 0;
   int line_checks = 0;
+  uint64_t polled_to = 0;  // how far it was known to reach at its last poll
   std::optional<parsers::Outcome> committed_outcome;
   bool read_error_logged = false;
   // The run's fatal OOM as this daemon saw it, and its ranked fixes: what healing starts from.

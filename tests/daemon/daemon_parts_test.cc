@@ -3,8 +3,9 @@
 // The daemon's parts in process, each behind its header: which folders may hold a rule's logs
 // (directory_watcher.h), the read scheduler's quiet and busy logs (read_scheduler.h), the job
 // registry's jobs and runs (job_registry.h) and the followed logs' descriptor budget and reload
-// (followed_logs.h), on real files, a real inotify and a real SQLite store, with the loop that
-// reads and commits replaced by a recording LogHost.
+// (followed_logs.h) and the burst checks' batched reads (batched_pread.h), on real files, a real
+// inotify and a real SQLite store, with the loop that reads and commits replaced by a recording
+// LogHost.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/io_context.hpp>
 
+#include "daemon/service/batched_pread.h"
 #include "daemon/service/directory_watcher.h"
 #include "daemon/service/file_identity.h"
 #include "daemon/service/followed_logs.h"
@@ -159,6 +161,101 @@ TEST_SUITE("daemon::parts") {
     CHECK(scheduler.busy_count() == 0);
     CHECK(file->watch >= 0);
     CHECK(rig.reads == 3);
+  }
+
+  TEST_CASE(
+      "read scheduler: a busy log of redraws is read by its burst checks, not its polls: at a "
+      "line end, and when 4 KiB of redraws have gathered") {
+    TempDir dir;
+    const fs::path log = dir.path / "log.txt";
+    std::ofstream(log) << "step 1\n";
+    auto file = tracked(log, rule_for_logs(dir.path / "*.txt"));
+    ReadBuffer buffer{kReadChunk};
+    boost::asio::io_context io;
+    int reads = 0;
+    // One busy log: it is polled every slice (200 ms) and checked as often, so a poll that
+    // read would be seen at once.
+    ReadScheduler scheduler{io, std::chrono::milliseconds(4000), [&](Tracked& f) {
+                              ++reads;
+                              return f.follower->read(kReadChunk, buffer.span()).bytes;
+                            }};
+    scheduler.set_burst_check(std::chrono::milliseconds(20));
+    file->follower->read(kReadChunk, buffer.span());
+    file->pace.busy = true;
+    scheduler.poll(*file);
+
+    // A write every 40 ms, so each poll (200 ms) finds the log grown and it stays busy.
+    const auto append = [&](const std::string& text) {
+      std::ofstream(log, std::ios::app) << text;
+      io.restart();
+      io.run_for(std::chrono::milliseconds(40));
+    };
+    const std::string frame = "\r 10%|#         | 120/1000 [01:00<09:00,  1.40s/it, loss: 0.41]";
+    for (int i = 0; i < 6; ++i) append(frame);
+    CHECK(reads == 0);  // polled and checked a few times, the redraws wait
+    CHECK(file->pace.busy);
+    CHECK(file->checked_to > file->follower->read_pos());
+
+    append("\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n");
+    const uint64_t with_oom = fs::file_size(log);
+    for (int i = 0; i < 25 && reads == 0; ++i) append(frame);
+    CHECK(reads == 1);
+    CHECK(file->follower->read_pos() >= with_oom);
+
+    // Redraws gathered past 4 KiB are read, a check's worth at a time.
+    const uint64_t unread_from = file->follower->read_pos();
+    int appended = 0;
+    while (reads == 1 && appended < 100) {
+      append(frame + frame + frame + frame + frame);
+      ++appended;
+    }
+    CHECK(reads == 2);
+    CHECK(file->follower->read_pos() - unread_from >= 4096);
+    CHECK(file->follower->read_pos() - unread_from < 2 * 4096);  // not left to grow on
+  }
+
+  TEST_CASE(
+      "batched pread: any number of reads, some refused, answer as pread does, batched or "
+      "not") {
+    TempDir dir;
+    std::vector<int> fds;
+    for (int i = 0; i < 3; ++i) {
+      const fs::path path = dir.path / ("f" + std::to_string(i));
+      std::ofstream(path) << std::string(1000 + 100 * i, static_cast<char>('a' + i));
+      fds.push_back(::open(path.c_str(), O_RDONLY));
+      REQUIRE(fds.back() >= 0);
+    }
+    const int closed = ::open((dir.path / "f0").c_str(), O_RDONLY);
+    ::close(closed);
+    std::vector<int> targets;
+    for (int i = 0; i < 150; ++i) targets.push_back(i == 70 ? closed : fds[i % 3]);
+    for (const bool batched : {true, false}) {
+      BatchedPread batch(batched);
+      if (batched && !batch.batched()) {
+        MESSAGE("skipped: this kernel refuses native AIO (io_setup); only pread was tested");
+        continue;
+      }
+      CHECK(batch.batched() == batched);
+      std::vector<std::string> buffers(targets.size(), std::string(64, '\0'));
+      std::vector<BatchedPread::Request> requests;
+      for (size_t i = 0; i < targets.size(); ++i)
+        requests.push_back({.fd = targets[i],
+                            .offset = 10 * i,
+                            .buffer = buffers[i].data(),
+                            .size = buffers[i].size()});
+      batch.read(requests);
+      for (size_t i = 0; i < targets.size(); ++i) {
+        std::string expected(64, '\0');
+        const ssize_t n = ::pread(targets[i], expected.data(), 64, static_cast<off_t>(10 * i));
+        CAPTURE(i);
+        CHECK(requests[i].result == n);
+        if (n > 0) CHECK(buffers[i].substr(0, n) == expected.substr(0, n));
+      }
+      CHECK(requests[70].result == -1);
+      CHECK(requests[149].result == 0);   // offset 1490, past the end of f2 (1200 bytes)
+      CHECK(requests[100].result == 64);  // f1 at 1000 of 1100
+    }
+    for (int fd : fds) ::close(fd);
   }
 
   TEST_CASE("read scheduler: a log forgotten is neither watched nor polled") {
