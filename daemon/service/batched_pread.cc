@@ -26,8 +26,8 @@ long io_getevents(aio_context_t context, long min, long max, io_event* events) {
 }
 
 void pread_one(BatchedPread::Request& request) {
-  request.result = ::pread(request.fd, request.buffer, request.size,
-                           static_cast<off_t>(request.offset));
+  request.result =
+      ::pread(request.fd, request.buffer, request.size, static_cast<off_t>(request.offset));
 }
 
 }  // namespace
@@ -78,8 +78,8 @@ void BatchedPread::read_batch(std::span<Request> requests) {
     std::array<io_event, kMaxBatch> events{};
     long collected = 0;
     while (collected < taken) {
-      const long got = io_getevents(context_, taken - collected, taken - collected,
-                                    events.data() + collected);
+      const long got =
+          io_getevents(context_, taken - collected, taken - collected, events.data() + collected);
       if (got >= 0) {
         collected += got;
       } else if (errno != EINTR) {
