@@ -312,6 +312,7 @@ class Daemon final : public LogHost {
 
   void on_changes(const std::vector<FsChange>& changes) {
     std::vector<std::string> written;
+    std::vector<std::string> closed;
     std::vector<std::string> folders;
     bool rescan = false;
     for (const FsChange& change : changes) {
@@ -333,11 +334,19 @@ class Daemon final : public LogHost {
             written.push_back(file->path());
           }
           break;
+        case FsChange::kFileClosed:
+          // A busy log's writers all closed it: a trainer that died, or one that finished.
+          if (Tracked* file = scheduler_.by_close_watch(change.watch); file && !file->queued) {
+            file->queued = true;
+            closed.push_back(file->path());
+          }
+          break;
       }
     }
     // A later change of the same batch may have let the file go (a write, then its deletion).
-    for (const std::string& path : written) {
-      if (Tracked* file = logs_.find(path)) file->queued = false;
+    for (const auto* paths : {&written, &closed}) {
+      for (const std::string& path : *paths)
+        if (Tracked* file = logs_.find(path)) file->queued = false;
     }
     // A rescan may drop files (rotation): read only those still followed.
     if (rescan) {
@@ -352,6 +361,9 @@ class Daemon final : public LogHost {
       // Read now, whatever follows: the first write after a quiet spell is where an OOM shows.
       read(*file);
       scheduler_.written(*file, now);
+    }
+    for (const std::string& path : closed) {
+      if (Tracked* file = logs_.find(path)) read(*file);
     }
   }
 

@@ -41,8 +41,8 @@ Result<Ok> DirectoryWatcher::watch(const std::string& dir) {
   return Ok{};
 }
 
-Result<int> DirectoryWatcher::watch_file(const std::string& path) {
-  auto wd = add_watch(path, IN_MODIFY);
+Result<int> DirectoryWatcher::watch_file(const std::string& path, bool closes_only) {
+  auto wd = add_watch(path, closes_only ? IN_CLOSE_WRITE : IN_MODIFY);
   if (wd) file_watches_.insert(*wd);
   return wd;
 }
@@ -83,6 +83,8 @@ void DirectoryWatcher::translate(size_t bytes, std::vector<FsChange>& changes) {
         file_watches_.erase(event->wd);  // the file is gone for good
       } else if (event->mask & IN_MODIFY) {
         changes.push_back({FsChange::kFileWritten, "", event->wd});
+      } else if (event->mask & IN_CLOSE_WRITE) {
+        changes.push_back({FsChange::kFileClosed, "", event->wd});
       }
       continue;
     }

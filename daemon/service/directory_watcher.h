@@ -24,13 +24,14 @@ namespace oomtriage::daemon {
 struct FsChange {
   enum Kind {
     kFileWritten,     // IN_MODIFY on a watched log (see watch_file)
+    kFileClosed,      // IN_CLOSE_WRITE on a log watched for closes only
     kAppeared,        // IN_CREATE, IN_MOVED_TO
     kVanished,        // IN_DELETE, IN_MOVED_FROM
     kFolderAppeared,  // IN_CREATE, IN_MOVED_TO of a folder (a new job's)
     kRescan,          // overflow, a folder deleted, moved away or unwatched
   } kind;
   std::string path;  // kAppeared, kVanished, kFolderAppeared
-  int watch = -1;    // kFileWritten: the log's watch descriptor
+  int watch = -1;    // kFileWritten, kFileClosed: the log's watch descriptor
 };
 
 class DirectoryWatcher {
@@ -49,7 +50,10 @@ class DirectoryWatcher {
   // renamed, and needs no descriptor, so a log closed for the descriptor budget is still heard)
   // and returns the watch descriptor its kFileWritten changes carry. Folders are watched for
   // names only: a log's writes come from its own watch, so a busy log can stop them.
-  Result<int> watch_file(const std::string& path);
+  // `closes_only` watches it for its writers' last close instead (kFileClosed): a busy log's
+  // trainer that died closes it, a redraw does not. One file has one watch: unwatch the other
+  // kind first.
+  Result<int> watch_file(const std::string& path, bool closes_only = false);
   void unwatch_file(int watch);
   // Reads what the kernel queued (never blocks) and returns it in order.
   std::vector<FsChange> drain();

@@ -44,6 +44,7 @@ void ReadScheduler::written(Tracked& file, MonoTime now) {
   if (!pacer_.on_write(file.pace, now)) return;
   // Its writes come faster than the interval: stop hearing each one, read it once per interval.
   unwatch(file);
+  watch_closes(file);
   poll(file);
 }
 
@@ -52,6 +53,23 @@ void ReadScheduler::unwatch(Tracked& file) {
   by_watch_.erase(file.watch);
   if (watcher_) watcher_->unwatch_file(file.watch);
   file.watch = -1;
+}
+
+// No descriptor needed and nothing heard per write; without it (out of watches) the checks and
+// the polls still read the log.
+void ReadScheduler::watch_closes(Tracked& file) {
+  if (!watcher_ || file.close_watch >= 0) return;
+  if (auto watch = watcher_->watch_file(file.path(), /*closes_only=*/true)) {
+    file.close_watch = *watch;
+    by_close_watch_[file.close_watch] = &file;
+  }
+}
+
+void ReadScheduler::unwatch_closes(Tracked& file) {
+  if (file.close_watch < 0) return;
+  by_close_watch_.erase(file.close_watch);
+  if (watcher_) watcher_->unwatch_file(file.close_watch);
+  file.close_watch = -1;
 }
 
 void ReadScheduler::poll(Tracked& file) {
@@ -64,6 +82,7 @@ void ReadScheduler::poll(Tracked& file) {
 
 void ReadScheduler::forget(Tracked& file) {
   unwatch(file);
+  unwatch_closes(file);
   if (file.polled) {
     file.polled = false;
     std::erase(busy_, &file);
@@ -73,6 +92,11 @@ void ReadScheduler::forget(Tracked& file) {
 Tracked* ReadScheduler::by_watch(int watch) const {
   auto it = by_watch_.find(watch);
   return it == by_watch_.end() ? nullptr : it->second;
+}
+
+Tracked* ReadScheduler::by_close_watch(int watch) const {
+  auto it = by_close_watch_.find(watch);
+  return it == by_close_watch_.end() ? nullptr : it->second;
 }
 
 std::chrono::milliseconds ReadScheduler::slice() const {
@@ -188,6 +212,7 @@ void ReadScheduler::poll_slice() {
   busy_.erase(kept, last);
   for (Tracked* file : quiet) {
     // Watched, then read once more for what came before the watch.
+    unwatch_closes(*file);
     watch_quietly(*file);
     if (file->watch >= 0) read_(*file);
   }

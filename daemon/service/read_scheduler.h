@@ -4,8 +4,10 @@
 // read the moment it is written; a log written again within the interval turns busy (read_pacer.h):
 // its watch is dropped and it is polled, in slices spread over the interval, so the loop is never
 // held by 1,000 reads in a row while a quiet log's OOM line waits. A busy log that stays unchanged
-// turns quiet again and gets its watch back. The scheduler decides only when: reading (and
-// committing what was read) is the callback's.
+// turns quiet again and gets its watch back. A busy log is still watched for one thing: its
+// writers' last close (IN_CLOSE_WRITE), which is how a trainer that died of an OOM leaves its
+// log, so a fatal crash is read at once whatever the checks below are set to. The scheduler
+// decides only when: reading (and committing what was read) is the callback's.
 //
 // A busy log's OOM must not wait for its poll (up to a whole interval): every `burst_check_ms`
 // (200) each busy log gets a burst check, a read of at most 4 KiB of what it grew by since the
@@ -64,10 +66,14 @@ class ReadScheduler {
   void forget(Tracked& file);
   // The quiet log whose watch is `watch`, or null.
   Tracked* by_watch(int watch) const;
+  // The busy log whose close watch is `watch`, or null.
+  Tracked* by_close_watch(int watch) const;
   size_t busy_count() const { return busy_.size(); }
 
  private:
   void unwatch(Tracked& file);
+  void watch_closes(Tracked& file);
+  void unwatch_closes(Tracked& file);
   void arm_polls();
   void poll_slice();
   std::chrono::milliseconds slice() const;  // the poll timer's period
@@ -86,7 +92,8 @@ class ReadScheduler {
   std::chrono::milliseconds burst_check_{0};
   double checks_owed_ = 0;      // burst checks due but not yet made (a fraction of a log per slice)
   std::vector<Tracked*> busy_;  // polled once per interval
-  std::unordered_map<int, Tracked*> by_watch_;  // quiet logs, by their watch descriptor
+  std::unordered_map<int, Tracked*> by_watch_;        // quiet logs, by their watch descriptor
+  std::unordered_map<int, Tracked*> by_close_watch_;  // busy logs, by their close watch
   bool file_watch_failed_logged_ = false;
   std::optional<BatchedPread> check_reads_;  // made at the first check
   std::vector<char> check_buffers_;          // one check's bytes per batch slot

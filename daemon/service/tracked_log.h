@@ -61,8 +61,9 @@ struct Tracked {
   bool queued = false;  // already in this inotify batch's read list
   Clock::time_point last_read{};
   Pace pace;
-  int watch = -1;       // its inotify watch while it is quiet
-  bool polled = false;  // in the busy list
+  int watch = -1;        // its inotify watch while it is quiet
+  int close_watch = -1;  // busy: its watch for its writers' last close
+  bool polled = false;   // in the busy list
   // Busy: how far the burst check looked (read_scheduler.h), and how many checks in a row found
   // a line end (a log of lines, not of redraws, is left to its interval).
   uint64_t checked_to = 0;

@@ -831,4 +831,55 @@ TEST_SUITE("daemon::busy_logs") {
     // Well before its 5 s poll (the settle delay and the check's 200 ms come first).
     CHECK(std::chrono::steady_clock::now() - written < 2500ms);
   }
+
+  TEST_CASE("a busy log whose trainer died is read when it is closed, with burst checks off") {
+    // The same 40 busy logs, polled every 5 s and never checked: the OOM is read because its
+    // writer closed the log (IN_CLOSE_WRITE), as a trainer that dies does.
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    constexpr int kLogs = 40;
+    const fs::path config = dir.path / "oomtriage.yaml";
+    std::ofstream(config) << "watch:\n  - logs: " << (out / "*" / "log.txt").string()
+                          << "\nread_interval_ms: 5000\nburst_check_ms: 0\n";
+    fs::create_directories(out);
+    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", config.string()},
+                         dir.path / "err");
+    REQUIRE(
+        wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
+    // Opened after the daemon started, so it holds no copy of them: the test's close is the
+    // last one.
+    std::vector<std::ofstream> logs;
+    for (int i = 0; i < kLogs; ++i) {
+      const fs::path job = out / ("busy" + std::to_string(i));
+      fs::create_directories(job);
+      logs.emplace_back(job / "log.txt", std::ios::app);
+      logs.back() << "Running 1 job\n" << std::flush;
+    }
+    const auto redraw = [&](int step) {
+      for (auto& log : logs) {
+        if (!log.is_open()) continue;
+        log << "\rbusy:  10%|#         | " << step
+            << "/30000 [01:00<09:00,  1.40s/it, loss: 4.1e-01]" << std::flush;
+      }
+    };
+    for (int step = 1; step <= 40; ++step) {
+      redraw(step);
+      std::this_thread::sleep_for(50ms);
+    }
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    REQUIRE(view.events("busy7") == 0);
+    const auto written = std::chrono::steady_clock::now();
+    logs[7] << "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 "
+               "has a total capacity of 23.55 GiB of which 812.00 MiB is free.\n";
+    logs[7].close();
+    const bool stored = wait_until(
+        [&] {
+          redraw(41);
+          return view.events("busy7") == 1;
+        },
+        10s);
+    REQUIRE(stored);
+    // Well before its 5 s poll: the settle delay comes first.
+    CHECK(std::chrono::steady_clock::now() - written < 2500ms);
+  }
 }

@@ -152,6 +152,8 @@ TEST_SUITE("daemon::parts") {
     scheduler.written(*file, now + std::chrono::milliseconds(5));
     CHECK(file->pace.busy);
     CHECK(file->watch < 0);
+    REQUIRE(file->close_watch >= 0);  // busy, it is still heard when its writers close it
+    CHECK(scheduler.by_close_watch(file->close_watch) == file);
     CHECK(scheduler.busy_count() == 1);
 
     // Polled until two polls found nothing, then watched again and read once more for what
@@ -160,6 +162,7 @@ TEST_SUITE("daemon::parts") {
     CHECK_FALSE(file->pace.busy);
     CHECK(scheduler.busy_count() == 0);
     CHECK(file->watch >= 0);
+    CHECK(file->close_watch < 0);
     CHECK(rig.reads == 3);
   }
 
@@ -264,9 +267,14 @@ TEST_SUITE("daemon::parts") {
     Tracked* file = rig.file.get();
     scheduler.watch_quietly(*file);
     const int watch = file->watch;
-    scheduler.poll(*file);
+    scheduler.written(*file, Clock::now());
+    scheduler.written(*file, Clock::now());
+    const int close_watch = file->close_watch;
+    CHECK(close_watch >= 0);
     scheduler.forget(*file);
     CHECK(scheduler.by_watch(watch) == nullptr);
+    CHECK(scheduler.by_close_watch(close_watch) == nullptr);
+    CHECK(file->close_watch < 0);
     CHECK(scheduler.busy_count() == 0);
     rig.io.run_for(std::chrono::seconds(1));
     CHECK(rig.reads == 0);
