@@ -48,6 +48,11 @@ std::string nvml_words(const Library& nvml, NvmlReturn code) {
 
 }  // namespace
 
+std::string nvml_library() {
+  const char* library = std::getenv("OOMTRIAGE_NVML_LIBRARY");
+  return library && *library ? library : kNvmlLibrary;
+}
+
 unsigned cuda_device_index(std::optional<std::string_view> cuda_visible_devices) {
   if (!cuda_visible_devices) return 0;
   const std::string_view first = cuda_visible_devices->substr(0, cuda_visible_devices->find(','));
@@ -58,9 +63,10 @@ unsigned cuda_device_index(std::optional<std::string_view> cuda_visible_devices)
 }
 
 Result<uint64_t> nvml_total_memory(unsigned index) {
-  Library nvml{::dlopen(kNvmlLibrary, RTLD_NOW | RTLD_LOCAL)};
+  const std::string library = nvml_library();
+  Library nvml{::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL)};
   if (!nvml.handle) {
-    return make_error(ErrorCode::kIo, fmt::format("NVML is not available ({})", kNvmlLibrary));
+    return make_error(ErrorCode::kIo, fmt::format("NVML is not available ({})", library));
   }
   const auto init = nvml.symbol<InitFn>("nvmlInit_v2");
   const auto shutdown = nvml.symbol<ShutdownFn>("nvmlShutdown");
@@ -70,7 +76,7 @@ Result<uint64_t> nvml_total_memory(unsigned index) {
     return make_error(ErrorCode::kIo,
                       fmt::format("NVML is not available ({} lacks nvmlInit_v2, "
                                   "nvmlDeviceGetHandleByIndex_v2 or nvmlDeviceGetMemoryInfo)",
-                                  kNvmlLibrary));
+                                  library));
   }
   if (const NvmlReturn rc = init(); rc != 0) {
     return make_error(ErrorCode::kIo, fmt::format("NVML: nvmlInit_v2: {}", nvml_words(nvml, rc)));

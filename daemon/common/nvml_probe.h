@@ -16,6 +16,10 @@ namespace oomtriage::daemon {
 
 inline constexpr const char* kNvmlLibrary = "libnvidia-ml.so.1";
 
+// The NVML library to open: OOMTRIAGE_NVML_LIBRARY when set (a test's stand-in, an unusual
+// install), else kNvmlLibrary.
+std::string nvml_library();
+
 // The card a CUDA job sees first: CUDA_VISIBLE_DEVICES's first entry when it is an index
 // ("1,0" -> 1), else 0 (unset, empty, or a UUID such as "GPU-8f3a...", which NVML would need
 // looked up by UUID; the first card is the likelier guess than none).
