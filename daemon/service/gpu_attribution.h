@@ -1,0 +1,50 @@
+// daemon/service/gpu_attribution.h
+//
+// Which followed job a process on a GPU works for, read from /proc, for the memory timeline
+// (nvml_sampler.h gives pids, not jobs). In order of certainty:
+//  1. the process, or its nearest ancestor that does, holds one of the job's logs open for
+//     writing (a trainer writing its log, or the shell or launcher whose output goes to it:
+//     `python train.py > log.txt` leaves the log with the shell and python both);
+//  2. the process, or an ancestor, has its working folder in the job's folder;
+//  3. its command line, or an ancestor's, names a path in the job's folder (its config).
+// Reading another user's descriptors and working folder needs ptrace rights over it (the same
+// user, or CAP_SYS_PTRACE); the command line does not, so a daemon running as its own user still
+// attributes trainers started with their config's path. A process matched by none is "another
+// process on the GPU", which is itself a cause of OOMs.
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace oomtriage::daemon {
+
+struct JobFiles {
+  std::string job;
+  std::string folder;             // the job's folder (AI Toolkit: output/<job>), may be empty
+  std::vector<std::string> logs;  // the job's followed logs, absolute
+};
+
+class GpuAttribution {
+ public:
+  // `proc` is where procfs is mounted.
+  explicit GpuAttribution(std::string proc = "/proc") : proc_(std::move(proc)) {}
+
+  // The job `pid` works for, or nullopt.
+  std::optional<std::string> job_of(pid_t pid, const std::vector<JobFiles>& jobs) const;
+
+ private:
+  std::vector<pid_t> lineage(pid_t pid) const;  // pid, its parent, ... up to (not with) init
+  std::vector<std::string> files_written(pid_t pid) const;  // its descriptors open for writing
+  std::string working_folder(pid_t pid) const;
+  std::vector<std::string> arguments(pid_t pid) const;
+
+  std::string proc_;
+};
+
+// Whether `path` is `folder` or lies under it (both absolute, no trailing slash needed).
+bool is_within(const std::string& path, const std::string& folder);
+
+}  // namespace oomtriage::daemon
