@@ -20,7 +20,7 @@ struct NvmlMemory {
   unsigned long long free;
   unsigned long long used;
 };
-// nvmlProcessInfo_v1_t (the unversioned query's) and nvmlProcessInfo_v2_t (_v2's and _v3's).
+// nvmlProcessInfo_v1_t (the unversioned query's) and nvmlProcessInfo_v2_t (_v2's).
 struct ProcessInfoV1 {
   unsigned int pid;
   unsigned long long used_gpu_memory;
@@ -43,7 +43,7 @@ struct NvmlSampler::Api {
   NvmlReturn (*count)(unsigned int*) = nullptr;
   NvmlReturn (*handle)(unsigned int, NvmlDevice*) = nullptr;
   NvmlReturn (*memory)(NvmlDevice, NvmlMemory*) = nullptr;
-  ProcessesFn<ProcessInfoV2> processes_v2 = nullptr;  // _v3 or _v2
+  ProcessesFn<ProcessInfoV2> processes_v2 = nullptr;
   ProcessesFn<ProcessInfoV1> processes_v1 = nullptr;
 
   std::string words(NvmlReturn code) const {
@@ -108,14 +108,11 @@ Result<std::unique_ptr<NvmlSampler>> NvmlSampler::open(const std::string& librar
                                   "nvmlDeviceGetMemoryInfo)",
                                   library));
   }
-  for (const char* name :
-       {"nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"}) {
-    api->processes_v2 = symbol<ProcessesFn<ProcessInfoV2>>(lib, name);
-    if (api->processes_v2) {
-      sampler->process_query_ = name;
-      break;
-    }
-  }
+  // _v2, not _v3: every library with _v3 has _v2 too, and _v3's record is not one size (the
+  // R535 drivers write 32 bytes a process into it, others 24) while _v2's has stayed 24.
+  api->processes_v2 =
+      symbol<ProcessesFn<ProcessInfoV2>>(lib, "nvmlDeviceGetComputeRunningProcesses_v2");
+  if (api->processes_v2) sampler->process_query_ = "nvmlDeviceGetComputeRunningProcesses_v2";
   if (!api->processes_v2) {
     api->processes_v1 =
         symbol<ProcessesFn<ProcessInfoV1>>(lib, "nvmlDeviceGetComputeRunningProcesses");

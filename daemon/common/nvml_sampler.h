@@ -4,10 +4,11 @@
 // samples. NVML is opened with dlopen, as in nvml_probe.h (no NVIDIA header or library to build
 // or run), initialised once per sampler and shut down with it. Only NVML's long-standing entry
 // points are required (nvmlInit_v2, nvmlShutdown, nvmlDeviceGetCount_v2,
-// nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetMemoryInfo); the per-process query is the newest
-// the library has (nvmlDeviceGetComputeRunningProcesses _v3, _v2, then the unversioned one of
-// drivers before R450), looked up with dlsym, so old drivers work and a library without any
-// still gives each card's memory.
+// nvmlDeviceGetHandleByIndex_v2, nvmlDeviceGetMemoryInfo); the per-process query is
+// nvmlDeviceGetComputeRunningProcesses_v2 (R450 on), else the unversioned one of older drivers,
+// looked up with dlsym, so old drivers work and a library without either still gives each
+// card's memory. _v3 is not used although newer: its record's size changed between drivers
+// under the same name (R535's is 32 bytes, others' 24), and every library with it has _v2.
 #pragma once
 
 #include <cstdint>
@@ -45,7 +46,7 @@ class NvmlSampler {
   NvmlSampler& operator=(const NvmlSampler&) = delete;
 
   unsigned device_count() const { return device_count_; }
-  // The per-process query in use (e.g. "nvmlDeviceGetComputeRunningProcesses_v3"), or empty
+  // The per-process query in use (e.g. "nvmlDeviceGetComputeRunningProcesses_v2"), or empty
   // when the library has none.
   const std::string& process_query() const { return process_query_; }
   // Every card's memory and compute processes now, in index order.

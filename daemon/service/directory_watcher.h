@@ -50,9 +50,9 @@ class DirectoryWatcher {
   // renamed, and needs no descriptor, so a log closed for the descriptor budget is still heard)
   // and returns the watch descriptor its kFileWritten changes carry. Folders are watched for
   // names only: a log's writes come from its own watch, so a busy log can stop them.
-  // `closes_only` watches it for its writers' last close instead (kFileClosed): a busy log's
-  // trainer that died closes it, a redraw does not. One file has one watch: unwatch the other
-  // kind first.
+  // `closes_only` watches it for closes of descriptors written through instead (kFileClosed): a
+  // busy log's trainer that died closes it, a redraw does not. One file has one watch: unwatch the
+  // other kind first.
   Result<int> watch_file(const std::string& path, bool closes_only = false);
   void unwatch_file(int watch);
   // Reads what the kernel queued (never blocks) and returns it in order.

@@ -195,8 +195,10 @@ void FollowedLogs::check_identity(const std::string& path) {
         static_cast<uint64_t>(st.st_size) == file.follower->read_pos()) {
       return;
     }
-    // A busy log is read within the interval anyway, and that read sees a truncation too.
-    if (!file.polled) host_.read(file);
+    // A busy log is read by its checks and polls, which see it grow but not shrink below what
+    // they saw (a check past the end reads nothing): that is a truncation, read it now.
+    const uint64_t seen = std::max(file.checked_to, file.follower->read_pos());
+    if (!file.polled || static_cast<uint64_t>(st.st_size) < seen) host_.read(file);
     return;
   }
   // Its last bytes under this name, even while the store's retry is pending.

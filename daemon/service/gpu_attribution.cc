@@ -77,8 +77,9 @@ std::vector<std::string> GpuAttribution::files_written(pid_t pid) const {
   while (const dirent* entry = ::readdir(dir)) {
     if (entry->d_name[0] == '.') continue;
     std::string target = read_link(fds + "/" + entry->d_name);
-    if (target.empty() || target[0] != '/') continue;  // pipes, sockets, anonymous inodes
-    if (access_mode(proc_, pid, entry->d_name) != O_RDONLY) files.push_back(std::move(target));
+    if (target.empty() || target[0] != '/') continue;         // pipes, sockets, anonymous inodes
+    const int mode = access_mode(proc_, pid, entry->d_name);  // -1: closed meanwhile
+    if (mode == O_WRONLY || mode == O_RDWR) files.push_back(std::move(target));
   }
   ::closedir(dir);
   return files;

@@ -10,7 +10,9 @@
 // Reading another user's descriptors and working folder needs ptrace rights over it (the same
 // user, or CAP_SYS_PTRACE); the command line does not, so a daemon running as its own user still
 // attributes trainers started with their config's path. A process matched by none is "another
-// process on the GPU", which is itself a cause of OOMs.
+// process on the GPU", which is itself a cause of OOMs. NVML gives pids as the host sees them and
+// paths are compared as this process sees them: the daemon runs in the host's pid and mount
+// namespaces (a containerised daemon would need the pod's cgroup instead).
 #pragma once
 
 #include <sys/types.h>

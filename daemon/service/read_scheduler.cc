@@ -211,10 +211,12 @@ void ReadScheduler::poll_slice() {
   poll_cursor_ = end - static_cast<size_t>(last - kept);
   busy_.erase(kept, last);
   for (Tracked* file : quiet) {
-    // Watched, then read once more for what came before the watch.
+    // Watched, then read once more for what came before the watch: also what its checks left
+    // unread, and a truncation they could not see (a check past the new end reads nothing).
+    // Out of watches it is busy again, and read all the same.
     unwatch_closes(*file);
     watch_quietly(*file);
-    if (file->watch >= 0) read_(*file);
+    read_(*file);
   }
 }
 

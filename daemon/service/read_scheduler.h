@@ -4,9 +4,11 @@
 // read the moment it is written; a log written again within the interval turns busy (read_pacer.h):
 // its watch is dropped and it is polled, in slices spread over the interval, so the loop is never
 // held by 1,000 reads in a row while a quiet log's OOM line waits. A busy log that stays unchanged
-// turns quiet again and gets its watch back. A busy log is still watched for one thing: its
-// writers' last close (IN_CLOSE_WRITE), which is how a trainer that died of an OOM leaves its
-// log, so a fatal crash is read at once whatever the checks below are set to. The scheduler
+// turns quiet again and gets its watch back. A busy log is still watched for one thing: a close
+// of a descriptor written through (IN_CLOSE_WRITE, sent when the last process sharing that
+// descriptor lets go of it), which is how a trainer that died of an OOM leaves its log, so a
+// fatal crash is read at once whatever the checks below are set to. (A writer that opens and
+// closes the log for every line gets a read per line this way, as a quiet log does.) The scheduler
 // decides only when: reading (and committing what was read) is the callback's.
 //
 // A busy log's OOM must not wait for its poll (up to a whole interval): every `burst_check_ms`
