@@ -24,6 +24,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -782,104 +783,89 @@ TEST_SUITE("daemon::e2e") {
   }
 }
 
-TEST_SUITE("daemon::busy_logs") {
-  TEST_CASE("an OOM in a busy log is read at its burst check, not at its poll") {
-    // Bars redrawing every 50 ms in 40 logs make them busy, each polled once per
-    // read_interval_ms (here 5 s, in 20 slices of 2 logs); the OOM line, a line end among
-    // redraws, is read at the next burst check (200 ms), not at its poll.
-    TempDir dir;
+namespace {
+
+// 40 logs made busy by bars redrawing every 50 ms under a daemon that polls them every 5 s, with
+// burst checks every `burst_check_ms` (0: none). The logs are opened after the daemon started,
+// so it holds no copy of their descriptors (a test's close is then the writers' last).
+struct BusyLogs {
+  static constexpr int kLogs = 40;
+  TempDir dir;
+  std::optional<DaemonProcess> daemon;
+  std::vector<std::ofstream> logs;
+
+  explicit BusyLogs(int burst_check_ms) {
     const fs::path out = dir.path / "output";
-    constexpr int kLogs = 40;
+    fs::create_directories(out);
     const fs::path config = dir.path / "oomtriage.yaml";
     std::ofstream(config) << "watch:\n  - logs: " << (out / "*" / "log.txt").string()
-                          << "\nread_interval_ms: 5000\nburst_check_ms: 200\n";
-    std::vector<std::ofstream> logs;
+                          << "\nread_interval_ms: 5000\nburst_check_ms: " << burst_check_ms << "\n";
+    daemon.emplace(dir.path / "state",
+                   std::vector<std::string>{"daemon", "--config", config.string()},
+                   dir.path / "err");
+    REQUIRE(
+        wait_until([&] { return daemon->stderr_text().find("store ready") != std::string::npos; }));
     for (int i = 0; i < kLogs; ++i) {
       const fs::path job = out / ("busy" + std::to_string(i));
       fs::create_directories(job);
       logs.emplace_back(job / "log.txt", std::ios::app);
       logs.back() << "Running 1 job\n" << std::flush;
     }
-    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", config.string()},
-                         dir.path / "err");
-    REQUIRE(
-        wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
-    const auto redraw = [&](int step) {
-      for (auto& log : logs) {
-        log << "\rbusy:  10%|#         | " << step
-            << "/30000 [01:00<09:00,  1.40s/it, loss: 4.1e-01]" << std::flush;
-      }
-    };
     for (int step = 1; step <= 40; ++step) {
       redraw(step);
       std::this_thread::sleep_for(50ms);
     }
+  }
+
+  void redraw(int step) {
+    for (auto& log : logs) {
+      if (!log.is_open()) continue;
+      log << "\rbusy:  10%|#         | " << step << "/30000 [01:00<09:00,  1.40s/it, loss: 4.1e-01]"
+          << std::flush;
+    }
+  }
+
+  // Writes an OOM into busy7 (and closes it when `close`) and waits, the others redrawing, until
+  // it is stored: how long that took, or nullopt after 10 s.
+  std::optional<std::chrono::steady_clock::duration> oom_stored(bool close) {
     StoreView view{dir.path / "state" / "oomtriage.db"};
     REQUIRE(view.events("busy7") == 0);
     const auto written = std::chrono::steady_clock::now();
     logs[7] << "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 "
                "has a total capacity of 23.55 GiB of which 812.00 MiB is free.\n"
             << std::flush;
-    // The others keep redrawing: busy they stay.
+    if (close) logs[7].close();
     const bool stored = wait_until(
         [&] {
           redraw(41);
           return view.events("busy7") == 1;
         },
         10s);
-    REQUIRE(stored);
+    if (!stored) return std::nullopt;
+    return std::chrono::steady_clock::now() - written;
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("daemon::busy_logs") {
+  TEST_CASE("an OOM in a busy log is read at its burst check, not at its poll") {
+    // Each busy log is polled once per read_interval_ms (5 s, in 20 slices of 2 logs); the OOM
+    // line, a line end among redraws, is read at the next burst check (200 ms).
+    BusyLogs busy(200);
+    const auto took = busy.oom_stored(/*close=*/false);
+    REQUIRE(took);
     // Well before its 5 s poll (the settle delay and the check's 200 ms come first).
-    CHECK(std::chrono::steady_clock::now() - written < 2500ms);
+    CHECK(*took < 2500ms);
   }
 
   TEST_CASE("a busy log whose trainer died is read when it is closed, with burst checks off") {
-    // The same 40 busy logs, polled every 5 s and never checked: the OOM is read because its
-    // writer closed the log (IN_CLOSE_WRITE), as a trainer that dies does.
-    TempDir dir;
-    const fs::path out = dir.path / "output";
-    constexpr int kLogs = 40;
-    const fs::path config = dir.path / "oomtriage.yaml";
-    std::ofstream(config) << "watch:\n  - logs: " << (out / "*" / "log.txt").string()
-                          << "\nread_interval_ms: 5000\nburst_check_ms: 0\n";
-    fs::create_directories(out);
-    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", config.string()},
-                         dir.path / "err");
-    REQUIRE(
-        wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
-    // Opened after the daemon started, so it holds no copy of them: the test's close is the
-    // last one.
-    std::vector<std::ofstream> logs;
-    for (int i = 0; i < kLogs; ++i) {
-      const fs::path job = out / ("busy" + std::to_string(i));
-      fs::create_directories(job);
-      logs.emplace_back(job / "log.txt", std::ios::app);
-      logs.back() << "Running 1 job\n" << std::flush;
-    }
-    const auto redraw = [&](int step) {
-      for (auto& log : logs) {
-        if (!log.is_open()) continue;
-        log << "\rbusy:  10%|#         | " << step
-            << "/30000 [01:00<09:00,  1.40s/it, loss: 4.1e-01]" << std::flush;
-      }
-    };
-    for (int step = 1; step <= 40; ++step) {
-      redraw(step);
-      std::this_thread::sleep_for(50ms);
-    }
-    StoreView view{dir.path / "state" / "oomtriage.db"};
-    REQUIRE(view.events("busy7") == 0);
-    const auto written = std::chrono::steady_clock::now();
-    logs[7] << "\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 "
-               "has a total capacity of 23.55 GiB of which 812.00 MiB is free.\n";
-    logs[7].close();
-    const bool stored = wait_until(
-        [&] {
-          redraw(41);
-          return view.events("busy7") == 1;
-        },
-        10s);
-    REQUIRE(stored);
+    // Polled every 5 s and never checked: the OOM is read because its writer closed the log
+    // (IN_CLOSE_WRITE), as a trainer that dies does.
+    BusyLogs busy(0);
+    const auto took = busy.oom_stored(/*close=*/true);
+    REQUIRE(took);
     // Well before its 5 s poll: the settle delay comes first.
-    CHECK(std::chrono::steady_clock::now() - written < 2500ms);
+    CHECK(*took < 2500ms);
   }
 }
