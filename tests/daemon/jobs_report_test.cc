@@ -13,6 +13,7 @@
 #include "daemon/render/job_names.h"
 #include "db/store.h"
 #include "tests/support/e2e.h"
+#include "tests/support/store_rows.h"
 
 using namespace oomtriage;
 using namespace oomtriage::testing;
@@ -24,18 +25,7 @@ void add_job(db::Store& store, const std::string& name, int64_t age, const std::
              uint64_t ino, const std::string& folder = "") {
   const int64_t now = daemon::unix_now() - age;
   const std::string home = folder.empty() ? "/out/" + name : folder;
-  const int64_t job = *store.upsert_job(name, home, "ai-toolkit", home, now);
-  const int64_t run = *store.start_run(job, home + "/log.txt", std::nullopt, now);
-  db::FileRow file;
-  file.path = home + "/log.txt";
-  file.dev = 1;
-  file.ino = ino;
-  file.job_id = job;
-  file.run_id = run;
-  db::Progress progress;
-  progress.file_id = *store.insert_file(file, now);
-  progress.job_id = job;
-  progress.run_id = run;
+  db::Progress progress = testing::progress_for_new_job(store, name, ino, now, home, home);
   progress.outcome = outcome;
   if (outcome == "crashed_oom") {
     db::EventRow e;
