@@ -106,6 +106,9 @@ class LogAnalyzer {
   // step of the newest save the log named: `run --heal` checks that a restart resumed there.
   std::optional<int64_t> training_step() const { return train_n_; }
   std::optional<int64_t> last_saved_step() const { return last_saved_step_; }
+  // What the log says it is doing now: the phase of the newest marker or bar (the memory
+  // timeline's phase, triage/gpu_timeline.h); kUnknown before any.
+  Phase current_phase() const { return context_ ? context_->phase : Phase::kUnknown; }
   // What the log has shown so far about its job (trainer, name, printed config and arguments,
   // config files it loads): a LogAnalysis without events or counts.
   LogAnalysis job_facts() const;
