@@ -99,6 +99,25 @@ CREATE TABLE oomtriage.heal_attempts (
     R"sql(
 ALTER TABLE oomtriage.jobs ADD COLUMN IF NOT EXISTS home text NOT NULL DEFAULT '';
 )sql",
+    // 3: each run's GPU memory per card (db/store.h GpuMemoryRow), replaced as it grows.
+    R"sql(
+CREATE TABLE oomtriage.gpu_memory (
+  store_id uuid NOT NULL,
+  run_id bigint NOT NULL,
+  gpu integer NOT NULL,
+  host text NOT NULL,
+  job_id bigint NOT NULL,
+  total_bytes bigint NOT NULL,
+  peak_bytes bigint NOT NULL,
+  peak_phase text NOT NULL,
+  peak_step bigint,
+  others_peak_bytes bigint NOT NULL,
+  timeline_json text NOT NULL,
+  updated_at timestamptz NOT NULL,
+  PRIMARY KEY (store_id, run_id, gpu)
+);
+CREATE INDEX gpu_memory_by_job ON oomtriage.gpu_memory (store_id, job_id);
+)sql",
 };
 
 // Any 64-bit number will do, as long as it stays the same: it names oomtriage's migration lock.
@@ -252,7 +271,11 @@ constexpr const char* kJobSummarySelect =
     "COALESCE((SELECT event_json FROM oomtriage.events e WHERE e.store_id = j.store_id AND "
     "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), "
     "COALESCE((SELECT fixes_json FROM oomtriage.events e WHERE e.store_id = j.store_id AND "
-    "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), j.home FROM oomtriage.jobs j ";
+    "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), j.home, "
+    "(SELECT g.peak_bytes FROM oomtriage.gpu_memory g WHERE g.store_id = j.store_id AND "
+    "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1), "
+    "(SELECT g.total_bytes FROM oomtriage.gpu_memory g WHERE g.store_id = j.store_id AND "
+    "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1) FROM oomtriage.jobs j ";
 
 JobSummary job_summary_at(const PGresult* r, int row) {
   JobSummary job;
@@ -268,6 +291,10 @@ JobSummary job_summary_at(const PGresult* r, int row) {
   job.last_event_json = text_at(r, row, 10);
   job.last_fixes_json = text_at(r, row, 11);
   job.home = text_at(r, row, 12);
+  if (const auto peak = optional_at(r, row, 13)) job.gpu_peak_bytes = static_cast<uint64_t>(*peak);
+  if (const auto total = optional_at(r, row, 14)) {
+    job.gpu_total_bytes = static_cast<uint64_t>(*total);
+  }
   return job;
 }
 
@@ -460,6 +487,20 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
          number(a.resumed_step), pg_text(a.outcome), pg_text(a.verdict),
          std::to_string(a.started_at), std::to_string(a.ended_at)}));
   }
+  for (const auto& [job_id, g] : batch.gpu_memory) {
+    OOMTRIAGE_TRY(c.run(
+        "INSERT INTO oomtriage.gpu_memory (store_id, run_id, gpu, host, job_id, total_bytes, "
+        "peak_bytes, peak_phase, peak_step, others_peak_bytes, timeline_json, updated_at) VALUES "
+        "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12)) ON CONFLICT (store_id, "
+        "run_id, gpu) DO UPDATE SET total_bytes = excluded.total_bytes, peak_bytes = "
+        "excluded.peak_bytes, peak_phase = excluded.peak_phase, peak_step = excluded.peak_step, "
+        "others_peak_bytes = excluded.others_peak_bytes, timeline_json = excluded.timeline_json, "
+        "updated_at = excluded.updated_at",
+        {store_id, std::to_string(g.run_id), std::to_string(g.gpu), h, std::to_string(job_id),
+         std::to_string(g.total_bytes), std::to_string(g.peak_bytes), pg_text(g.peak_phase),
+         number(g.peak_step), std::to_string(g.others_peak_bytes), pg_text(g.timeline_json),
+         std::to_string(g.updated_at)}));
+  }
   return tx.commit();
 }
 
@@ -570,6 +611,26 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
     a.started_at = integer_at(r, row, 9);
     a.ended_at = integer_at(r, row, 10);
     story.attempts.push_back(std::move(a));
+  }
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto gpu, c.run("SELECT run_id, gpu, total_bytes, peak_bytes, peak_phase, peak_step, "
+                      "others_peak_bytes, timeline_json, extract(epoch FROM updated_at)::bigint "
+                      "FROM oomtriage.gpu_memory WHERE store_id = $1 AND job_id = $2 ORDER BY "
+                      "run_id, gpu",
+                      key));
+  for (int row = 0; row < libpq().PQntuples(gpu.get()); ++row) {
+    const PGresult* r = gpu.get();
+    GpuMemoryRow g;
+    g.run_id = integer_at(r, row, 0);
+    g.gpu = static_cast<unsigned>(integer_at(r, row, 1));
+    g.total_bytes = static_cast<uint64_t>(integer_at(r, row, 2));
+    g.peak_bytes = static_cast<uint64_t>(integer_at(r, row, 3));
+    g.peak_phase = text_at(r, row, 4);
+    g.peak_step = optional_at(r, row, 5);
+    g.others_peak_bytes = static_cast<uint64_t>(integer_at(r, row, 6));
+    g.timeline_json = text_at(r, row, 7);
+    g.updated_at = integer_at(r, row, 8);
+    story.gpu_memory.push_back(std::move(g));
   }
   return std::optional<JobStory>(std::move(story));
 }

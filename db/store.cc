@@ -226,6 +226,24 @@ ALTER TABLE outbox ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE events ADD COLUMN resent INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 12: each run's GPU memory per card, as the daemon or `run` sampled it through NVML
+    // (triage/gpu_timeline.h): the peak with its phase and step, what other processes held, and
+    // the bounded timeline as JSON (written again as it grows: one row per run and card).
+    R"sql(
+CREATE TABLE gpu_memory (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id),
+  gpu INTEGER NOT NULL,
+  total_bytes INTEGER NOT NULL,
+  peak_bytes INTEGER NOT NULL,
+  peak_phase TEXT NOT NULL,
+  peak_step INTEGER,
+  others_peak_bytes INTEGER NOT NULL,
+  timeline_json TEXT NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (run_id, gpu)
+) STRICT;
+)sql",
 };
 
 }  // namespace

@@ -89,6 +89,9 @@ struct JobSummary {
   int64_t last_seen = 0;
   std::string last_event_json;  // the newest event's, "" without one: its phase, step, fixes
   std::string last_fixes_json;
+  // The newest run's highest GPU memory on one card, and that card's size, when it was sampled.
+  std::optional<uint64_t> gpu_peak_bytes;
+  std::optional<uint64_t> gpu_total_bytes;
 };
 
 struct RunRow {
@@ -177,12 +180,25 @@ struct HealAttempt {
   int64_t ended_at = 0;
 };
 
+// One run's GPU memory on one card (db/store_gpu_memory.cc; triage/gpu_timeline.h).
+struct GpuMemoryRow {
+  int64_t run_id = 0;
+  unsigned gpu = 0;
+  uint64_t total_bytes = 0;
+  uint64_t peak_bytes = 0;  // the run's own processes
+  std::string peak_phase;   // parsers::to_string(Phase)
+  std::optional<int64_t> peak_step;
+  uint64_t others_peak_bytes = 0;  // other processes on the card, at most
+  std::string timeline_json;       // GpuTimeline::to_json()
+  int64_t updated_at = 0;
+};
 struct JobStory {
   JobSummary job;
   std::vector<RunRow> runs;
   std::vector<SnapshotRow> snapshots;
   std::vector<StoredEvent> events;
   std::vector<HealAttempt> attempts;
+  std::vector<GpuMemoryRow> gpu_memory;  // its runs', oldest run first
   // A log of the job the daemon began at its end (first start, no backfill); not in fleet stores.
   std::optional<std::string> unread_log;
 };
@@ -206,7 +222,8 @@ struct FleetBatch {
   std::vector<std::pair<int64_t, SnapshotRow>> snapshots;  // (job id, row)
   std::vector<std::pair<int64_t, RunRow>> runs;            // (job id, row)
   std::vector<FleetEvent> events;
-  std::vector<std::pair<int64_t, HealAttempt>> attempts;  // (job id, row)
+  std::vector<std::pair<int64_t, HealAttempt>> attempts;     // (job id, row)
+  std::vector<std::pair<int64_t, GpuMemoryRow>> gpu_memory;  // (job id, row)
   bool empty() const { return last_seq == 0; }
 };
 
@@ -231,7 +248,8 @@ struct FleetHistoryRow {
   std::string config_path;             // the snapshot's: its extension says the format
   std::string config_content;          // the snapshot's
   std::string oom_event_json;          // the run's first fatal OOM, "" without one
-  std::optional<uint64_t> card_bytes;  // the card its pre-flight check judged against
+  std::optional<uint64_t> card_bytes;  // the card its pre-flight check judged against, or sampled
+  std::optional<uint64_t> measured_peak;  // its highest GPU memory on one card, when sampled
 };
 
 // What `oomtriage jobs` and `report` read: a node's own store or the fleet store.
@@ -312,6 +330,10 @@ class Store : public JobReader {
   Result<bool> record_preflight(const PreflightCheck& check, int64_t now);
   Result<bool> preflight_checked(int64_t job_id, const std::string& config_sha256,
                                  uint64_t card_bytes);
+  // Writes a run's memory on one card (replacing what was stored for that run and card).
+  Result<Ok> record_gpu_memory(const GpuMemoryRow& row);
+  // The job's runs' GPU memory, oldest run first.
+  Result<std::vector<GpuMemoryRow>> gpu_memory_of_job(int64_t job_id);
   // The newest `limit` finished runs that have a config snapshot, newest first.
   Result<std::vector<FleetHistoryRow>> fleet_history(int limit);
 

@@ -13,6 +13,10 @@ namespace {
 
 // Every row a fleet store must see, queued by the write that makes or changes it: no code path
 // can forget one. A row changed again before it is shipped is queued once, with a newer seq.
+// The update triggers of tables written by an upsert (INSERT ... ON CONFLICT DO UPDATE) delete
+// and insert: inside such a statement SQLite applies the upsert's ABORT to the trigger's own
+// INSERT OR REPLACE, and a row updated before its insert was shipped failed the whole write
+// (fleet_attempt_updated is dropped and made again so stores made before get the fixed one).
 constexpr const char* kFleetTriggers = R"sql(
 CREATE TRIGGER IF NOT EXISTS fleet_job_inserted AFTER INSERT ON jobs BEGIN
   INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
@@ -40,8 +44,17 @@ END;
 CREATE TRIGGER IF NOT EXISTS fleet_attempt_inserted AFTER INSERT ON heal_attempts BEGIN
   INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_attempt_updated AFTER UPDATE ON heal_attempts BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
+DROP TRIGGER IF EXISTS fleet_attempt_updated;
+CREATE TRIGGER fleet_attempt_updated AFTER UPDATE ON heal_attempts BEGIN
+  DELETE FROM fleet_outbox WHERE kind = 'attempt' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS fleet_gpu_memory_inserted AFTER INSERT ON gpu_memory BEGIN
+  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('gpu_memory', new.id);
+END;
+CREATE TRIGGER IF NOT EXISTS fleet_gpu_memory_updated AFTER UPDATE ON gpu_memory BEGIN
+  DELETE FROM fleet_outbox WHERE kind = 'gpu_memory' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('gpu_memory', new.id);
 END;
 )sql";
 
@@ -51,6 +64,7 @@ DROP TRIGGER IF EXISTS fleet_snapshot_inserted; DROP TRIGGER IF EXISTS fleet_run
 DROP TRIGGER IF EXISTS fleet_run_updated; DROP TRIGGER IF EXISTS fleet_event_inserted;
 DROP TRIGGER IF EXISTS fleet_event_amended;
 DROP TRIGGER IF EXISTS fleet_attempt_inserted; DROP TRIGGER IF EXISTS fleet_attempt_updated;
+DROP TRIGGER IF EXISTS fleet_gpu_memory_inserted; DROP TRIGGER IF EXISTS fleet_gpu_memory_updated;
 DELETE FROM meta WHERE key = 'fleet_outbox'; DELETE FROM fleet_outbox;
 )sql";
 }  // namespace
@@ -83,7 +97,9 @@ Result<Ok> Store::set_fleet_outbox(const std::string& target) {
               "id FROM config_snapshots ORDER BY id; INSERT OR IGNORE INTO fleet_outbox (kind, "
               "row_id) SELECT 'run', id FROM runs ORDER BY id; INSERT OR IGNORE INTO fleet_outbox "
               "(kind, row_id) SELECT 'event', id FROM events ORDER BY id; INSERT OR IGNORE INTO "
-              "fleet_outbox (kind, row_id) SELECT 'attempt', id FROM heal_attempts ORDER BY id");
+              "fleet_outbox (kind, row_id) SELECT 'attempt', id FROM heal_attempts ORDER BY id; "
+              "INSERT OR IGNORE INTO fleet_outbox (kind, row_id) SELECT 'gpu_memory', id FROM "
+              "gpu_memory ORDER BY id");
           !r) {
         return r.error();
       }
@@ -129,8 +145,8 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
   }
   if (rc != SQLITE_DONE) return queued.error("fleet outbox");
   // Parents before children whatever order the entries came in: jobs, snapshots, runs, events,
-  // attempts. A row that is gone (never, today) is skipped.
-  for (const char* kind : {"job", "snapshot", "run", "event", "attempt"}) {
+  // attempts, GPU memory. A row that is gone (never, today) is skipped.
+  for (const char* kind : {"job", "snapshot", "run", "event", "attempt", "gpu_memory"}) {
     for (const auto& [entry_kind, id] : entries) {
       if (entry_kind != kind) continue;
       if (entry_kind == "job") {
@@ -192,6 +208,27 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
         e.typed.step = s.optional_integer(11);
         e.typed.recovered = s.integer(12) != 0;
         batch.events.push_back(std::move(e));
+      } else if (entry_kind == "gpu_memory") {
+        Statement s(*statements_,
+                    "SELECT r.job_id, g.run_id, g.gpu, g.total_bytes, g.peak_bytes, g.peak_phase, "
+                    "g.peak_step, g.others_peak_bytes, g.timeline_json, g.updated_at FROM "
+                    "gpu_memory g JOIN runs r ON r.id = g.run_id WHERE g.id = ?1");
+        s.bind(1, id);
+        if (auto found = row_found(s); !found || !*found) {
+          if (!found) return found.error();
+          continue;
+        }
+        GpuMemoryRow g;
+        g.run_id = s.integer(1);
+        g.gpu = static_cast<unsigned>(s.integer(2));
+        g.total_bytes = static_cast<uint64_t>(s.integer(3));
+        g.peak_bytes = static_cast<uint64_t>(s.integer(4));
+        g.peak_phase = s.text(5);
+        g.peak_step = s.optional_integer(6);
+        g.others_peak_bytes = static_cast<uint64_t>(s.integer(7));
+        g.timeline_json = s.text(8);
+        g.updated_at = s.integer(9);
+        batch.gpu_memory.emplace_back(s.integer(0), std::move(g));
       } else {
         Statement s(*statements_,
                     "SELECT job_id, run_id, attempt, max_attempts, fix_id, change, argv_json, "

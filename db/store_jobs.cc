@@ -157,7 +157,12 @@ Result<std::vector<JobSummary>> Store::list_jobs() {
               "COALESCE((SELECT event_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
               "DESC LIMIT 1), ''), "
               "COALESCE((SELECT fixes_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
-              "DESC LIMIT 1), ''), j.home FROM jobs j ORDER BY j.last_seen DESC, j.id DESC");
+              "DESC LIMIT 1), ''), j.home, "
+              "(SELECT g.peak_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
+              "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1), "
+              "(SELECT g.total_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
+              "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1) "
+              "FROM jobs j ORDER BY j.last_seen DESC, j.id DESC");
   if (!s.ok()) return s.error("list jobs");
   std::vector<JobSummary> jobs;
   int rc;
@@ -174,6 +179,10 @@ Result<std::vector<JobSummary>> Store::list_jobs() {
     job.last_event_json = s.text(8);
     job.last_fixes_json = s.text(9);
     job.home = s.text(10);
+    if (const auto peak = s.optional_integer(11)) job.gpu_peak_bytes = static_cast<uint64_t>(*peak);
+    if (const auto total = s.optional_integer(12)) {
+      job.gpu_total_bytes = static_cast<uint64_t>(*total);
+    }
     jobs.push_back(std::move(job));
   }
   if (rc != SQLITE_DONE) return s.error("list jobs");
@@ -261,6 +270,7 @@ Result<std::optional<JobStory>> Store::story_of(const JobSummary& summary) {
                    "LIMIT 1");
   unread.bind(1, id);
   if (unread.step() == SQLITE_ROW) story.unread_log = unread.text(0);
+  OOMTRIAGE_ASSIGN_OR_RETURN(story.gpu_memory, gpu_memory_of_job(id));
   return std::optional<JobStory>(std::move(story));
 }
 

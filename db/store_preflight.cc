@@ -50,7 +50,9 @@ Result<std::vector<FleetHistoryRow>> Store::fleet_history(int limit) {
               "SELECT r.id, r.outcome, c.path, c.content, COALESCE((SELECT e.event_json FROM "
               "events e WHERE e.run_id = r.id AND e.recovered = 0 ORDER BY e.id LIMIT 1), ''), "
               "(SELECT MAX(p.card_bytes) FROM preflight_checks p WHERE p.job_id = r.job_id AND "
-              "p.config_sha256 = c.sha256) FROM runs r JOIN config_snapshots c ON c.id = "
+              "p.config_sha256 = c.sha256), (SELECT MAX(g.peak_bytes) FROM gpu_memory g WHERE "
+              "g.run_id = r.id), (SELECT MAX(g.total_bytes) FROM gpu_memory g WHERE g.run_id = "
+              "r.id) FROM runs r JOIN config_snapshots c ON c.id = "
               "r.snapshot_id WHERE r.outcome IN ('completed', 'crashed_oom') ORDER BY r.id DESC "
               "LIMIT ?1");
   s.bind(1, int64_t{limit});
@@ -64,6 +66,12 @@ Result<std::vector<FleetHistoryRow>> Store::fleet_history(int limit) {
     row.config_content = s.text(3);
     row.oom_event_json = s.text(4);
     if (const auto card = s.optional_integer(5); card && *card > 0) {
+      row.card_bytes = static_cast<uint64_t>(*card);
+    }
+    if (const auto peak = s.optional_integer(6); peak && *peak > 0) {
+      row.measured_peak = static_cast<uint64_t>(*peak);
+    }
+    if (const auto card = s.optional_integer(7); card && *card > 0 && !row.card_bytes) {
       row.card_bytes = static_cast<uint64_t>(*card);
     }
     rows.push_back(std::move(row));

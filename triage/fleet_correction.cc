@@ -68,15 +68,20 @@ MemoryCorrection fleet_correction(const std::vector<FleetRun>& history, const st
   }
   std::vector<double> ratios;
   std::vector<double> uppers;
+  int measured = 0;
   for (const FleetRun* run : of_family) {
     const Reading r = read_run(*run);
-    if (r.ratio && std::isfinite(*r.ratio)) ratios.push_back(*r.ratio);
+    if (r.ratio && std::isfinite(*r.ratio)) {
+      ratios.push_back(*r.ratio);
+      if (run->measured_peak) ++measured;
+    }
     if (r.upper && std::isfinite(*r.upper)) uppers.push_back(*r.upper);
   }
   MemoryCorrection correction;
   correction.runs = static_cast<int>(ratios.size() + uppers.size());
+  correction.measured = measured;
   correction.scope = scope_of(family, scope_card);
-  if (correction.runs < kMinRuns) return correction;
+  if (correction.runs < kMinRuns && measured == 0) return correction;
   double factor = ratios.empty() ? 1.0 : median(ratios);
   if (!uppers.empty()) factor = std::min(factor, median(uppers));
   correction.factor = std::clamp(factor, kMinFactor, kMaxFactor);
@@ -115,13 +120,19 @@ std::optional<uint64_t> oom_need_bytes(const nlohmann::json& event) {
 
 std::string describe(const MemoryCorrection& c) {
   if (c.runs == 0) return "no fleet history" + (c.scope.empty() ? "" : " for " + c.scope);
-  if (c.runs < kMinRuns) {
+  if (c.runs < kMinRuns && c.measured == 0) {
     return fmt::format("no adjustment ({} run{} of {}, {} needed)", c.runs, c.runs == 1 ? "" : "s",
                        c.scope, kMinRuns);
   }
   const long percent = std::lround((c.factor - 1.0) * 100);
-  if (percent == 0) return fmt::format("no adjustment needed from {} runs of {}", c.runs, c.scope);
-  return fmt::format("adjusted {:+d}% from {} runs of {}", percent, c.runs, c.scope);
+  const std::string measured =
+      c.measured == 0 ? "" : fmt::format(", {} with a measured peak", c.measured);
+  if (percent == 0) {
+    return fmt::format("no adjustment needed from {} run{} of {}{}", c.runs, c.runs == 1 ? "" : "s",
+                       c.scope, measured);
+  }
+  return fmt::format("adjusted {:+d}% from {} run{} of {}{}", percent, c.runs,
+                     c.runs == 1 ? "" : "s", c.scope, measured);
 }
 
 }  // namespace oomtriage::triage

@@ -5,7 +5,8 @@
 // run says its config fit; an OOM says its phase needed at least what the crash's figures show;
 // a measured peak, when the job printed one, says by how much. Each run becomes a ratio of what
 // happened to what the model predicted for it, and the factor is a median of those ratios, held
-// within [kMinFactor, kMaxFactor] and only taken from kMinRuns runs or more. Pure.
+// within [kMinFactor, kMaxFactor] and only taken from kMinRuns runs or more (or one measured
+// peak). Pure.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +47,8 @@ inline constexpr int kMinRuns = 3;
 //    completed on a card with U usable says the factor is at most U / P, so the factor is at
 //    most the median of those bounds;
 //  - clamped to [kMinFactor, kMaxFactor]; fewer than kMinRuns informative runs leave factor 1
-//    (and `runs` says how many there were).
+//    (and `runs` says how many there were), unless one of them measured its peak (the daemon's
+//    GPU memory timeline, docs/gpu-memory.md): a measurement is not a bound, one is enough.
 MemoryCorrection fleet_correction(const std::vector<FleetRun>& history, const std::string& family,
                                   std::optional<uint64_t> card_bytes = std::nullopt);
 

@@ -40,6 +40,7 @@ struct MemoryCorrection {
   double factor = 1.0;
   int runs = 0;
   std::string scope;  // "flux1-dev on this fleet"
+  int measured = 0;   // of `runs`, those whose peak was measured (not bounded by a crash)
 };
 
 struct MemoryEstimate {

@@ -22,6 +22,9 @@ std::optional<triage::FleetRun> fleet_run(const db::FleetHistoryRow& row) {
   run.family = estimate.family;
   run.card_bytes = row.card_bytes;
   run.predicted_peak = estimate.peak().peak_bytes;
+  // A completed run's sampled peak is what it needed; a crashed run's stops short of its need
+  // (the request that failed was never granted), which its figures tell instead.
+  if (row.outcome == "completed") run.measured_peak = row.measured_peak;
   if (row.outcome == "crashed_oom") {
     run.oom = true;
     const auto event = nlohmann::json::parse(row.oom_event_json, nullptr, false);

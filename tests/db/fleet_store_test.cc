@@ -179,15 +179,31 @@ TEST_SUITE("db::fleet") {
     CHECK(opened == 3);
     auto fleet = db::FleetStore::open(pg.url());
     REQUIRE(fleet);
-    CHECK(*(*fleet)->schema_version() == 2);
+    CHECK(*(*fleet)->schema_version() == 3);
 
     Node a;
     Node b;
     REQUIRE(a.store->set_fleet_outbox("postgresql://fleet/a"));
     REQUIRE(b.store->set_fleet_outbox("postgresql://fleet/a"));
     // Config bytes PostgreSQL's text refuses (a NUL, a lone Latin-1 byte) must not stop shipping.
-    a.crash("flux_lora", 2, 1000,
-            std::string("config:\n  name: caf\xe9\n  x: \"a") + '\0' + "b\"\n");
+    const int64_t a_run = a.crash(
+        "flux_lora", 2, 1000, std::string("config:\n  name: caf\xe9\n  x: \"a") + '\0' + "b\"\n");
+    // Its GPU memory, written twice as the daemon does while it samples: the last one ships.
+    db::GpuMemoryRow gpu{a_run,        1, 24ull << 30, 20ull << 30,
+                         "train_step", 7, 1ull << 30,  R"({"gpu":1,"points":[]})",
+                         1000};
+    {
+      auto r = a.store->record_gpu_memory(gpu);
+      INFO((r ? std::string() : r.error().message));
+      REQUIRE(r);
+    }
+    gpu.peak_bytes = 23ull << 30;
+    gpu.peak_phase = "sampling";
+    {
+      auto r = a.store->record_gpu_memory(gpu);
+      INFO((r ? std::string() : r.error().message));
+      REQUIRE(r);
+    }
     b.crash("flux_lora", 1, 2000);  // the same name on another node
     b.crash("sdxl", 1, 2100);
     const auto batch_a = *a.store->fleet_batch(500);
@@ -235,6 +251,17 @@ TEST_SUITE("db::fleet") {
     }
     REQUIRE(s.snapshots.size() == 1);
     CHECK(s.snapshots[0].content.find("caf\xef\xbf\xbd") != std::string::npos);
+    REQUIRE(own.gpu_memory.size() == 1);
+    REQUIRE(s.gpu_memory.size() == 1);
+    CHECK(s.gpu_memory[0].peak_bytes == 23ull << 30);
+    CHECK(s.gpu_memory[0].peak_phase == "sampling");
+    CHECK(s.gpu_memory[0].gpu == own.gpu_memory[0].gpu);
+    CHECK(s.gpu_memory[0].peak_step == own.gpu_memory[0].peak_step);
+    CHECK(s.gpu_memory[0].others_peak_bytes == own.gpu_memory[0].others_peak_bytes);
+    CHECK(s.gpu_memory[0].timeline_json == own.gpu_memory[0].timeline_json);
+    CHECK(s.gpu_memory[0].updated_at == own.gpu_memory[0].updated_at);
+    CHECK(s.job.gpu_peak_bytes == own.job.gpu_peak_bytes);
+    CHECK(s.job.gpu_total_bytes == 24ull << 30);
 
     // The name is on two nodes: without a host it is refused with both names.
     (*fleet)->set_host_filter("");

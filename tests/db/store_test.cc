@@ -65,11 +65,11 @@ db::EventRow event_at(uint64_t offset) {
 TEST_SUITE("db::store") {
   TEST_CASE("a new store is migrated to the current schema, and reopening keeps it") {
     TempStore t;
-    CHECK(t.store->schema_version() == 11);
+    CHECK(t.store->schema_version() == 12);
     t.store.reset();
     auto again = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(again);
-    CHECK((*again)->schema_version() == 11);
+    CHECK((*again)->schema_version() == 12);
   }
   TEST_CASE("a store from a newer oomtriage is refused, not damaged") {
     TempStore t;
@@ -111,14 +111,14 @@ TEST_SUITE("db::store") {
                 "jobs;"
                 "DROP TABLE jobs; ALTER TABLE jobs_v7 RENAME TO jobs; DROP TABLE preflight_checks;"
                 "ALTER TABLE events DROP COLUMN revision; ALTER TABLE outbox DROP COLUMN revision;"
-                "ALTER TABLE events DROP COLUMN resent;"
+                "ALTER TABLE events DROP COLUMN resent; DROP TABLE gpu_memory;"
                 "PRAGMA user_version=7; COMMIT;",
                 nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
     auto reopened = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(reopened);
     t.store = std::move(*reopened);
-    CHECK(t.store->schema_version() == 11);
+    CHECK(t.store->schema_version() == 12);
     const auto story = *t.store->job_story("my_lora");
     REQUIRE(story);
     CHECK(story->job.id == a);
@@ -260,8 +260,11 @@ TEST_SUITE("db::store") {
     progress.events = {fixed};
     REQUIRE(t.store->commit_progress(progress, 250));
   }
-  TEST_CASE("a run's heal attempt is kept with its job, and its end updates it") {
+  TEST_CASE(
+      "a run's heal attempt is kept with its job, and its end updates it (also while its first "
+      "write waits in the fleet outbox)") {
     TempStore t;
+    REQUIRE(t.store->set_fleet_outbox("postgresql://fleet/x"));
     const int64_t job = *t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
     const int64_t run = *t.store->start_run(job, "/out/j/log.txt", std::nullopt, 100);
     db::HealAttempt attempt;
@@ -291,6 +294,47 @@ TEST_SUITE("db::store") {
     CHECK(kept.outcome == "completed");
     CHECK(kept.verdict == "healed");
     CHECK(kept.ended_at == 200);
+    const auto batch = *t.store->fleet_batch(100);
+    REQUIRE(batch.attempts.size() == 1);
+    CHECK(batch.attempts[0].second.verdict == "healed");
+  }
+
+  TEST_CASE(
+      "a run's GPU memory is one row per card, replaced as it grows; the job list shows the newest "
+      "run's peak; a completed run's peak is history for the memory model") {
+    TempStore t;
+    const int64_t job = *t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
+    const int64_t snapshot =
+        *t.store->add_config_snapshot(job, "/out/j/config.yaml", "abc", "config: {}\n", 100);
+    const int64_t first = *t.store->start_run(job, "/out/j/log.txt", snapshot, 100);
+    const int64_t second = *t.store->start_run(job, "/out/j/log.txt", snapshot, 200);
+    const auto row = [](int64_t run, unsigned gpu, uint64_t peak_gib) {
+      return db::GpuMemoryRow{run, gpu, 24ull << 30, peak_gib << 30, "train_step", 10, 0, "{}", 1};
+    };
+    REQUIRE(t.store->record_gpu_memory(row(first, 0, 22)));
+    REQUIRE(t.store->record_gpu_memory(row(second, 0, 12)));
+    REQUIRE(t.store->record_gpu_memory(row(second, 1, 14)));
+    REQUIRE(t.store->record_gpu_memory(row(second, 1, 15)));  // grew: replaces card 1's row
+    const auto story = **t.store->job_story("j");
+    REQUIRE(story.gpu_memory.size() == 3);
+    CHECK(story.gpu_memory[0].run_id == first);
+    CHECK(story.gpu_memory[2].peak_bytes == 15ull << 30);
+    CHECK(story.job.gpu_peak_bytes == 15ull << 30);  // the newest run's, not the older 22
+    CHECK(story.job.gpu_total_bytes == 24ull << 30);
+
+    // Finished: the second run completed and is read back with its measured peak and card.
+    db::Progress done;
+    done.file_id = *t.store->insert_file(
+        {.path = "/out/j/log.txt", .dev = 1, .ino = 2, .job_id = job, .run_id = second}, 200);
+    done.job_id = job;
+    done.run_id = second;
+    done.outcome = "completed";
+    REQUIRE(t.store->commit_progress(done, 300));
+    const auto history = *t.store->fleet_history(10);
+    REQUIRE(history.size() == 1);
+    CHECK(history[0].run_id == second);
+    CHECK(history[0].measured_peak == 15ull << 30);
+    CHECK(history[0].card_bytes == 24ull << 30);
   }
 
   TEST_CASE("a reader sees the committed state while a writer holds a transaction") {

@@ -103,3 +103,16 @@ TEST_CASE("an OOM's need from its stored figures") {
   CHECK_FALSE(triage::oom_need_bytes(nlohmann::json::parse(R"({"tried_to_allocate_bytes": 5})")));
   CHECK_FALSE(triage::oom_need_bytes(nlohmann::json::parse(R"({"total_capacity_bytes": "x"})")));
 }
+
+TEST_CASE("one measured peak is enough: a measurement, not a bound") {
+  const auto one = triage::fleet_correction({measured(10 * kGiB, 8 * kGiB)}, "flux1-dev");
+  CHECK(one.factor == doctest::Approx(0.8));
+  CHECK(one.runs == 1);
+  CHECK(one.measured == 1);
+  CHECK(triage::describe(one) ==
+        "adjusted -20% from 1 run of flux1-dev on this fleet, 1 with a measured peak");
+  // Two crashes alone are still too few.
+  const auto crashes =
+      triage::fleet_correction({oom(10 * kGiB, 12 * kGiB), oom(10 * kGiB, 12 * kGiB)}, "flux1-dev");
+  CHECK(crashes.factor == 1.0);
+}

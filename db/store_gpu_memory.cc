@@ -1,0 +1,58 @@
+// db/store_gpu_memory.cc: each run's GPU memory per card, written as the daemon or `run` samples
+// it (one row per run and card, replaced as the timeline grows) and read back for `report`.
+#include "db/store.h"
+
+#include "db/sqlite_statement.h"
+
+#include <sqlite3.h>
+
+namespace oomtriage::db {
+
+Result<Ok> Store::record_gpu_memory(const GpuMemoryRow& row) {
+  Statement s(*statements_,
+              "INSERT INTO gpu_memory (run_id, gpu, total_bytes, peak_bytes, peak_phase, "
+              "peak_step, others_peak_bytes, timeline_json, updated_at) VALUES (?1, ?2, ?3, ?4, "
+              "?5, ?6, ?7, ?8, ?9) ON CONFLICT (run_id, gpu) DO UPDATE SET total_bytes = "
+              "excluded.total_bytes, peak_bytes = excluded.peak_bytes, peak_phase = "
+              "excluded.peak_phase, peak_step = excluded.peak_step, others_peak_bytes = "
+              "excluded.others_peak_bytes, timeline_json = excluded.timeline_json, updated_at = "
+              "excluded.updated_at");
+  s.bind(1, row.run_id)
+      .bind(2, int64_t{row.gpu})
+      .bind(3, static_cast<int64_t>(row.total_bytes))
+      .bind(4, static_cast<int64_t>(row.peak_bytes))
+      .bind(5, row.peak_phase)
+      .bind(6, row.peak_step)
+      .bind(7, static_cast<int64_t>(row.others_peak_bytes))
+      .bind(8, row.timeline_json)
+      .bind(9, row.updated_at);
+  if (s.step() != SQLITE_DONE) return s.error("record_gpu_memory");
+  return Ok{};
+}
+
+Result<std::vector<GpuMemoryRow>> Store::gpu_memory_of_job(int64_t job_id) {
+  Statement s(*statements_,
+              "SELECT g.run_id, g.gpu, g.total_bytes, g.peak_bytes, g.peak_phase, g.peak_step, "
+              "g.others_peak_bytes, g.timeline_json, g.updated_at FROM gpu_memory g JOIN runs r "
+              "ON r.id = g.run_id WHERE r.job_id = ?1 ORDER BY g.run_id, g.gpu");
+  s.bind(1, job_id);
+  std::vector<GpuMemoryRow> rows;
+  int rc;
+  while ((rc = s.step()) == SQLITE_ROW) {
+    GpuMemoryRow row;
+    row.run_id = s.integer(0);
+    row.gpu = static_cast<unsigned>(s.integer(1));
+    row.total_bytes = static_cast<uint64_t>(s.integer(2));
+    row.peak_bytes = static_cast<uint64_t>(s.integer(3));
+    row.peak_phase = s.text(4);
+    row.peak_step = s.optional_integer(5);
+    row.others_peak_bytes = static_cast<uint64_t>(s.integer(6));
+    row.timeline_json = s.text(7);
+    row.updated_at = s.integer(8);
+    rows.push_back(std::move(row));
+  }
+  if (rc != SQLITE_DONE) return s.error("gpu memory");
+  return rows;
+}
+
+}  // namespace oomtriage::db
