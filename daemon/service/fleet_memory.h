@@ -3,8 +3,8 @@
 // The memory model's correction from this fleet's history (triage/fleet_correction.h), read from
 // a store: its finished runs with their config snapshots and first fatal OOM (db/store.h
 // fleet_history) become FleetRuns — each config parsed again and estimated with the uncorrected
-// model, an OOM's need taken from its figures, the card from the OOM or the job's pre-flight
-// check. `oomtriage check`, `run` and the daemon's pre-flight (preflight_alerts.h) ask here. A
+// model, an OOM's need taken from its figures, a completed run's peak from its sampled GPU
+// memory (db/store.h GpuMemoryRow), the card from the OOM, the pre-flight check or the samples. `oomtriage check`, `run` and the daemon's pre-flight (preflight_alerts.h) ask here. A
 // snapshot that does not parse, or whose family the model does not know, is left out.
 #pragma once
 
