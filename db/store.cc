@@ -227,8 +227,9 @@ ALTER TABLE outbox ADD COLUMN revision INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE events ADD COLUMN resent INTEGER NOT NULL DEFAULT 0;
 )sql",
     // 12: each run's GPU memory per card, as the daemon or `run` sampled it through NVML
-    // (triage/gpu_timeline.h): the peak with its phase and step, what other processes held, and
-    // the bounded timeline as JSON (written again as it grows: one row per run and card).
+    // (triage/gpu_timeline.h): the peak with its phase and step, what other processes held, the
+    // bounded timeline as JSON (written again as it grows: one row per run and card), and the
+    // memory a TrainingNearOOM warning was last sent at, so a restarted daemon does not repeat it.
     R"sql(
 CREATE TABLE gpu_memory (
   id INTEGER PRIMARY KEY,
@@ -240,6 +241,7 @@ CREATE TABLE gpu_memory (
   peak_step INTEGER,
   others_peak_bytes INTEGER NOT NULL,
   timeline_json TEXT NOT NULL,
+  warned_bytes INTEGER,
   updated_at INTEGER NOT NULL,
   UNIQUE (run_id, gpu)
 ) STRICT;

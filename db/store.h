@@ -191,6 +191,7 @@ struct GpuMemoryRow {
   uint64_t others_peak_bytes = 0;  // other processes on the card, at most
   std::string timeline_json;       // GpuTimeline::to_json()
   int64_t updated_at = 0;
+  std::optional<uint64_t> warned_bytes;  // a near-OOM warning went out at this memory
 };
 struct JobStory {
   JobSummary job;
@@ -334,6 +335,7 @@ class Store : public JobReader {
   Result<Ok> record_gpu_memory(const GpuMemoryRow& row);
   // The job's runs' GPU memory, oldest run first.
   Result<std::vector<GpuMemoryRow>> gpu_memory_of_job(int64_t job_id);
+  Result<std::vector<GpuMemoryRow>> gpu_memory_of_run(int64_t run_id);
   // The newest `limit` finished runs that have a config snapshot, newest first.
   Result<std::vector<FleetHistoryRow>> fleet_history(int limit);
 

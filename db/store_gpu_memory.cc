@@ -11,8 +11,9 @@ namespace oomtriage::db {
 Result<Ok> Store::record_gpu_memory(const GpuMemoryRow& row) {
   Statement s(*statements_,
               "INSERT INTO gpu_memory (run_id, gpu, total_bytes, peak_bytes, peak_phase, "
-              "peak_step, others_peak_bytes, timeline_json, updated_at) VALUES (?1, ?2, ?3, ?4, "
-              "?5, ?6, ?7, ?8, ?9) ON CONFLICT (run_id, gpu) DO UPDATE SET total_bytes = "
+              "peak_step, others_peak_bytes, timeline_json, updated_at, warned_bytes) VALUES (?1, "
+              "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (run_id, gpu) DO UPDATE SET "
+              "warned_bytes = excluded.warned_bytes, total_bytes = "
               "excluded.total_bytes, peak_bytes = excluded.peak_bytes, peak_phase = "
               "excluded.peak_phase, peak_step = excluded.peak_step, others_peak_bytes = "
               "excluded.others_peak_bytes, timeline_json = excluded.timeline_json, updated_at = "
@@ -25,17 +26,21 @@ Result<Ok> Store::record_gpu_memory(const GpuMemoryRow& row) {
       .bind(6, row.peak_step)
       .bind(7, static_cast<int64_t>(row.others_peak_bytes))
       .bind(8, row.timeline_json)
-      .bind(9, row.updated_at);
+      .bind(9, row.updated_at)
+      .bind(10, row.warned_bytes ? std::optional<int64_t>(static_cast<int64_t>(*row.warned_bytes))
+                                 : std::nullopt);
   if (s.step() != SQLITE_DONE) return s.error("record_gpu_memory");
   return Ok{};
 }
 
-Result<std::vector<GpuMemoryRow>> Store::gpu_memory_of_job(int64_t job_id) {
-  Statement s(*statements_,
-              "SELECT g.run_id, g.gpu, g.total_bytes, g.peak_bytes, g.peak_phase, g.peak_step, "
-              "g.others_peak_bytes, g.timeline_json, g.updated_at FROM gpu_memory g JOIN runs r "
-              "ON r.id = g.run_id WHERE r.job_id = ?1 ORDER BY g.run_id, g.gpu");
-  s.bind(1, job_id);
+namespace {
+
+// The statement cache keys statements by their text's address: whole literals, not strings.
+#define OOMTRIAGE_GPU_MEMORY_COLUMNS                                                 \
+  "SELECT g.run_id, g.gpu, g.total_bytes, g.peak_bytes, g.peak_phase, g.peak_step, " \
+  "g.others_peak_bytes, g.timeline_json, g.updated_at, g.warned_bytes FROM gpu_memory g "
+
+Result<std::vector<GpuMemoryRow>> read_rows(Statement& s) {
   std::vector<GpuMemoryRow> rows;
   int rc;
   while ((rc = s.step()) == SQLITE_ROW) {
@@ -49,10 +54,27 @@ Result<std::vector<GpuMemoryRow>> Store::gpu_memory_of_job(int64_t job_id) {
     row.others_peak_bytes = static_cast<uint64_t>(s.integer(6));
     row.timeline_json = s.text(7);
     row.updated_at = s.integer(8);
+    if (const auto warned = s.optional_integer(9))
+      row.warned_bytes = static_cast<uint64_t>(*warned);
     rows.push_back(std::move(row));
   }
   if (rc != SQLITE_DONE) return s.error("gpu memory");
   return rows;
+}
+
+}  // namespace
+
+Result<std::vector<GpuMemoryRow>> Store::gpu_memory_of_job(int64_t job_id) {
+  Statement s(*statements_, OOMTRIAGE_GPU_MEMORY_COLUMNS
+              "JOIN runs r ON r.id = g.run_id WHERE r.job_id = ?1 ORDER BY g.run_id, g.gpu");
+  s.bind(1, job_id);
+  return read_rows(s);
+}
+
+Result<std::vector<GpuMemoryRow>> Store::gpu_memory_of_run(int64_t run_id) {
+  Statement s(*statements_, OOMTRIAGE_GPU_MEMORY_COLUMNS "WHERE g.run_id = ?1 ORDER BY g.gpu");
+  s.bind(1, run_id);
+  return read_rows(s);
 }
 
 }  // namespace oomtriage::db

@@ -105,6 +105,7 @@ class LogAnalyzer {
   // The training bar's position as last parsed (the frame waiting to be parsed is not), and the
   // step of the newest save the log named: `run --heal` checks that a restart resumed there.
   std::optional<int64_t> training_step() const { return train_n_; }
+  std::optional<int64_t> training_total() const { return train_total_; }
   std::optional<int64_t> last_saved_step() const { return last_saved_step_; }
   // What the log says it is doing now: the phase of the newest marker or bar (the memory
   // timeline's phase, triage/gpu_timeline.h); kUnknown before any.

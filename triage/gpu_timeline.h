@@ -98,6 +98,9 @@ class NearOomWatch {
   };
   // Called after each reading is added to `timeline`; a warning to send, at most once per rise.
   std::optional<Warning> check(const GpuTimeline& timeline, const GpuReading& reading);
+  // A warning already went out at this memory (read back after a restart).
+  void restore(uint64_t warned_bytes) { warned_at_ = warned_bytes; }
+  std::optional<uint64_t> warned_bytes() const { return warned_at_; }
 
  private:
   double share_;

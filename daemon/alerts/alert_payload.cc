@@ -113,6 +113,7 @@ std::string AlertContent::title() const {
   if (heal == "healed") return "OOM healed: " + job;
   if (heal == "exhausted") return "OOM healing exhausted: " + job;
   if (!heal.empty()) return "OOM healing stopped: " + job;
+  if (near_oom) return fmt::format("Near OOM in {}: {}", phase, job);
   if (predicted) return fmt::format("OOM predicted in {}: {}", phase, job);
   if (store_recovered) return "oomtriage store damaged and recovered on " + host;
   std::string t = kind_label(kind);
@@ -124,6 +125,7 @@ std::string AlertContent::title() const {
 std::string AlertContent::webhook_id() const {
   if (test) return test_id;
   if (!storm.empty()) return fmt::format("storm_{}_{}", storm.front().webhook_id(), storm.size());
+  if (near_oom) return fmt::format("near_oom_{}_{}", event_id, revision);
   if (predicted) return fmt::format("preflight_{}", event_id);
   if (!heal.empty()) return fmt::format("heal_{}", event_id);
   if (store_recovered) return fmt::format("store_recovered_{}", event_id);
@@ -376,7 +378,7 @@ json labels_of(const AlertContent& a) {
   } else if (a.store_recovered) {
     labels = {{"alertname", "OomtriageStoreRecovered"}, {"host", a.host}, {"severity", "critical"}};
   } else if (a.predicted) {
-    labels = {{"alertname", "TrainingOOMPredicted"},
+    labels = {{"alertname", a.near_oom ? "TrainingNearOOM" : "TrainingOOMPredicted"},
               {"training_job", a.job},
               {"phase", a.phase},
               {"family", a.model_family},
@@ -402,7 +404,7 @@ json annotations_of(const AlertContent& a) {
   json annotations = {{"summary", a.title()}, {"step", a.step},
                       {"memory", a.figures},  {"message", truncate_utf8(a.message, 4000)},
                       {"log", where(a)},      {"report", a.report_command()}};
-  if (a.revision > 0) annotations["revision"] = std::to_string(a.revision);
+  if (a.revision > 0 && !a.near_oom) annotations["revision"] = std::to_string(a.revision);
   if (!a.test) annotations["webhook_id"] = a.webhook_id();  // a storm's members keep their own
   if (a.resent) annotations["resent_after_store_recovery"] = "true";
   if (!a.fixes.empty()) {
@@ -410,7 +412,7 @@ json annotations_of(const AlertContent& a) {
     annotations["fixes"] = fixes_text(a, 3, false);
   }
   if (a.predicted) {
-    annotations["predicted_peak"] = a.predicted->peak;
+    annotations[a.near_oom ? "peak" : "predicted_peak"] = a.predicted->peak;
     annotations["usable_memory"] = a.predicted->usable;
     annotations["top_change"] = a.predicted->top_change;
   }

@@ -55,6 +55,10 @@ struct AlertContent {
     std::string top_change;  // the first fix's title and changes, or the largest term
   };
   std::optional<Prediction> predicted;
+  // With `predicted`: not the pre-flight's verdict but a running job's sampled GPU memory near
+  // the card's limit (TrainingNearOOM, severity warning; daemon/alerts/near_oom_alert.h).
+  // event_id is then the run's id and `revision` the warning's number within the run.
+  bool near_oom = false;
   // Found again in a log read from its start after a store recovery lost its offset: this alert
   // may have gone out before the store was damaged (db/store_recovery.h).
   bool resent = false;

@@ -34,20 +34,30 @@ std::string first_failure_when(const parsers::JobConfig& c, parsers::Phase phase
   return "unknown";
 }
 
-std::string top_change(const triage::Preflight& p) {
-  if (!p.fixes.empty()) {
-    const triage::Fix& fix = p.fixes[0];
-    std::vector<std::string> changes;
-    for (const triage::ConfigChange& change : fix.changes) {
-      changes.push_back(fmt::format("{}: {} -> {}", change.path, change.from_json, change.to_json));
-    }
-    std::string text = fix.title.empty() ? fix.id : fix.title;
-    if (!changes.empty()) text += fmt::format(" ({})", fmt::join(changes, ", "));
-    if (fix.predicted_peak_bytes) {
-      text += fmt::format("; predicted peak then {}", format_bytes(*fix.predicted_peak_bytes));
-    }
-    return text;
+std::string change_text(const triage::Fix& fix) {
+  std::vector<std::string> changes;
+  for (const triage::ConfigChange& change : fix.changes) {
+    changes.push_back(fmt::format("{}: {} -> {}", change.path, change.from_json, change.to_json));
   }
+  std::string text = fix.title.empty() ? fix.id : fix.title;
+  if (!changes.empty()) text += fmt::format(" ({})", fmt::join(changes, ", "));
+  if (fix.predicted_peak_bytes) {
+    text += fmt::format("; predicted peak then {}", format_bytes(*fix.predicted_peak_bytes));
+  }
+  return text;
+}
+
+AlertFix alert_fix(const triage::Fix& fix) {
+  AlertFix top{fix.id, fix.title, {}, fix.cost};
+  for (const triage::ConfigChange& change : fix.changes) {
+    top.changes.push_back(
+        fmt::format("{}: {} -> {}", change.path, change.from_json, change.to_json));
+  }
+  return top;
+}
+
+std::string top_change(const triage::Preflight& p) {
+  if (!p.fixes.empty()) return change_text(p.fixes[0]);
   const triage::PhaseEstimate* phase = p.estimate.phase(p.verdict.first_failing);
   if (phase == nullptr) phase = &p.estimate.peak();
   const auto largest =
@@ -89,15 +99,7 @@ AlertContent predicted_oom_alert(const PredictedJob& job, const parsers::JobConf
   if (p.estimate.correction.runs > 0) {
     a.message += " (" + triage::describe(p.estimate.correction) + ")";
   }
-  if (!p.fixes.empty()) {
-    const triage::Fix& fix = p.fixes[0];
-    AlertFix top{fix.id, fix.title, {}, fix.cost};
-    for (const triage::ConfigChange& change : fix.changes) {
-      top.changes.push_back(
-          fmt::format("{}: {} -> {}", change.path, change.from_json, change.to_json));
-    }
-    a.fixes.push_back(std::move(top));
-  }
+  if (!p.fixes.empty()) a.fixes.push_back(alert_fix(p.fixes[0]));
   a.predicted = std::move(prediction);
   return a;
 }

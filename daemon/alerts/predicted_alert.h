@@ -31,6 +31,10 @@ std::string first_failure_when(const parsers::JobConfig& config, parsers::Phase 
 
 // The first fix's title and changes, else the failing phase's largest term.
 std::string top_change(const triage::Preflight& preflight);
+// One fix as a change: "Lower the batch (train.batch_size: 4 -> 2); predicted peak then 18 GiB".
+std::string change_text(const triage::Fix& fix);
+// One fix as an alert lists it.
+AlertFix alert_fix(const triage::Fix& fix);
 
 AlertContent predicted_oom_alert(const PredictedJob& job, const parsers::JobConfig& config,
                                  const triage::Preflight& preflight);

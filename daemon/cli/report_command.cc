@@ -53,6 +53,22 @@ struct LastIncident {
   std::string top_fix = "-";
 };
 
+// What the newest sampled run left free on its card at its peak.
+std::optional<uint64_t> headroom(const db::JobSummary& job) {
+  if (!job.gpu_peak_bytes || !job.gpu_total_bytes) return std::nullopt;
+  return *job.gpu_total_bytes > *job.gpu_peak_bytes ? *job.gpu_total_bytes - *job.gpu_peak_bytes
+                                                    : 0;
+}
+
+ordered_json optional_json(const std::optional<uint64_t>& bytes) {
+  return bytes ? ordered_json(*bytes) : ordered_json(nullptr);
+}
+
+// "22.1G": the jobs table's narrow columns.
+std::string gib_text(uint64_t bytes) {
+  return fmt::format("{:.1f}G", static_cast<double>(bytes) / (1ull << 30));
+}
+
 LastIncident last_incident(const db::JobSummary& job) {
   LastIncident out;
   const auto event = nlohmann::json::parse(job.last_event_json, nullptr, false);
@@ -215,6 +231,32 @@ ReportView build_view(const db::JobStory& story) {
   // the fix which worked is not read as still to do.
   view.completed_since = !story.runs.empty() && story.runs.back().outcome == "completed";
   view.unread_log = story.unread_log;
+  for (const db::GpuMemoryRow& row : story.gpu_memory) {
+    GpuMemoryView gpu;
+    gpu.run_number = view.run_number(row.run_id);
+    gpu.run_id = row.run_id;
+    gpu.gpu = row.gpu;
+    gpu.total_bytes = row.total_bytes;
+    gpu.peak_bytes = row.peak_bytes;
+    gpu.peak_phase = row.peak_phase;
+    gpu.peak_step = row.peak_step;
+    gpu.others_peak_bytes = row.others_peak_bytes;
+    // A timeline that does not read (a store edited by hand) leaves the peak without the curve.
+    if (auto timeline = triage::GpuTimeline::from_json(row.timeline_json)) {
+      gpu.points = timeline->points();
+      for (const triage::GpuPoint& point : gpu.points) {
+        const std::string phase(parsers::to_string(point.phase));
+        auto it = std::find_if(gpu.phase_peaks.begin(), gpu.phase_peaks.end(),
+                               [&](const auto& entry) { return entry.first == phase; });
+        if (it == gpu.phase_peaks.end()) {
+          gpu.phase_peaks.emplace_back(phase, point.peak_bytes);
+        } else {
+          it->second = std::max(it->second, point.peak_bytes);
+        }
+      }
+    }
+    view.gpu_memory.push_back(std::move(gpu));
+  }
   return view;
 }
 
@@ -345,7 +387,10 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
           {"last_seen", when(job.last_seen)},
           {"phase", last.phase == "-" ? ordered_json(nullptr) : ordered_json(last.phase)},
           {"step", last.step == "-" ? ordered_json(nullptr) : ordered_json(std::stoll(last.step))},
-          {"top_fix", last.top_fix == "-" ? ordered_json(nullptr) : ordered_json(last.top_fix)}};
+          {"top_fix", last.top_fix == "-" ? ordered_json(nullptr) : ordered_json(last.top_fix)},
+          {"gpu_peak_bytes", optional_json(job.gpu_peak_bytes)},
+          {"gpu_total_bytes", optional_json(job.gpu_total_bytes)},
+          {"gpu_headroom_bytes", optional_json(headroom(job))}};
       if (!job.host.empty()) line["host"] = job.host;
       out.push_back(std::move(line));
     }
@@ -360,8 +405,9 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
   }
   const bool c = color_enabled(color);
   const std::string host_header = hosts ? fmt::format("{:<16} ", "HOST") : "";
-  fmt::print("{}{:<32} {:<12} {:<14} {:<14} {:>6} {:<24} {:>4} {:>6}  {}\n", host_header, "JOB",
-             "TRAINER", "OUTCOME", "PHASE", "STEP", "TOP FIX", "RUNS", "EVENTS", "LAST SEEN");
+  fmt::print("{}{:<32} {:<12} {:<14} {:<14} {:>6} {:<24} {:>4} {:>6} {:>11} {:>8}  {}\n",
+             host_header, "JOB", "TRAINER", "OUTCOME", "PHASE", "STEP", "TOP FIX", "RUNS", "EVENTS",
+             "GPU PEAK", "HEADROOM", "LAST SEEN");
   for (size_t i = 0; i < jobs.size(); ++i) {
     const db::JobSummary& job = jobs[i];
     const LastIncident last = last_incident(job);
@@ -369,9 +415,14 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
         paint(c && job.outcome.starts_with("crashed"), fmt::fg(fmt::terminal_color::red),
               fmt::format("{:<14}", job.outcome));
     const std::string host = hosts ? fmt::format("{:<16} ", job.host) : "";
-    fmt::print("{}{:<32} {:<12} {} {:<14} {:>6} {:<24} {:>4} {:>6}  {}\n", host, names[i],
-               job.trainer, outcome, last.phase, last.step, last.top_fix, job.runs, job.events,
-               when(job.last_seen));
+    const std::string peak = job.gpu_peak_bytes
+                                 ? fmt::format("{}/{}", gib_text(*job.gpu_peak_bytes),
+                                               gib_text(job.gpu_total_bytes.value_or(0)))
+                                 : "-";
+    const auto room = headroom(job);
+    fmt::print("{}{:<32} {:<12} {} {:<14} {:>6} {:<24} {:>4} {:>6} {:>11} {:>8}  {}\n", host,
+               names[i], job.trainer, outcome, last.phase, last.step, last.top_fix, job.runs,
+               job.events, peak, room ? gib_text(*room) : "-", when(job.last_seen));
   }
   return kExitOk;
 }

@@ -272,6 +272,14 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
       } else if (key == "burst_check_ms") {
         config.burst_check_ms = value.as<int>();
         if (config.burst_check_ms < 0) return bad(source, value, "burst_check_ms must be >= 0");
+      } else if (key == "gpu_sample_ms") {
+        config.gpu_sample_ms = value.as<int>();
+        if (config.gpu_sample_ms < 0) return bad(source, value, "gpu_sample_ms must be >= 0");
+      } else if (key == "near_oom_share") {
+        config.near_oom_share = value.as<double>();
+        if (!(config.near_oom_share > 0 && config.near_oom_share <= 1)) {
+          return bad(source, value, "near_oom_share must be above 0 and at most 1 (0.95: 95%)");
+        }
       } else if (key == "read_interval_ms") {
         config.read_interval_ms = value.as<int>();
         if (config.read_interval_ms < 0) return bad(source, value, "read_interval_ms must be >= 0");
@@ -409,12 +417,12 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
           }
         }
       } else {
-        const auto close =
-            close_matches(key,
-                          {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms",
-                           "burst_check_ms", "watch", "alerts", "alert_group_seconds", "heal",
-                           "host", "store", "backfill", "metrics", "preflight", "gpu_memory"},
-                          1);
+        const auto close = close_matches(
+            key,
+            {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms", "burst_check_ms",
+             "gpu_sample_ms", "near_oom_share", "watch", "alerts", "alert_group_seconds", "heal",
+             "host", "store", "backfill", "metrics", "preflight", "gpu_memory"},
+            1);
         return bad(source, item.first,
                    "unknown key `" + key + "`" +
                        (close.empty() ? "" : "; did you mean `" + close[0] + "`?"));

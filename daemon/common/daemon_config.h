@@ -97,6 +97,13 @@ struct DaemonConfig {
   // How often each busy log is looked at for a completed record between its polls (one pread;
   // read_scheduler.h); 0: never, a busy log's OOM then waits for its poll.
   int burst_check_ms = 200;
+  // The GPU memory timeline (docs/gpu-memory.md): every card's memory and its processes are
+  // sampled through NVML this often (five times as often while a job is above 90% of what it
+  // may use); 0: off. A machine without NVML logs one line and samples nothing.
+  int gpu_sample_ms = 1000;
+  // A job whose sampled memory reaches this share of what it may use on its card (the card less
+  // other processes) gets one TrainingNearOOM warning per run (again only if it rises further).
+  double near_oom_share = 0.95;
   HealConfig heal;
   // Pre-flight (triage/preflight.h): a job's config is judged against the GPU when the daemon
   // first sees it, and one predicted not to fit gets one TrainingOOMPredicted warning. "warn"

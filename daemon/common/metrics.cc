@@ -30,6 +30,20 @@ std::string Metrics::render() const {
     out += fmt::format("oomtriage_events_total{{kind=\"{}\",phase=\"{}\"}} {}\n",
                        escape_label(key.first), escape_label(key.second), n);
   }
+  family("oomtriage_job_gpu_memory_bytes", "gauge",
+         "GPU memory a running job's processes hold now, by job and card (NVML).");
+  for (const auto& [key, bytes] : job_gpu_memory) {
+    out += fmt::format("oomtriage_job_gpu_memory_bytes{{job=\"{}\",gpu=\"{}\"}} {}\n",
+                       escape_label(key.first), key.second, bytes);
+  }
+  family("oomtriage_gpu_other_processes_bytes", "gauge",
+         "GPU memory held now by processes of no followed job, by card (NVML).");
+  for (const auto& [gpu, bytes] : gpu_other_memory) {
+    out += fmt::format("oomtriage_gpu_other_processes_bytes{{gpu=\"{}\"}} {}\n", gpu, bytes);
+  }
+  family("oomtriage_near_oom_warnings_total", "counter",
+         "TrainingNearOOM warnings sent: a running job's GPU memory near its card's limit.");
+  out += fmt::format("oomtriage_near_oom_warnings_total {}\n", near_oom_warnings);
   family("oomtriage_files_watched", "gauge", "Log files followed now.");
   out += fmt::format("oomtriage_files_watched {}\n", files_watched);
   family("oomtriage_bytes_read_total", "counter", "Bytes read from followed logs.");

@@ -2,7 +2,8 @@
 //
 // The daemon's Prometheus metrics, in the text exposition format: served at /metrics on the
 // configured address (loopback by default) and/or written to a node_exporter textfile. No
-// per-job labels: jobs are unbounded, so their detail stays in the store (`oomtriage report`).
+// per-job labels but one: jobs are unbounded, so their detail stays in the store (`oomtriage
+// report`); the GPU memory gauge names the jobs on a GPU now, which the cards bound.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,12 @@ struct Metrics {
   // by operation: each is retried at the next event or told in a log line, never silent.
   std::map<std::string, uint64_t> store_errors;
   uint64_t files_closed_idle = 0;  // idle logs closed to stay within the descriptor budget
-  bool fleet_configured = false;   // the fleet figures are shown only with a fleet store
+  // GPU memory now (daemon/service/gpu_monitor.h): each sampled job's on each card, and what
+  // processes of no followed job hold per card. Empty while nothing is sampled.
+  std::map<std::pair<std::string, unsigned>, uint64_t> job_gpu_memory;  // (job, gpu)
+  std::map<unsigned, uint64_t> gpu_other_memory;                        // gpu
+  uint64_t near_oom_warnings = 0;
+  bool fleet_configured = false;  // the fleet figures are shown only with a fleet store
   uint64_t fleet_backlog = 0;
   uint64_t fleet_shipped = 0;
   bool fleet_up = false;

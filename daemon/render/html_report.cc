@@ -395,6 +395,161 @@ void memory_bars(std::string& out, const ReportView& r,
   out += "</section>\n";
 }
 
+const char* phase_color(parsers::Phase phase) {
+  switch (phase) {
+    case parsers::Phase::kTrainStep: return colors::kTrainStep;
+    case parsers::Phase::kSampling: return colors::kSampling;
+    case parsers::Phase::kModelLoad:
+    case parsers::Phase::kQuantize: return colors::kLoading;
+    case parsers::Phase::kCacheLatents:
+    case parsers::Phase::kCacheTextEmbeddings: return colors::kCaching;
+    case parsers::Phase::kSaving: return colors::kSaving;
+    case parsers::Phase::kUnknown: break;
+  }
+  return "#bdbdbd";
+}
+
+// Each sampled run's memory against its steps: a bar per window coloured by its phase, what
+// other processes held stacked over it, the card's size, and the run's crashes in red. Windows
+// before the first step (loading, caching) share a band at the left, in time order.
+void memory_timeline(std::string& out, const ReportView& r) {
+  if (r.gpu_memory.empty()) return;
+  constexpr size_t kMaxCharts = 6;
+  constexpr double kWidth = 900, kHeight = 260, kLeft = 64, kRight = 16, kTop = 24, kBottom = 40;
+  const double x0 = kLeft, x1 = kWidth - kRight, y0 = kTop, y1 = kHeight - kBottom;
+  out += "<section id=\"gpu-timeline\"><h2>GPU memory over the run</h2>\n";
+  const size_t first = r.gpu_memory.size() > kMaxCharts ? r.gpu_memory.size() - kMaxCharts : 0;
+  for (size_t c = first; c < r.gpu_memory.size(); ++c) {
+    const GpuMemoryView& gpu = r.gpu_memory[c];
+    out += fmt::format("<h3>Run {} · GPU {} · {}</h3>\n", gpu.run_number, gpu.gpu,
+                       escape(gpu_peak_text(gpu)));
+    size_t before_steps = 0;
+    int64_t lo_step = 0, hi_step = 0;
+    bool any_step = false;
+    uint64_t top = gpu.total_bytes;
+    for (const triage::GpuPoint& p : gpu.points) {
+      top = std::max(top, p.peak_bytes + p.others_bytes);
+      if (!p.step_from) {
+        ++before_steps;
+        continue;
+      }
+      lo_step = any_step ? std::min(lo_step, *p.step_from) : *p.step_from;
+      hi_step = any_step ? std::max(hi_step, *p.step_to) : *p.step_to;
+      any_step = true;
+    }
+    std::vector<std::pair<int64_t, const ordered_json*>> crashes;
+    for (const auto& event : r.events) {
+      if (integer_of(event, "run_id") != gpu.run_id || !integer_of(event, "step")) continue;
+      crashes.emplace_back(*integer_of(event, "step"), &event);
+      hi_step = std::max(hi_step, *integer_of(event, "step"));
+    }
+    if (top == 0) top = 1;
+    const double band = before_steps == 0 ? 0 : (any_step ? 0.12 : 1.0) * (x1 - x0);
+    const double step_span = static_cast<double>(std::max<int64_t>(1, hi_step - lo_step + 1));
+    const auto x_of_step = [&](double step) {
+      return x0 + band + (x1 - x0 - band) * (step - static_cast<double>(lo_step)) / step_span;
+    };
+    const auto y_of = [&](uint64_t bytes) {
+      return y1 - (y1 - y0) * static_cast<double>(bytes) / static_cast<double>(top);
+    };
+    out += fmt::format(
+        "<svg viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"GPU {} memory by step, run "
+        "{}\">\n<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" "
+        "style=\"fill:var(--plot)\"/>\n",
+        kWidth, kHeight, gpu.gpu, gpu.run_number, x0, y0, x1 - x0, y1 - y0);
+    for (const double t : ticks(0, static_cast<double>(top) / (1ull << 30), 4)) {
+      const double y = y_of(static_cast<uint64_t>(t * (1ull << 30)));
+      out += fmt::format(
+          "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" "
+          "style=\"stroke:var(--grid)\"/><text x=\"{3}\" y=\"{4:.1f}\" "
+          "text-anchor=\"end\">{5:g} GiB</text>\n",
+          x0, x1, y, x0 - 6, y + 4, t);
+    }
+    if (any_step) {
+      for (const double t : ticks(static_cast<double>(lo_step), static_cast<double>(hi_step), 6)) {
+        out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
+                           x_of_step(t), y1 + 16, step_label(t));
+      }
+      out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">step</text>\n",
+                         (x0 + band + x1) / 2, kHeight - 4);
+    }
+    if (band > 0) {
+      out += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" class=\"muted\">before step "
+          "1</text>\n",
+          x0 + band / 2, y1 + 16);
+    }
+    size_t pre = 0;
+    for (const triage::GpuPoint& p : gpu.points) {
+      double left, width;
+      if (p.step_from) {
+        left = x_of_step(static_cast<double>(*p.step_from));
+        width = std::max(1.0, x_of_step(static_cast<double>(*p.step_to + 1)) - left);
+      } else {
+        width = band / static_cast<double>(before_steps);
+        left = x0 + width * static_cast<double>(pre++);
+      }
+      const std::string when =
+          p.step_from
+              ? (*p.step_from == *p.step_to ? fmt::format("step {}", *p.step_from)
+                                            : fmt::format("steps {}-{}", *p.step_from, *p.step_to))
+              : "before step 1";
+      out += fmt::format(
+          "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\" "
+          "data-phase=\"{}\"><title>{}, {}: {}</title></rect>\n",
+          left, y_of(p.peak_bytes), width, y1 - y_of(p.peak_bytes), phase_color(p.phase),
+          parsers::to_string(p.phase), when, parsers::to_string(p.phase),
+          format_bytes(p.peak_bytes));
+      if (p.others_bytes > 0) {
+        out += fmt::format(
+            "<rect x=\"{:.2f}\" y=\"{:.2f}\" width=\"{:.2f}\" height=\"{:.2f}\" fill=\"{}\" "
+            "fill-opacity=\"0.6\" class=\"others\"><title>{}: other processes "
+            "{}</title></rect>\n",
+            left, y_of(p.peak_bytes + p.others_bytes), width,
+            y_of(p.peak_bytes) - y_of(p.peak_bytes + p.others_bytes), colors::kOther, when,
+            format_bytes(p.others_bytes));
+      }
+    }
+    if (gpu.total_bytes > 0) {
+      out += fmt::format(
+          "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" "
+          "style=\"stroke:var(--fg)\" stroke-dasharray=\"4 3\" class=\"card-size\"><title>the "
+          "card: {3}</title></line>\n",
+          x0, x1, y_of(gpu.total_bytes), format_bytes(gpu.total_bytes));
+    }
+    for (const auto& [step, event] : crashes) {
+      const double x = x_of_step(static_cast<double>(step));
+      out += fmt::format(
+          "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"{3}\" "
+          "stroke-width=\"2.5\" class=\"crash\"><title>{4}</title></line>\n",
+          x, y0, y1, recovered(*event) ? colors::kRecovered : colors::kCrash,
+          escape(event_title(*event)));
+    }
+    out += "</svg>\n<div class=\"legend\">";
+    for (const auto& [phase, peak] : gpu.phase_peaks) {
+      const auto named = std::find_if(gpu.points.begin(), gpu.points.end(), [&](const auto& p) {
+        return parsers::to_string(p.phase) == phase;
+      });
+      out +=
+          fmt::format("<span><span class=\"sw\" style=\"background:{}\"></span>{} (peak {})</span>",
+                      phase_color(named->phase), escape(phase), format_bytes(peak));
+    }
+    if (gpu.others_peak_bytes > 0) {
+      out += fmt::format(
+          "<span><span class=\"sw\" style=\"background:{}\"></span>other processes on GPU {} "
+          "(up to {})</span>",
+          colors::kOther, gpu.gpu, format_bytes(gpu.others_peak_bytes));
+    }
+    if (!crashes.empty()) {
+      out += fmt::format(
+          "<span><span class=\"sw\" style=\"background:{}\"></span>out-of-memory crash</span>",
+          colors::kCrash);
+    }
+    out += "</div>\n";
+  }
+  out += "</section>\n";
+}
+
 void evidence(std::string& out, const ReportView& r,
               const std::vector<const ordered_json*>& shown) {
   out += "<section id=\"events\"><h2>Where it crashed</h2>\n";
@@ -538,6 +693,7 @@ std::string render_html_report(const ReportView& r) {
   runs_timeline(out, r);
   loss_chart(out, r, shown);
   memory_bars(out, r, shown);
+  memory_timeline(out, r);
   evidence(out, r, shown);
   fixes(out, r);
   config_diffs(out, r);

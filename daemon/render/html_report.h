@@ -26,6 +26,12 @@ inline constexpr const char* kRecovered = "#e6a700";
 inline constexpr const char* kLoss = "#7b4fd0";
 inline constexpr const char* kPlotLight = "#eef1f8";
 inline constexpr const char* kPlotDark = "#1d212a";
+// The GPU memory timeline's phases.
+inline constexpr const char* kTrainStep = "#4c78a8";
+inline constexpr const char* kSampling = "#f58518";
+inline constexpr const char* kLoading = "#8c8c8c";
+inline constexpr const char* kCaching = "#54a24b";
+inline constexpr const char* kSaving = "#b279a2";
 }  // namespace html_colors
 
 }  // namespace oomtriage::daemon

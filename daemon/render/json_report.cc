@@ -59,8 +59,41 @@ ordered_json report_json(const db::JobStory& story, const ReportView& view) {
       {"trainer", view.trainer}, {"model_family", view.model_family}, {"outcome", view.outcome},
       {"log_dir", view.log_dir}};
   if (!view.host.empty()) job["host"] = view.host;
-  return {{"oomtriage", 1},        {"job", job},         {"runs", runs}, {"snapshots", snapshots},
-          {"events", view.events}, {"fixes", view.fixes}};
+  ordered_json gpu_memory = ordered_json::array();
+  for (const GpuMemoryView& gpu : view.gpu_memory) {
+    ordered_json phases = ordered_json::object();
+    for (const auto& [phase, peak] : gpu.phase_peaks) phases[phase] = peak;
+    ordered_json points = ordered_json::array();
+    for (const triage::GpuPoint& p : gpu.points) {
+      const auto step = [](const std::optional<int64_t>& s) {
+        return s ? ordered_json(*s) : ordered_json(nullptr);
+      };
+      points.push_back({{"at_from", p.at_from},
+                        {"at_to", p.at_to},
+                        {"step_from", step(p.step_from)},
+                        {"step_to", step(p.step_to)},
+                        {"phase", parsers::to_string(p.phase)},
+                        {"peak_bytes", p.peak_bytes},
+                        {"others_bytes", p.others_bytes}});
+    }
+    gpu_memory.push_back(
+        {{"run_id", gpu.run_id},
+         {"gpu", gpu.gpu},
+         {"total_bytes", gpu.total_bytes},
+         {"peak_bytes", gpu.peak_bytes},
+         {"peak_phase", gpu.peak_phase},
+         {"peak_step", gpu.peak_step ? ordered_json(*gpu.peak_step) : ordered_json(nullptr)},
+         {"others_peak_bytes", gpu.others_peak_bytes},
+         {"phase_peaks", std::move(phases)},
+         {"points", std::move(points)}});
+  }
+  return {{"oomtriage", 1},
+          {"job", job},
+          {"runs", runs},
+          {"snapshots", snapshots},
+          {"events", view.events},
+          {"fixes", view.fixes},
+          {"gpu_memory", gpu_memory}};
 }
 
 }  // namespace

@@ -81,6 +81,16 @@ std::string render_markdown_report(const ReportView& r) {
     out += "\n";
   }
 
+  for (const GpuMemoryView& gpu : r.gpu_memory) {
+    std::string line =
+        fmt::format("- run {}, GPU {}: {}", gpu.run_number, gpu.gpu, md(gpu_peak_text(gpu)));
+    if (gpu.others_peak_bytes > 0) {
+      line += fmt::format("; other processes held up to {}", format_bytes(gpu.others_peak_bytes));
+    }
+    out += line + "\n";
+  }
+  if (!r.gpu_memory.empty()) out += "\n";
+
   if (!r.runs.empty()) {
     out += "| Run | Started | Outcome | Crash | Carried fix |\n|---:|---|---|---|---|\n";
     const size_t first = r.runs.size() > kMaxRuns ? r.runs.size() - kMaxRuns : 0;

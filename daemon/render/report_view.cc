@@ -74,4 +74,16 @@ std::string shell_quote(std::string_view text) {
   return out + "'";
 }
 
+std::string gpu_peak_text(const GpuMemoryView& gpu) {
+  std::string text = fmt::format("peak {}", format_bytes(gpu.peak_bytes));
+  if (gpu.total_bytes > 0) {
+    text += fmt::format(
+        " of {} ({:.0f}%)", format_bytes(gpu.total_bytes),
+        100.0 * static_cast<double>(gpu.peak_bytes) / static_cast<double>(gpu.total_bytes));
+  }
+  text += " in " + gpu.peak_phase;
+  if (gpu.peak_step) text += fmt::format(" at step {}", *gpu.peak_step);
+  return text;
+}
+
 }  // namespace oomtriage::daemon

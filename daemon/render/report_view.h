@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "parsers/loss_curve.h"
+#include "triage/gpu_timeline.h"
 
 namespace oomtriage::daemon {
 
@@ -47,6 +48,23 @@ struct LossCurve {
   std::string source;  // "loss_log.db", "the log's progress bar", or "" when none was found
 };
 
+// One run's GPU memory on one card, as the daemon or `run` sampled it (triage/gpu_timeline.h).
+struct GpuMemoryView {
+  int run_number = 0;
+  int64_t run_id = 0;
+  unsigned gpu = 0;
+  uint64_t total_bytes = 0;
+  uint64_t peak_bytes = 0;
+  std::string peak_phase;
+  std::optional<int64_t> peak_step;
+  uint64_t others_peak_bytes = 0;  // other processes on the card, at most
+  std::vector<std::pair<std::string, uint64_t>> phase_peaks;  // in the order the run ran them
+  std::vector<triage::GpuPoint> points;
+};
+
+// "peak 22.08 GiB of 24.00 GiB (92%) in sampling at step 30": one line for every face.
+std::string gpu_peak_text(const GpuMemoryView& gpu);
+
 struct ReportView {
   std::string name;      // as people see it: "my_lora (col/b)" where another job shares the name
   std::string job_name;  // as the job calls itself ("my_lora"): its training bar's description
@@ -68,6 +86,7 @@ struct ReportView {
   // The job's log was already there when the daemon first started, and it began at its end (no
   // backfill): the crash may be in the part it did not read.
   std::optional<std::string> unread_log;
+  std::vector<GpuMemoryView> gpu_memory;  // oldest run first
 
   // The job's run number of a store run id (0 when unknown).
   int run_number(int64_t run_id) const {

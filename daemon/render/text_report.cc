@@ -45,6 +45,19 @@ std::string render_text_report(const ReportView& view, bool c) {
                          fmt::join(run.carried_fixes, ", "), run.carried_result);
     }
   }
+  if (!view.gpu_memory.empty()) {
+    out += fmt::format("\n{}\n", bold("GPU memory (sampled)"));
+    for (const GpuMemoryView& gpu : view.gpu_memory) {
+      out += fmt::format("  run {}  GPU {}  {}\n", gpu.run_number, gpu.gpu, gpu_peak_text(gpu));
+      for (const auto& [phase, peak] : gpu.phase_peaks) {
+        out += fmt::format("       {:<24} peak {}\n", phase, format_bytes(peak));
+      }
+      if (gpu.others_peak_bytes > 0) {
+        out += fmt::format("       other processes on GPU {} held up to {}\n", gpu.gpu,
+                           format_bytes(gpu.others_peak_bytes));
+      }
+    }
+  }
   out += fmt::format("\n{}\n", bold("config"));
   if (view.snapshots.empty()) out += "  no config file seen\n";
   for (const SnapshotView& s : view.snapshots) {

@@ -33,6 +33,7 @@
 #include "daemon/service/file_identity.h"
 #include "daemon/service/fleet_shipper.h"
 #include "daemon/service/followed_logs.h"
+#include "daemon/service/gpu_monitor.h"
 #include "daemon/service/job_registry.h"
 #include "daemon/service/log_discovery.h"
 #include "daemon/service/read_scheduler.h"
@@ -43,6 +44,7 @@
 #include "daemon/service/wal_checkpointer.h"
 #include "db/store.h"
 #include "db/store_recovery.h"
+#include "triage/triage_job.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -79,7 +81,13 @@ class Daemon final : public LogHost {
                    [this](Tracked& file) { return read(file); }),
         logs_(io, store, registry_, scheduler_, metrics_, buffer_, *this, unix_now, verbose),
         inotify_(io),
-        signals_(io, SIGINT, SIGTERM, SIGHUP) {
+        signals_(io, SIGINT, SIGTERM, SIGHUP),
+        gpu_(
+            io, store, metrics_, unix_now, [this] { return sampled_runs(); },
+            [this](AlertContent alert) {
+              if (dispatcher_) dispatcher_->send_once(std::move(alert));
+            },
+            [](const std::string& line) { log_line(kNotice, "{}", line); }) {
     sink_.on_damaged([this](const std::string& message) { store_damaged(message); });
   }
 
@@ -166,10 +174,54 @@ class Daemon final : public LogHost {
       arm_watchdog();
     }
     write_textfile();
+    start_gpu_monitor();
     return true;
   }
 
  private:
+  // --- the GPU memory timeline (gpu_monitor.h) -------------------------------------------------
+  void start_gpu_monitor() {
+    gpu_.start(std::chrono::milliseconds(config_.gpu_sample_ms), config_.near_oom_share);
+  }
+
+  // Every followed run with its logs, folder, and where its log says it is now.
+  std::vector<SampledRun> sampled_runs() {
+    std::map<int64_t, SampledRun> runs;
+    for (auto& [path, file] : logs_.by_path()) {
+      Tracked* log = file.get();
+      if (log->job.run_id == 0) continue;
+      SampledRun& run = runs[log->job.run_id];
+      run.logs.push_back(path);
+      if (run.run_id != 0) continue;  // its first log tells the rest
+      run.run_id = log->job.run_id;
+      run.folder = job_home(*log);
+      run.step = log->analyzer().training_step();
+      run.phase = log->analyzer().current_phase();
+      run.alert.job = log->job.name;
+      run.alert.trainer = std::string(parsers::to_string(log->analyzer().trainer()));
+      run.alert.model_family =
+          log->job.config ? std::string(parsers::to_string(log->job.config->family)) : "unknown";
+      run.alert.log_path = path;
+      run.alert.total_steps = log->analyzer().training_total();
+      // Called within this sample, while the log is still followed.
+      run.fixes = [log](parsers::Phase phase, uint64_t peak, uint64_t card) {
+        parsers::OomEvent near;
+        near.phase = phase;
+        near.step = log->analyzer().training_step();
+        near.figures.total_capacity_bytes = card;
+        near.figures.this_process_in_use_bytes = peak;
+        const triage::JobView job{log->job.config ? &*log->job.config : nullptr,
+                                  log->job.config_problem, &log->job.files};
+        return triage::triage_event(near, log->analyzer().trainer(), log->analyzer().arguments(),
+                                    job, {});
+      };
+    }
+    std::vector<SampledRun> list;
+    list.reserve(runs.size());
+    for (auto& [id, run] : runs) list.push_back(std::move(run));
+    return list;
+  }
+
   // --- a damaged store ----------------------------------------------------------------------
   // SQLite found the store damaged: retrying cannot mend it. The loop stops (no drain: nothing
   // more can be stored) and run_daemon() moves the store aside, salvages it and starts again.
@@ -638,6 +690,7 @@ class Daemon final : public LogHost {
       log_line(kInfo, "signal {}: draining {} file(s) and stopping", signal, logs_.size());
       notify_service_manager("STOPPING=1");
       logs_.drain_all();
+      gpu_.stop();
       write_textfile();
       io_.stop();
     });
@@ -683,6 +736,7 @@ class Daemon final : public LogHost {
       healer_ = make_healer();
     }
     slurm_.configure(config_.watch);
+    start_gpu_monitor();
     if (!start_fleet_shipper()) log_line(kError, "SIGHUP: no fleet store until the next reload");
     discovery_.scan_all();
     log_line(kNotice, "SIGHUP: config reloaded from {} ({} rule(s))", config_.source,
@@ -728,6 +782,7 @@ class Daemon final : public LogHost {
   asio::steady_timer checkpoint_timer_{io_};
   bool checkpoint_armed_ = false;
   asio::signal_set signals_;
+  GpuMonitor gpu_;
   std::unique_ptr<WalCheckpointer> wal_checkpointer_;
   std::unique_ptr<FleetShipper> fleet_;  // `store: postgresql://...`
   std::unique_ptr<AlertDispatcher> dispatcher_;

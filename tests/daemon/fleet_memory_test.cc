@@ -94,6 +94,30 @@ TEST_SUITE("daemon::fleet memory") {
       CHECK(triage::describe(*three) ==
             "adjusted +20% from 3 runs of " + family + " on 48 GiB cards on this fleet");
     }
+    SUBCASE("one completed run's sampled peak changes the next check of its family") {
+      const auto check = [&] {
+        return oomtriage_says("--state-dir " + dir.path.string() + " check " +
+                              (kSource / "examples/training_folder/my_lora/config.yaml").string() +
+                              " --gpu 48GiB");
+      };
+      record_run(store, "sampled", config, "completed", 0, 1);
+      const auto [before_code, before] = check();
+      INFO("check before: " << before);
+      CHECK(before.find("adjusted") == std::string::npos);
+      // The daemon sampled the run at 80% of what the model predicts for its peak.
+      const auto story = **store.job_story("sampled");
+      const uint64_t peak = estimate.peak().peak_bytes * 4 / 5;
+      REQUIRE(store.record_gpu_memory(
+          {story.runs[0].id, 0, uint64_t{48} << 30, peak, "train_step", 10, 0, "{}", 1}));
+      auto c = fleet_correction(path, family, uint64_t{48} << 30);
+      REQUIRE(c);
+      CHECK(c->factor == doctest::Approx(0.8).epsilon(0.01));
+      CHECK(c->measured == 1);
+      const auto [after_code, after] = check();
+      INFO("check after: " << after);
+      CHECK(after.find("adjusted -20% from 1 run of " + family) != std::string::npos);
+      CHECK(after.find("1 with a measured peak") != std::string::npos);
+    }
     SUBCASE("a snapshot that does not parse is left out") {
       record_run(store, "bad", "config: [unclosed", "completed", 0, 1);
       auto runs = fleet_runs(store);

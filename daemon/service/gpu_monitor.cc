@@ -1,0 +1,256 @@
+// daemon/service/gpu_monitor.cc: the sampling turn, each process's run, the timelines' writes
+// and the near-OOM warning.
+#include "daemon/service/gpu_monitor.h"
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "daemon/common/clock.h"
+
+namespace oomtriage::daemon {
+
+GpuMonitor::GpuMonitor(boost::asio::io_context& io, db::Store& store, Metrics& metrics,
+                       std::function<int64_t()> wall_clock, Runs runs,
+                       std::function<void(AlertContent)> warn,
+                       std::function<void(const std::string&)> say)
+    : io_(io),
+      store_(store),
+      metrics_(metrics),
+      wall_clock_(std::move(wall_clock)),
+      runs_(std::move(runs)),
+      warn_(std::move(warn)),
+      say_(std::move(say)),
+      timer_(io) {}
+
+GpuMonitor::~GpuMonitor() { timer_.cancel(); }
+
+void GpuMonitor::start(std::chrono::milliseconds interval, double near_oom_share,
+                       std::unique_ptr<NvmlSampler> sampler) {
+  interval_ = interval;
+  share_ = near_oom_share;
+  timer_.cancel();
+  if (interval_.count() <= 0) {
+    sampler_.reset();
+    return;
+  }
+  if (sampler) sampler_ = std::move(sampler);
+  if (!sampler_) {
+    auto opened = NvmlSampler::open();
+    if (!opened) {
+      if (!said_unavailable_) {
+        say_(fmt::format("no GPU memory timeline: {}", opened.error().message));
+        said_unavailable_ = true;
+      }
+      return;
+    }
+    sampler_ = std::move(*opened);
+    say_(fmt::format("sampling the memory of {} GPU(s) every {} ms ({})", sampler_->device_count(),
+                     interval_.count(),
+                     sampler_->process_query().empty() ? "no per-process query: cards only"
+                                                       : sampler_->process_query()));
+  }
+  for (auto& [run_id, state] : states_) state.watch = triage::NearOomWatch(share_);
+  arm();
+}
+
+void GpuMonitor::stop() {
+  timer_.cancel();
+  for (auto& [run_id, state] : states_) {
+    if (state.dirty) store(run_id, state);
+  }
+}
+
+void GpuMonitor::arm() {
+  const auto wait = fast_ ? std::max(interval_ / 5, std::chrono::milliseconds(50)) : interval_;
+  timer_.expires_after(wait);
+  timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error) return;
+    sample_once();
+    arm();
+  });
+}
+
+std::optional<int64_t> GpuMonitor::owner_of(pid_t pid, const std::vector<SampledRun>& runs,
+                                            const std::vector<JobFiles>& files) {
+  const auto now = std::chrono::steady_clock::now();
+  const auto present = [&](int64_t run_id) {
+    return std::any_of(runs.begin(), runs.end(),
+                       [&](const SampledRun& run) { return run.run_id == run_id; });
+  };
+  if (const auto known = owners_.find(pid); known != owners_.end()) {
+    const Owner& owner = known->second;
+    if (owner.run_id ? present(*owner.run_id) : now - owner.checked_at < kRetryUnattributed) {
+      return owner.run_id;
+    }
+  }
+  Owner owner{std::nullopt, now};
+  const pid_t group = ::getpgid(pid);
+  for (const SampledRun& run : runs) {
+    if (run.process_group && group == *run.process_group) owner.run_id = run.run_id;
+  }
+  if (!owner.run_id) {
+    if (const auto key = attribution_.job_of(pid, files)) {
+      int64_t run_id = 0;
+      std::from_chars(key->data(), key->data() + key->size(), run_id);
+      owner.run_id = run_id;
+    }
+  }
+  owners_[pid] = owner;
+  return owner.run_id;
+}
+
+GpuMonitor::RunState& GpuMonitor::state_of(int64_t run_id, const std::string& job) {
+  const auto [it, inserted] = states_.try_emplace(run_id);
+  RunState& state = it->second;
+  if (!inserted) return state;
+  state.job = job;
+  state.watch = triage::NearOomWatch(share_);
+  // A restarted daemon goes on with what it stored: the timeline, and the warning sent.
+  auto rows = store_.gpu_memory_of_run(run_id);
+  if (!rows) {
+    ++metrics_.store_errors["read_gpu_memory"];
+    return state;
+  }
+  uint64_t warned = 0;
+  for (const db::GpuMemoryRow& row : *rows) {
+    if (auto timeline = triage::GpuTimeline::from_json(row.timeline_json)) {
+      state.cards.emplace(row.gpu, std::move(*timeline));
+    }
+    if (row.warned_bytes) {
+      state.warned_bytes[row.gpu] = *row.warned_bytes;
+      warned = std::max(warned, *row.warned_bytes);
+    }
+  }
+  if (warned > 0) state.watch.restore(warned);
+  return state;
+}
+
+void GpuMonitor::sample_once() {
+  if (!sampler_) return;
+  const std::vector<GpuSample> cards = sampler_->sample();
+  // The runs are asked for only when a card has a process: an idle machine costs one NVML call.
+  const bool any_process = std::any_of(
+      cards.begin(), cards.end(), [](const GpuSample& card) { return !card.processes.empty(); });
+  const std::vector<SampledRun> runs = any_process ? runs_() : std::vector<SampledRun>{};
+  std::vector<JobFiles> files;
+  files.reserve(runs.size());
+  for (const SampledRun& run : runs) {
+    files.push_back({std::to_string(run.run_id), run.folder, run.logs});
+  }
+  // Each process's memory to its run, or to no followed job, per card.
+  std::map<std::pair<int64_t, unsigned>, uint64_t> held;  // (run, card)
+  std::map<unsigned, uint64_t> processes_total;
+  std::set<pid_t> seen;
+  metrics_.gpu_other_memory.clear();
+  for (const GpuSample& card : cards) {
+    uint64_t& others = metrics_.gpu_other_memory[card.index];
+    for (const GpuProcess& process : card.processes) {
+      seen.insert(static_cast<pid_t>(process.pid));
+      const uint64_t bytes = process.used_bytes.value_or(0);
+      processes_total[card.index] += bytes;
+      if (const auto run = owner_of(static_cast<pid_t>(process.pid), runs, files)) {
+        held[{*run, card.index}] += bytes;
+      } else {
+        others += bytes;
+      }
+    }
+  }
+  std::erase_if(owners_, [&](const auto& entry) { return !seen.contains(entry.first); });
+
+  metrics_.job_gpu_memory.clear();
+  fast_ = false;
+  const int64_t now = wall_clock_();
+  const auto steady_now = std::chrono::steady_clock::now();
+  std::set<int64_t> sampled;
+  for (const SampledRun& run : runs) {
+    for (const GpuSample& card : cards) {
+      const auto it = held.find({run.run_id, card.index});
+      if (it == held.end() || card.total_bytes == 0) continue;
+      sampled.insert(run.run_id);
+      RunState& state = state_of(run.run_id, run.alert.job);
+      const uint64_t bytes = it->second;
+      const triage::GpuReading reading{
+          now, run.step, run.phase, bytes, processes_total[card.index] - bytes, card.total_bytes};
+      triage::GpuTimeline& timeline =
+          state.cards.try_emplace(card.index, triage::GpuTimeline(card.index)).first->second;
+      timeline.add(reading);
+      state.dirty = true;
+      metrics_.job_gpu_memory[{run.alert.job, card.index}] += bytes;
+      const uint64_t usable =
+          card.total_bytes > reading.others_bytes ? card.total_bytes - reading.others_bytes : 0;
+      if (static_cast<double>(bytes) > 0.9 * static_cast<double>(usable)) fast_ = true;
+      if (const auto warning = state.watch.check(timeline, reading)) {
+        warn(run, state, card.index, card.total_bytes, *warning);
+      }
+    }
+  }
+  // Written every kStoreInterval while sampled, at once when its processes left the cards, and
+  // forgotten once its run is no longer followed.
+  for (auto it = states_.begin(); it != states_.end();) {
+    const int64_t run_id = it->first;
+    RunState& state = it->second;
+    const bool left = !sampled.contains(run_id);
+    if (state.dirty && (left || steady_now - state.stored_at >= kStoreInterval)) {
+      store(run_id, state);
+    }
+    const bool followed = std::any_of(runs.begin(), runs.end(),
+                                      [&](const SampledRun& run) { return run.run_id == run_id; });
+    it = followed || state.dirty ? std::next(it) : states_.erase(it);
+  }
+}
+
+void GpuMonitor::store(int64_t run_id, RunState& state) {
+  for (const auto& [gpu, timeline] : state.cards) {
+    const triage::GpuPoint* peak = timeline.peak();
+    if (peak == nullptr) continue;
+    db::GpuMemoryRow row;
+    row.run_id = run_id;
+    row.gpu = gpu;
+    row.total_bytes = timeline.total_bytes();
+    row.peak_bytes = peak->peak_bytes;
+    row.peak_phase = std::string(parsers::to_string(peak->phase));
+    row.peak_step = peak->step_to;
+    row.others_peak_bytes = timeline.others_peak_bytes();
+    row.timeline_json = timeline.to_json();
+    row.updated_at = wall_clock_();
+    if (const auto warned = state.warned_bytes.find(gpu); warned != state.warned_bytes.end()) {
+      row.warned_bytes = warned->second;
+    }
+    if (auto stored = store_.record_gpu_memory(row); !stored) {
+      // Kept dirty: the next turn tries again; counted, not logged per turn.
+      ++metrics_.store_errors["record_gpu_memory"];
+      return;
+    }
+  }
+  state.dirty = false;
+  state.stored_at = std::chrono::steady_clock::now();
+}
+
+void GpuMonitor::warn(const SampledRun& run, RunState& state, unsigned gpu, uint64_t card_bytes,
+                      const triage::NearOomWatch::Warning& warning) {
+  NearOomRun about = run.alert;
+  about.run_id = run.run_id;
+  about.gpu = gpu;
+  about.card_bytes = card_bytes;
+  // Its number: the memory in MiB, so a warning after a restart or a further rise has an id of
+  // its own and one sent twice (never, by the watch) would have the same.
+  about.warning = static_cast<int>(warning.peak_bytes >> 20);
+  about.starts_at = utc_time(wall_clock_());
+  const std::vector<triage::Fix> fixes =
+      run.fixes ? run.fixes(warning.phase, warning.peak_bytes, card_bytes)
+                : std::vector<triage::Fix>{};
+  AlertContent alert = near_oom_alert(about, warning, fixes);
+  state.warned_bytes[gpu] = warning.peak_bytes;
+  ++metrics_.near_oom_warnings;
+  say_(near_oom_line(alert));
+  // Stored first: a restart after the warning does not send it again.
+  store(run.run_id, state);
+  warn_(std::move(alert));
+}
+
+}  // namespace oomtriage::daemon

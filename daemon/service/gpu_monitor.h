@@ -1,0 +1,118 @@
+// daemon/service/gpu_monitor.h
+//
+// The GPU memory timeline's sampling, for the daemon and `run` (docs/gpu-memory.md): on a timer,
+// every card's memory and compute processes through NVML (nvml_sampler.h); each process put to
+// a run (`run`'s child's process group, else gpu_attribution.h: the log it writes, its folder,
+// its config on its command line), remembered per pid; each run's memory per card added to its
+// timeline with the step and phase its log shows now (triage/gpu_timeline.h) and written to the
+// store every kStoreInterval and when the run leaves; one TrainingNearOOM warning when a run
+// nears its card's limit; the Prometheus gauges. A run's timeline and warning survive a restart
+// (read back from the store). Without NVML: one log line, nothing sampled, nothing else changes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <utility>  // before Asio (Boost 1.74)
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "daemon/alerts/near_oom_alert.h"
+#include "daemon/common/metrics.h"
+#include "daemon/common/nvml_sampler.h"
+#include "daemon/service/gpu_attribution.h"
+#include "db/store.h"
+#include "triage/fix.h"
+#include "triage/gpu_timeline.h"
+
+namespace oomtriage::daemon {
+
+// A run that may hold GPU memory, as the monitor's owner sees it at one sample.
+struct SampledRun {
+  int64_t run_id = 0;
+  std::string folder;                  // the job's folder, may be empty
+  std::vector<std::string> logs;       // its followed logs, absolute
+  std::optional<pid_t> process_group;  // `run`: its child's: every process in it is the job's
+  std::optional<int64_t> step;
+  parsers::Phase phase = parsers::Phase::kUnknown;
+  NearOomRun alert;  // job, trainer, family, log path, total steps (the monitor fills the rest)
+  // The fixes ranked for an OOM in `phase` at this memory: the near-OOM warning's top change.
+  std::function<std::vector<triage::Fix>(parsers::Phase, uint64_t peak, uint64_t card)> fixes;
+};
+
+class GpuMonitor {
+ public:
+  // Written at most this often per run while it is sampled (and when it leaves).
+  static constexpr std::chrono::seconds kStoreInterval{10};
+  // An unattributed process is looked at again after this long (its job's log may appear).
+  static constexpr std::chrono::seconds kRetryUnattributed{30};
+
+  using Runs = std::function<std::vector<SampledRun>()>;
+  // `wall_clock` gives Unix seconds; `warn` sends a near-OOM warning (once to each receiver)
+  // and `say` writes one journal line.
+  GpuMonitor(boost::asio::io_context& io, db::Store& store, Metrics& metrics,
+             std::function<int64_t()> wall_clock, Runs runs, std::function<void(AlertContent)> warn,
+             std::function<void(const std::string&)> say);
+  ~GpuMonitor();
+
+  // Samples every `interval` (0: off) through `sampler`, or NVML as nvml_library() finds it;
+  // without it, says so in one line and samples nothing. Restarting with other settings keeps
+  // the runs' timelines.
+  void start(std::chrono::milliseconds interval, double near_oom_share,
+             std::unique_ptr<NvmlSampler> sampler = nullptr);
+  // Writes every run's timeline and stops the timer.
+  void stop();
+  // One sample now (the timer's turn).
+  void sample_once();
+  bool sampling() const { return sampler_ != nullptr; }
+
+ private:
+  struct RunState {
+    std::map<unsigned, triage::GpuTimeline> cards;
+    triage::NearOomWatch watch;
+    int warnings = 0;
+    std::map<unsigned, uint64_t> warned_bytes;  // per card, for the store
+    bool dirty = false;
+    std::chrono::steady_clock::time_point stored_at{};
+    std::string job;
+  };
+  struct Owner {
+    std::optional<int64_t> run_id;
+    std::chrono::steady_clock::time_point checked_at;
+  };
+
+  void arm();
+  std::optional<int64_t> owner_of(pid_t pid, const std::vector<SampledRun>& runs,
+                                  const std::vector<JobFiles>& files);
+  RunState& state_of(int64_t run_id, const std::string& job);
+  void store(int64_t run_id, RunState& state);
+  void warn(const SampledRun& run, RunState& state, unsigned gpu, uint64_t card_bytes,
+            const triage::NearOomWatch::Warning& warning);
+
+  boost::asio::io_context& io_;
+  db::Store& store_;
+  Metrics& metrics_;
+  std::function<int64_t()> wall_clock_;
+  Runs runs_;
+  std::function<void(AlertContent)> warn_;
+  std::function<void(const std::string&)> say_;
+  std::unique_ptr<NvmlSampler> sampler_;
+  GpuAttribution attribution_;
+  boost::asio::steady_timer timer_;
+  std::chrono::milliseconds interval_{0};
+  double share_ = 0.95;
+  bool fast_ = false;  // a run is above 90% of what it may use: sample five times as often
+  bool said_unavailable_ = false;
+  std::map<int64_t, RunState> states_;
+  std::map<pid_t, Owner> owners_;
+};
+
+}  // namespace oomtriage::daemon

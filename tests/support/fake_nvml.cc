@@ -1,0 +1,119 @@
+// tests/support/fake_nvml.cc
+//
+// A stand-in libnvidia-ml.so.1 for tests of the GPU memory timeline on machines without a GPU:
+// the few NVML entry points oomtriage calls (daemon/common/nvml_sampler.h, nvml_probe.h), with
+// the answers read, at the count and at every handle of card 0 (once per sample), from the file
+// that FAKE_NVML_STATE names. A test rewrites that file (write aside, rename) to script the cards:
+//   gpu <index> <total bytes> <used bytes>
+//   process <gpu index> <pid> <used bytes>
+// A missing or empty file is a machine with no GPU.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace {
+
+constexpr int kCards = 8;
+constexpr int kProcesses = 64;
+
+struct Card {
+  unsigned long long total = 0, used = 0;
+  unsigned processes = 0;
+  unsigned pid[kProcesses] = {};
+  unsigned long long process_used[kProcesses] = {};
+};
+
+Card cards[kCards];
+unsigned card_count = 0;
+bool initialised = false;
+
+void read_state() {
+  for (Card& card : cards) card = Card{};
+  card_count = 0;
+  const char* path = std::getenv("FAKE_NVML_STATE");
+  FILE* file = path ? std::fopen(path, "r") : nullptr;
+  if (file == nullptr) return;
+  char kind[16];
+  while (std::fscanf(file, "%15s", kind) == 1) {
+    if (std::strcmp(kind, "gpu") == 0) {
+      unsigned index = 0;
+      unsigned long long total = 0, used = 0;
+      if (std::fscanf(file, "%u %llu %llu", &index, &total, &used) != 3 || index >= kCards) break;
+      cards[index].total = total;
+      cards[index].used = used;
+      if (index + 1 > card_count) card_count = index + 1;
+    } else if (std::strcmp(kind, "process") == 0) {
+      unsigned index = 0, pid = 0;
+      unsigned long long used = 0;
+      if (std::fscanf(file, "%u %u %llu", &index, &pid, &used) != 3 || index >= kCards) break;
+      Card& card = cards[index];
+      if (card.processes < kProcesses) {
+        card.pid[card.processes] = pid;
+        card.process_used[card.processes] = used;
+        ++card.processes;
+      }
+    } else {
+      break;
+    }
+  }
+  std::fclose(file);
+}
+
+struct Memory {
+  unsigned long long total, free, used;
+};
+struct ProcessInfo {  // nvmlProcessInfo_v2_t
+  unsigned pid;
+  unsigned long long used;
+  unsigned gpu_instance, compute_instance;
+};
+
+}  // namespace
+
+extern "C" {
+
+__attribute__((visibility("default"))) int nvmlInit_v2() {
+  initialised = true;
+  read_state();
+  return 0;
+}
+__attribute__((visibility("default"))) int nvmlShutdown() {
+  initialised = false;
+  return 0;
+}
+__attribute__((visibility("default"))) const char* nvmlErrorString(int) { return "Unknown Error"; }
+__attribute__((visibility("default"))) int nvmlDeviceGetCount_v2(unsigned* count) {
+  if (!initialised) return 1;
+  read_state();
+  *count = card_count;
+  return 0;
+}
+__attribute__((visibility("default"))) int nvmlDeviceGetHandleByIndex_v2(unsigned index,
+                                                                         void** device) {
+  if (initialised && index == 0) read_state();
+  if (!initialised || index >= card_count) return 2;
+  *device = &cards[index];
+  return 0;
+}
+__attribute__((visibility("default"))) int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
+  const Card* card = static_cast<const Card*>(device);
+  memory->total = card->total;
+  memory->used = card->used;
+  memory->free = card->total - card->used;
+  return 0;
+}
+__attribute__((visibility("default"))) int nvmlDeviceGetComputeRunningProcesses_v2(
+    void* device, unsigned* count, ProcessInfo* infos) {
+  const Card* card = static_cast<const Card*>(device);
+  if (*count < card->processes) {
+    *count = card->processes;
+    return 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+  }
+  *count = card->processes;
+  for (unsigned k = 0; k < card->processes; ++k) {
+    infos[k] = {card->pid[k], card->process_used[k], 0, 0};
+  }
+  return 0;
+}
+
+}  // extern "C"
