@@ -1,0 +1,238 @@
+// tests/daemon/gpu_timeline_e2e_test.cc
+//
+// The GPU memory timeline end to end: the real daemon, a stand-in NVML (tests/support/
+// fake_nvml.cc) loaded through OOMTRIAGE_NVML_LIBRARY whose cards the test scripts, a trainer
+// that is a real process holding its log open for writing, a stranger process on the same card,
+// and a webhook receiver on loopback. A run that climbs through training into a preview at 96%
+// of what it may use gets exactly one TrainingNearOOM warning, before its OOM's alert; its
+// timeline is stored with its steps and phases, the stranger named as another process, and
+// `report` (text, HTML, JSON) and `jobs` show it. Without NVML the daemon says so once and works
+// as before.
+#include <doctest/doctest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/e2e.h"
+#include "tests/support/http_test_server.h"
+#include "tests/support/log_samples.h"
+#include "triage/gpu_timeline.h"
+
+using namespace oomtriage;
+using namespace oomtriage::testing;
+using nlohmann::json;
+
+namespace {
+
+constexpr uint64_t kGiB = 1024ull * 1024 * 1024;
+const ScriptedResponse kOk{};
+
+// A process that sleeps with its stdout appended to `log` (a trainer holding its log), or to
+// /dev/null (a stranger).
+struct Sleeper {
+  pid_t pid = -1;
+  explicit Sleeper(const fs::path& log) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    const char* argv[] = {"sleep", "120", nullptr};
+    REQUIRE(posix_spawnp(&pid, "sleep", &actions, nullptr, const_cast<char**>(argv), environ) == 0);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  void kill() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  ~Sleeper() { kill(); }
+};
+
+// The stand-in NVML's cards, rewritten whole (write aside, rename) so a sample never reads half.
+struct FakeCards {
+  fs::path path;
+  explicit FakeCards(fs::path p) : path(std::move(p)) {}
+  void set(uint64_t total, const std::vector<std::pair<pid_t, uint64_t>>& processes) {
+    uint64_t used = 0;
+    std::string text;
+    for (const auto& [pid, bytes] : processes) {
+      text += fmt::format("process 0 {} {}\n", pid, bytes);
+      used += bytes;
+    }
+    const fs::path tmp = path.string() + ".tmp";
+    std::ofstream(tmp, std::ios::trunc) << fmt::format("gpu 0 {} {}\n", total, used) << text;
+    fs::rename(tmp, path);
+  }
+};
+
+std::vector<std::string> alertnames(const HttpTestServer& server) {
+  std::vector<std::string> names;
+  for (const auto& request : server.requests()) {
+    const json body = json::parse(request.body, nullptr, false);
+    if (!body.is_object() || !body.contains("alerts")) continue;
+    for (const auto& alert : body["alerts"])
+      names.push_back(alert["labels"].value("alertname", ""));
+  }
+  return names;
+}
+
+std::vector<json> alerts_named(const HttpTestServer& server, const std::string& name) {
+  std::vector<json> found;
+  for (const auto& request : server.requests()) {
+    const json body = json::parse(request.body, nullptr, false);
+    if (!body.is_object() || !body.contains("alerts")) continue;
+    for (const auto& alert : body["alerts"]) {
+      if (alert["labels"].value("alertname", "") == name) found.push_back(alert);
+    }
+  }
+  return found;
+}
+
+void append(const fs::path& log, const std::string& text) {
+  std::ofstream(log, std::ios::app | std::ios::binary) << text;
+}
+
+struct Rig {
+  TempDir dir;
+  fs::path out = dir.path / "output";
+  fs::path job = out / "my_lora";
+  fs::path log = job / "log.txt";
+  fs::path config = dir.path / "oomtriage.yaml";
+  Rig(const std::string& url) {
+    fs::create_directories(job);
+    std::ofstream(config) << "watch:\n  - logs: " << (out / "*" / "log.txt").string() << "\n"
+                          << "gpu_sample_ms: 100\nalert_group_seconds: 0\n"
+                          << "alerts:\n  - name: hook\n    type: webhook\n    url: " << url
+                          << "\n    retry_initial_ms: 200\n";
+  }
+  std::pair<int, std::string> says(const std::string& args) {
+    return oomtriage_says("--state-dir " + (dir.path / "state").string() + " " + args);
+  }
+};
+
+}  // namespace
+
+TEST_SUITE("daemon::gpu timeline") {
+  TEST_CASE(
+      "a run climbing to 96% gets one near-OOM warning before its OOM; its timeline is stored "
+      "with steps and phases, another process named as such, and shown by report and jobs") {
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; });
+    Rig rig(server.url());
+    FakeCards cards(rig.dir.path / "cards");
+    ScopedEnv library("OOMTRIAGE_NVML_LIBRARY", OOMTRIAGE_FAKE_NVML);
+    ScopedEnv state("FAKE_NVML_STATE", cards.path.string());
+    Sleeper stranger("/dev/null");
+    // 22.75 GiB usable: 95% is 21.61 GiB.
+    const uint64_t card = 24 * kGiB, others = kGiB + kGiB / 4;
+    cards.set(card, {{stranger.pid, others}});
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    INFO("the daemon's stderr: " << daemon.stderr_text());
+    // The job starts after the daemon: its log appears, written by its trainer.
+    Sleeper trainer(rig.log);
+    append(rig.log, "Running 1 job\n");
+    cards.set(card, {{trainer.pid, 6 * kGiB}, {stranger.pid, others}});
+    append(rig.log,
+           "#############################################\n# Running job: my_lora\n"
+           "#############################################\nLoading Flux model\n");
+    std::this_thread::sleep_for(400ms);
+    for (int step = 1; step <= 8; ++step) {
+      cards.set(card, {{trainer.pid, (16 + step / 4) * kGiB}, {stranger.pid, others}});
+      append(rig.log, test::bar("my_lora", step, 100) + "\n");
+      std::this_thread::sleep_for(250ms);
+    }
+    append(rig.log, "Sampling at step 8\n");
+    std::this_thread::sleep_for(150ms);  // read before the preview's memory is sampled
+    const uint64_t preview = 21 * kGiB + 860 * (1ull << 20);  // 96.0% of 22.75 GiB
+    cards.set(card, {{trainer.pid, preview}, {stranger.pid, others}});
+    REQUIRE(wait_until([&] { return alerts_named(server, "TrainingNearOOM").size() == 1; }));
+    std::this_thread::sleep_for(600ms);  // more samples at the same height: no second warning
+    append(rig.log, test::traceback("  File \"run.py\", line 1, in <module>\n"));
+    trainer.kill();
+    cards.set(card, {{stranger.pid, others}});
+    REQUIRE(wait_until([&] { return alerts_named(server, "TrainingOOM").size() == 1; }));
+
+    const std::vector<std::string> order = alertnames(server);
+    const auto near = std::find(order.begin(), order.end(), "TrainingNearOOM");
+    const auto oom = std::find(order.begin(), order.end(), "TrainingOOM");
+    CHECK(near < oom);
+    const auto warnings = alerts_named(server, "TrainingNearOOM");
+    REQUIRE(warnings.size() == 1);
+    const json& warning = warnings[0];
+    CHECK(warning["labels"]["severity"] == "warning");
+    CHECK(warning["labels"]["training_job"] == "my_lora");
+    CHECK(warning["labels"]["phase"] == "sampling");
+    CHECK(warning["annotations"]["step"] == "8 of 100");
+    CHECK(warning["annotations"]["peak"] == "21.84 GiB");
+    CHECK(warning["annotations"]["usable_memory"].get<std::string>().find(
+              "22.75 GiB of a 24.00 GiB card (1.25 GiB held by other processes)") !=
+          std::string::npos);
+    CHECK_FALSE(warning["annotations"]["top_change"].get<std::string>().empty());
+    CHECK(daemon.stderr_text().find("job my_lora: near OOM in sampling at step 8 of 100") !=
+          std::string::npos);
+
+    // Stored once the trainer left the card.
+    StoreView view{rig.dir.path / "state" / "oomtriage.db"};
+    REQUIRE(wait_until([&] {
+      const auto story = view.story("my_lora");
+      return story && !story->gpu_memory.empty() && story->gpu_memory[0].peak_bytes == preview;
+    }));
+    const db::GpuMemoryRow row = view.story("my_lora")->gpu_memory[0];
+    CHECK(row.gpu == 0);
+    CHECK(row.total_bytes == card);
+    CHECK(row.peak_phase == "sampling");
+    CHECK(row.peak_step == 8);
+    CHECK(row.others_peak_bytes == others);
+    CHECK(row.warned_bytes == preview);
+    const auto timeline = triage::GpuTimeline::from_json(row.timeline_json);
+    REQUIRE(timeline);
+    const auto peaks = timeline->phase_peaks();
+    CHECK(peaks.contains(parsers::Phase::kTrainStep));
+    CHECK(peaks.at(parsers::Phase::kTrainStep) == 18 * kGiB);
+    CHECK(peaks.at(parsers::Phase::kSampling) == preview);
+    int stepped = 0;
+    for (const triage::GpuPoint& point : timeline->points()) stepped += point.step_from ? 1 : 0;
+    CHECK(stepped >= 4);
+
+    const auto [text_code, text] = rig.says("report my_lora");
+    INFO("report: " << text);
+    CHECK(text_code == 0);
+    CHECK(text.find("GPU memory (sampled)") != std::string::npos);
+    CHECK(text.find("peak 21.84 GiB of 24.00 GiB (91%) in sampling at step 8") !=
+          std::string::npos);
+    CHECK(text.find("other processes on GPU 0 held up to 1.25 GiB") != std::string::npos);
+    const fs::path page = rig.dir.path / "report.html";
+    REQUIRE(rig.says("report my_lora --html " + page.string()).first == 0);
+    const std::string html = slurp(page);
+    CHECK(html.find("id=\"gpu-timeline\"") != std::string::npos);
+    CHECK(html.find("data-phase=\"sampling\"") != std::string::npos);
+    CHECK(html.find("data-phase=\"train_step\"") != std::string::npos);
+    CHECK(html.find("class=\"crash\"") != std::string::npos);
+    CHECK(html.find("class=\"others\"") != std::string::npos);
+    const auto [jobs_code, jobs] = rig.says("jobs --json");
+    const json listed = json::parse(jobs, nullptr, false);
+    REQUIRE(listed.is_object());
+    CHECK(listed["jobs"][0]["gpu_peak_bytes"] == preview);
+    CHECK(listed["jobs"][0]["gpu_headroom_bytes"] == card - preview);
+    CHECK(daemon.stop(SIGTERM) == 0);
+  }
+
+  TEST_CASE("without NVML the daemon says so once and alerts as before") {
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; });
+    Rig rig(server.url());
+    ScopedEnv library("OOMTRIAGE_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1");
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    append(rig.log,
+           "Running 1 job\n" + test::traceback("  File \"run.py\", line 1, in <module>\n"));
+    REQUIRE(wait_until([&] { return alerts_named(server, "TrainingOOM").size() == 1; }));
+    const std::string err = daemon.stderr_text();
+    const std::string line =
+        "no GPU memory timeline: NVML is not available (/nonexistent/libnvidia-ml.so.1)";
+    CHECK(err.find(line) != std::string::npos);
+    CHECK(err.find(line) == err.rfind(line));
+    CHECK(alerts_named(server, "TrainingNearOOM").empty());
+  }
+}
