@@ -110,7 +110,8 @@ Result<ChildProcess> ChildProcess::start(const std::vector<std::string>& argv,
 
 ChildExit ChildProcess::pass_through(
     const std::function<void(int stream, std::string_view bytes)>& on_output,
-    std::chrono::seconds grace) {
+    std::chrono::seconds grace, std::chrono::milliseconds tick,
+    const std::function<void()>& on_tick) {
   using Clock = std::chrono::steady_clock;
   const sigset_t set = handled_signals();
   const int signals = ::signalfd(-1, &set, SFD_CLOEXEC);
@@ -122,7 +123,13 @@ ChildExit ChildProcess::pass_through(
     ::kill(-pid_, signal);
     if (!kill_at) kill_at = Clock::now() + grace;
   };
+  const bool ticking = on_tick && tick.count() > 0;
+  Clock::time_point next_tick = Clock::now() + tick;
   while (out_fd_ >= 0 || err_fd_ >= 0 || !exited) {
+    if (ticking && !exited && Clock::now() >= next_tick) {
+      on_tick();
+      next_tick = Clock::now() + tick;
+    }
     if (stop_requested_ && !kill_at && !exited) {
       result.stopped_by_us = true;
       ask_to_end(SIGTERM);
@@ -136,10 +143,18 @@ ChildExit ChildProcess::pass_through(
     } else if (exited) {
       timeout_ms = 2000;  // a grandchild may hold the pipes: do not wait for it forever
     }
+    if (ticking && !exited) {
+      const auto until_tick = std::max<int64_t>(
+          0,
+          std::chrono::duration_cast<std::chrono::milliseconds>(next_tick - Clock::now()).count());
+      timeout_ms = timeout_ms < 0 ? static_cast<int>(until_tick)
+                                  : std::min(timeout_ms, static_cast<int>(until_tick));
+    }
     const int ready = ::poll(fds, 3, timeout_ms);
     if (ready < 0 && errno == EINTR) continue;
     if (ready == 0) {
       if (exited) break;
+      if (!kill_at) continue;  // a tick's timeout
       if (kill_at && Clock::now() >= *kill_at) {
         ::kill(-pid_, SIGKILL);
         kill_at = Clock::now() + std::chrono::hours(24);

@@ -34,8 +34,11 @@ class ChildProcess {
 
   // Passes the child's output through until it exits and its pipes are drained; `on_output`
   // gets every chunk (stream 1 or 2) in the order it arrived. `on_output` may call stop().
+  // `on_tick`, when given, runs every `tick` while the child runs (the GPU memory samples).
   ChildExit pass_through(const std::function<void(int stream, std::string_view bytes)>& on_output,
-                         std::chrono::seconds grace);
+                         std::chrono::seconds grace,
+                         std::chrono::milliseconds tick = std::chrono::milliseconds(0),
+                         const std::function<void()>& on_tick = {});
 
   // Asks the child's group to end (SIGTERM, SIGKILL after the grace period).
   void stop() { stop_requested_ = true; }

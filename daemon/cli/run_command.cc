@@ -18,7 +18,10 @@
 #include "daemon/cli/child_process.h"
 #include "daemon/cli/run_alerts.h"
 #include "daemon/cli/trainer_command.h"
+#include "daemon/cli/run_gpu.h"
 #include "daemon/cli/run_preflight.h"
+#include "daemon/alerts/near_oom_alert.h"
+#include "daemon/common/clock.h"
 #include "daemon/common/digest.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/render/json_output.h"
@@ -164,6 +167,16 @@ class RunStore {
     return RunIds{*job_id, *run_id};
   }
 
+  void record_gpu(const std::vector<db::GpuMemoryRow>& rows) {
+    if (!store_) return;
+    for (const db::GpuMemoryRow& row : rows) {
+      if (auto recorded = store_->record_gpu_memory(row); !recorded) {
+        fail(recorded.error().message);
+        return;
+      }
+    }
+  }
+
   void record_heal(const RunIds& ids, db::HealAttempt attempt) {
     if (!store_) return;
     attempt.run_id = ids.run_id;
@@ -262,10 +275,11 @@ struct Attempt {
   parsers::LogAnalysis analysis;      // offsets and lines in the whole log
   JobLookup lookup;
   triage::Triage triage;
-  std::optional<RunIds> ids;  // its job and run in the store
-  db::HealAttempt record;     // completed by Supervisor::finish()
-  std::string outcome;        // the analysis's outcome in words
-  int failed_code = 1;        // the exit code when the run ends with this attempt
+  std::optional<RunIds> ids;      // its job and run in the store
+  std::optional<AttemptGpu> gpu;  // its GPU memory, when NVML is there
+  db::HealAttempt record;         // completed by Supervisor::finish()
+  std::string outcome;            // the analysis's outcome in words
+  int failed_code = 1;            // the exit code when the run ends with this attempt
 };
 
 // A patched copy's path: beside the original (relative paths inside it still hold), named for
@@ -325,10 +339,16 @@ class Supervisor {
   std::optional<int64_t> expected_step_;  // where the next attempt must resume
   std::chrono::seconds backoff_;
   const bool color_;
+  // NVML, opened once for every attempt; none without it (then `run` says nothing of it: the
+  // trainer's output is what its terminal is for, and the daemon logs the missing library).
+  std::unique_ptr<NvmlSampler> nvml_;
 };
 
 int Supervisor::run() {
   warn_before_launch(options_, config_, job_, log_path_, alerts_);  // never blocks the launch
+  if (options_.alerts.gpu_sample_ms > 0) {
+    if (auto opened = NvmlSampler::open()) nvml_ = std::move(*opened);
+  }
   for (int number = 1;; ++number) {
     Attempt attempt(number);
     if (const std::optional<int> code = run_child(attempt)) return *code;
@@ -369,6 +389,34 @@ std::optional<int> Supervisor::run_child(Attempt& a) {
     say(child.error().message);
     return exit_code_for(child.error());
   }
+  if (nvml_) a.gpu.emplace(*nvml_, child->pid(), options_.alerts.near_oom_share);
+  // The child leads its own process group: the GPU processes in it are the job's.
+  const auto sample_gpu = [&] {
+    if (!a.gpu) return;
+    const auto warned =
+        a.gpu->sample(unix_now(), analyzer.training_step(), analyzer.current_phase());
+    if (!warned) return;
+    NearOomRun about;
+    about.run_id = a.started_at;  // the run is stored when the attempt ends: its start is its id
+    about.warning = static_cast<int>(warned->warning.peak_bytes >> 20);
+    about.job = job_;
+    about.trainer = std::string(parsers::to_string(analyzer.trainer()));
+    about.log_path = log_path_;
+    about.gpu = warned->gpu;
+    about.card_bytes = warned->card_bytes;
+    about.total_steps = analyzer.training_total();
+    about.starts_at = utc_time(unix_now());
+    parsers::OomEvent near;
+    near.phase = warned->warning.phase;
+    near.step = warned->warning.step;
+    near.figures.total_capacity_bytes = warned->card_bytes;
+    near.figures.this_process_in_use_bytes = warned->warning.peak_bytes;
+    const auto fixes = triage::triage_event(near, analyzer.trainer(), analyzer.arguments(),
+                                            triage::JobView{}, {std::nullopt, tried_});
+    AlertContent alert = near_oom_alert(about, warned->warning, fixes);
+    say("warning: " + near_oom_line(alert));
+    alerts_.send_verdict(std::move(alert));
+  };
   a.exit = child->pass_through(
       [&](int, std::string_view bytes) {
         log_.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
@@ -384,7 +432,8 @@ std::optional<int> Supervisor::run_child(Attempt& a) {
           child->stop();
         }
       },
-      options_.grace);
+      options_.grace, std::chrono::milliseconds(std::max(options_.alerts.gpu_sample_ms, 0)),
+      sample_gpu);
   log_.flush();
   a.end_offset = static_cast<uint64_t>(log_.tellp());
   a.saved_step = analyzer.last_saved_step();
@@ -414,6 +463,7 @@ void Supervisor::triage_and_record(Attempt& a) {
   a.triage = triage::triage_log(a.analysis, job_view, {std::nullopt, tried_});
   a.ids =
       store_.record_attempt(job_, a.analysis, log_path_, a.end_offset, a.lookup, a.triage.fixes);
+  if (a.ids && a.gpu) store_.record_gpu(a.gpu->rows(a.ids->run_id, unix_now()));
   alerts_.poke();
   a.record.attempt = a.number;
   a.record.max_attempts = options_.heal ? options_.max_attempts : 1;

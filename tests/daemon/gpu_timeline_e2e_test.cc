@@ -219,6 +219,48 @@ TEST_SUITE("daemon::gpu timeline") {
     CHECK(daemon.stop(SIGTERM) == 0);
   }
 
+  TEST_CASE(
+      "run: every process in the child's group is the job's; one warning at 96%, the timeline "
+      "stored with the run") {
+    TempDir dir;
+    FakeCards cards(dir.path / "cards");
+    cards.set(24 * kGiB, {});  // a card, no process yet
+    ScopedEnv library("OOMTRIAGE_NVML_LIBRARY", OOMTRIAGE_FAKE_NVML);
+    ScopedEnv state("FAKE_NVML_STATE", cards.path.string());
+    std::ofstream(dir.path / "daemon.yaml")
+        << "gpu_sample_ms: 100\nwatch:\n  - logs: " << (dir.path / "*.log").string() << "\n";
+    // The trainer puts itself on the card ($$ leads the child's group), trains, previews at 96%
+    // and completes.
+    const std::string card = cards.path.string();
+    std::ofstream(dir.path / "train.sh")
+        << "card() { printf 'gpu 0 " << 24 * kGiB << " 0\\nprocess 0 %d %d\\n' $$ $1 > " << card
+        << ".tmp; mv " << card << ".tmp " << card << "; }\n"
+        << "for step in 1 2 3 4; do card " << 16 * kGiB << "; echo \"" << test::bar("steps", 1, 4)
+        << "\" | sed \"s/ 1\\/4/ $step\\/4/\"; sleep 0.3; done\n"
+        << "echo 'Sampling at step 4'; card " << static_cast<uint64_t>(24 * kGiB * 0.96)
+        << "; sleep 0.8\n";
+    const auto [code, out] = oomtriage_says(
+        "--state-dir " + (dir.path / "state").string() + " run --job sh_job --daemon-config " +
+        (dir.path / "daemon.yaml").string() + " --log " + (dir.path / "run.log").string() +
+        " -- sh " + (dir.path / "train.sh").string());
+    INFO("run said: " << out);
+    CHECK(code == 0);
+    const std::string warning =
+        "oomtriage run: warning: job sh_job: near OOM in sampling at step 4";
+    CHECK(out.find(warning) != std::string::npos);
+    CHECK(out.find(warning) == out.rfind(warning));
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    const auto story = view.story("sh_job");
+    REQUIRE(story);
+    REQUIRE(story->gpu_memory.size() == 1);
+    const db::GpuMemoryRow& row = story->gpu_memory[0];
+    CHECK(row.run_id == story->runs[0].id);
+    CHECK(row.peak_phase == "sampling");
+    CHECK(row.peak_bytes == static_cast<uint64_t>(24 * kGiB * 0.96));
+    CHECK(row.others_peak_bytes == 0);
+    CHECK(row.warned_bytes == row.peak_bytes);
+  }
+
   TEST_CASE("without NVML the daemon says so once and alerts as before") {
     HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; });
     Rig rig(server.url());

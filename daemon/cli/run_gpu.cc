@@ -1,0 +1,57 @@
+// daemon/cli/run_gpu.cc: one attempt's samples, by process group.
+#include "daemon/cli/run_gpu.h"
+
+#include <unistd.h>
+
+namespace oomtriage::daemon {
+
+std::optional<AttemptWarning> AttemptGpu::sample(int64_t now, std::optional<int64_t> step,
+                                                 parsers::Phase phase) {
+  std::optional<AttemptWarning> warned;
+  for (const GpuSample& card : sampler_.sample()) {
+    uint64_t job = 0, others = 0;
+    bool ours = false;
+    for (const GpuProcess& process : card.processes) {
+      const uint64_t bytes = process.used_bytes.value_or(0);
+      if (::getpgid(static_cast<pid_t>(process.pid)) == group_) {
+        job += bytes;
+        ours = true;
+      } else {
+        others += bytes;
+      }
+    }
+    if (!ours || card.total_bytes == 0) continue;
+    const triage::GpuReading reading{now, step, phase, job, others, card.total_bytes};
+    triage::GpuTimeline& timeline =
+        cards_.try_emplace(card.index, triage::GpuTimeline(card.index)).first->second;
+    timeline.add(reading);
+    if (auto warning = watch_.check(timeline, reading)) {
+      warned_[card.index] = warning->peak_bytes;
+      warned = AttemptWarning{card.index, card.total_bytes, *warning};
+    }
+  }
+  return warned;
+}
+
+std::vector<db::GpuMemoryRow> AttemptGpu::rows(int64_t run_id, int64_t now) const {
+  std::vector<db::GpuMemoryRow> rows;
+  for (const auto& [gpu, timeline] : cards_) {
+    const triage::GpuPoint* peak = timeline.peak();
+    if (peak == nullptr) continue;
+    db::GpuMemoryRow row;
+    row.run_id = run_id;
+    row.gpu = gpu;
+    row.total_bytes = timeline.total_bytes();
+    row.peak_bytes = peak->peak_bytes;
+    row.peak_phase = std::string(parsers::to_string(peak->phase));
+    row.peak_step = peak->step_to;
+    row.others_peak_bytes = timeline.others_peak_bytes();
+    row.timeline_json = timeline.to_json();
+    row.updated_at = now;
+    if (const auto it = warned_.find(gpu); it != warned_.end()) row.warned_bytes = it->second;
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace oomtriage::daemon
