@@ -54,7 +54,13 @@ void GpuMonitor::start(std::chrono::milliseconds interval, double near_oom_share
                      sampler_->process_query().empty() ? "no per-process query: cards only"
                                                        : sampler_->process_query()));
   }
-  for (auto& [run_id, state] : states_) state.watch = triage::NearOomWatch(share_);
+  // A reload may change the share; what was warned stays warned.
+  for (auto& [run_id, state] : states_) {
+    state.watch = triage::NearOomWatch(share_);
+    uint64_t warned = 0;
+    for (const auto& [gpu, bytes] : state.warned_bytes) warned = std::max(warned, bytes);
+    if (warned > 0) state.watch.restore(warned);
+  }
   arm();
 }
 

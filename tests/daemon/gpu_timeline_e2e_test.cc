@@ -12,12 +12,15 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <regex>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/e2e.h"
 #include "tests/support/http_test_server.h"
 #include "tests/support/log_samples.h"
+#include "tests/support/skip.h"
 #include "triage/gpu_timeline.h"
 
 using namespace oomtriage;
@@ -104,6 +107,7 @@ struct Rig {
     fs::create_directories(job);
     std::ofstream(config) << "watch:\n  - logs: " << (out / "*" / "log.txt").string() << "\n"
                           << "gpu_sample_ms: 100\nalert_group_seconds: 0\n"
+                          << "metrics:\n  listen: 127.0.0.1:0\n"
                           << "alerts:\n  - name: hook\n    type: webhook\n    url: " << url
                           << "\n    retry_initial_ms: 200\n";
   }
@@ -118,6 +122,8 @@ TEST_SUITE("daemon::gpu timeline") {
   TEST_CASE(
       "a run climbing to 96% gets one near-OOM warning before its OOM; its timeline is stored "
       "with steps and phases, another process named as such, and shown by report and jobs") {
+    if (!have_program("curl"))
+      OOMTRIAGE_SKIP("curl is not installed (scripts/setup.sh installs it)");
     HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; });
     Rig rig(server.url());
     FakeCards cards(rig.dir.path / "cards");
@@ -148,6 +154,20 @@ TEST_SUITE("daemon::gpu timeline") {
     const uint64_t preview = 21 * kGiB + 860 * (1ull << 20);  // 96.0% of 22.75 GiB
     cards.set(card, {{trainer.pid, preview}, {stranger.pid, others}});
     REQUIRE(wait_until([&] { return alerts_named(server, "TrainingNearOOM").size() == 1; }));
+    // The gauges while the preview holds the card: the job's memory, and the stranger's apart.
+    std::smatch said;
+    const std::string err = daemon.stderr_text();
+    REQUIRE(std::regex_search(err, said, std::regex(R"(serving /metrics on port (\d+))")));
+    const fs::path scraped = rig.dir.path / "metrics.txt";
+    REQUIRE(
+        run_shell("curl -sf http://127.0.0.1:" + said[1].str() + "/metrics > " + scraped.string())
+            .first == 0);
+    const std::string metrics = slurp(scraped);
+    CHECK(metrics.find(fmt::format("oomtriage_job_gpu_memory_bytes{{job=\"my_lora\",gpu=\"0\"}} {}",
+                                   preview)) != std::string::npos);
+    CHECK(metrics.find(fmt::format("oomtriage_gpu_other_processes_bytes{{gpu=\"0\"}} {}",
+                                   others)) != std::string::npos);
+    CHECK(metrics.find("oomtriage_near_oom_warnings_total 1") != std::string::npos);
     std::this_thread::sleep_for(600ms);  // more samples at the same height: no second warning
     append(rig.log, test::traceback("  File \"run.py\", line 1, in <module>\n"));
     trainer.kill();
