@@ -469,6 +469,7 @@ PodLog pod_of(const std::string& log_path) {
   if (second != std::string::npos) {
     pod.namespace_name = folder.substr(0, first);
     pod.pod = folder.substr(first + 1, second - first - 1);
+    pod.uid = folder.substr(second + 1);
   } else {
     pod.pod = folder;
   }

@@ -139,6 +139,7 @@ struct PodLog {
   std::string pod;
   std::string owner;
   std::string container;
+  std::string uid;  // the pod's UID: its processes' cgroup path carries it
 };
 PodLog pod_of(const std::string& log_path);
 

@@ -195,6 +195,7 @@ class Daemon final : public LogHost {
       if (run.run_id != 0) continue;  // its first log tells the rest
       run.run_id = log->job.run_id;
       run.folder = job_home(*log);
+      if (log->is_container_log()) run.pod_uid = pod_of(path).uid;
       run.step = log->analyzer().training_step();
       run.phase = log->analyzer().current_phase();
       run.alert.job = log->job.name;

@@ -100,8 +100,25 @@ std::vector<std::string> GpuAttribution::arguments(pid_t pid) const {
   return args;
 }
 
+std::string GpuAttribution::cgroup(pid_t pid) const {
+  return slurp(proc_ + "/" + std::to_string(pid) + "/cgroup");
+}
+
 std::optional<std::string> GpuAttribution::job_of(pid_t pid,
                                                   const std::vector<JobFiles>& jobs) const {
+  // A pod's processes share its cgroup: no ancestors to walk, and no ptrace rights needed.
+  if (std::any_of(jobs.begin(), jobs.end(), [](const JobFiles& j) { return !j.pod_uid.empty(); })) {
+    const std::string groups = cgroup(pid);
+    for (const JobFiles& job : jobs) {
+      if (job.pod_uid.empty()) continue;
+      std::string systemd_uid = job.pod_uid;
+      std::replace(systemd_uid.begin(), systemd_uid.end(), '-', '_');
+      if (groups.find("pod" + job.pod_uid) != std::string::npos ||
+          groups.find("pod" + systemd_uid + ".slice") != std::string::npos) {
+        return job.job;
+      }
+    }
+  }
   const std::vector<pid_t> chain = lineage(pid);
   for (pid_t member : chain) {
     const std::vector<std::string> written = files_written(member);

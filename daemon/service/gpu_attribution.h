@@ -12,7 +12,9 @@
 // attributes trainers started with their config's path. A process matched by none is "another
 // process on the GPU", which is itself a cause of OOMs. NVML gives pids as the host sees them and
 // paths are compared as this process sees them: the daemon runs in the host's pid and mount
-// namespaces (a containerised daemon would need the pod's cgroup instead).
+// namespaces. A Kubernetes container's job is found first, by its cgroup: the pod's UID (which
+// kubelet's log path carries) is in the cgroup path of every process of the pod, as
+// `pod<uid>` (cgroupfs driver) or `pod<uid with '_' for '-'>.slice` (systemd driver).
 #pragma once
 
 #include <sys/types.h>
@@ -27,6 +29,7 @@ struct JobFiles {
   std::string job;
   std::string folder;             // the job's folder (AI Toolkit: output/<job>), may be empty
   std::vector<std::string> logs;  // the job's followed logs, absolute
+  std::string pod_uid;            // a container log's pod (daemon_config.h PodLog), else empty
 };
 
 class GpuAttribution {
@@ -42,6 +45,7 @@ class GpuAttribution {
   std::vector<std::string> files_written(pid_t pid) const;  // its descriptors open for writing
   std::string working_folder(pid_t pid) const;
   std::vector<std::string> arguments(pid_t pid) const;
+  std::string cgroup(pid_t pid) const;
 
   std::string proc_;
 };

@@ -146,7 +146,7 @@ void GpuMonitor::sample_once() {
   std::vector<JobFiles> files;
   files.reserve(runs.size());
   for (const SampledRun& run : runs) {
-    files.push_back({std::to_string(run.run_id), run.folder, run.logs});
+    files.push_back({std::to_string(run.run_id), run.folder, run.logs, run.pod_uid});
   }
   // Each process's memory to its run, or to no followed job, per card.
   std::map<std::pair<int64_t, unsigned>, uint64_t> held;  // (run, card)

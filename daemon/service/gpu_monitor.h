@@ -41,6 +41,7 @@ struct SampledRun {
   std::string folder;                  // the job's folder, may be empty
   std::vector<std::string> logs;       // its followed logs, absolute
   std::optional<pid_t> process_group;  // `run`: its child's: every process in it is the job's
+  std::string pod_uid;                 // a container log's pod (gpu_attribution.h)
   std::optional<int64_t> step;
   parsers::Phase phase = parsers::Phase::kUnknown;
   NearOomRun alert;  // job, trainer, family, log path, total steps (the monitor fills the rest)

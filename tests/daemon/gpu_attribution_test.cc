@@ -5,6 +5,7 @@
 // reader of the log (not its job), a process working in a job's folder, one named by its
 // config's path on its command line, and one of nobody's.
 #include "daemon/service/gpu_attribution.h"
+#include "daemon/common/daemon_config.h"
 
 #include <doctest/doctest.h>
 #include <signal.h>
@@ -129,5 +130,37 @@ TEST_SUITE("daemon::gpu_attribution") {
     wait_for_sleep(stranger.pid);
     CHECK_FALSE(attribution.job_of(stranger.pid, jobs));
     CHECK_FALSE(attribution.job_of(999999999, jobs));  // gone
+  }
+}
+
+TEST_SUITE("daemon::gpu_attribution") {
+  TEST_CASE("a container's job by its pod's UID in its cgroup, both cgroup drivers") {
+    // A /proc of its own: the cgroup lines kubelet's two drivers give a pod's processes.
+    TempDir proc;
+    const auto process = [&](int pid, const std::string& cgroup) {
+      fs::create_directories(proc.path / std::to_string(pid));
+      std::ofstream(proc.path / std::to_string(pid) / "cgroup") << cgroup;
+    };
+    process(100,
+            "0::/kubepods.slice/kubepods-burstable.slice/"
+            "kubepods-burstable-pod1b2c3d4e_aaaa_bbbb_cccc_0123456789ab.slice/"
+            "cri-containerd-9f8e.scope\n");
+    process(200, "12:memory:/kubepods/besteffort/pod5f6a7b8c-dddd-eeee-ffff-0123456789ab/abc\n");
+    process(300, "0::/user.slice/user-1000.slice/session-4.scope\n");
+    const std::vector<JobFiles> jobs = {
+        {"train/flux",
+         "",
+         {"/var/log/pods/train_flux-x7k2p_1b2c3d4e-aaaa-bbbb-cccc-0123456789ab/t/0.log"},
+         "1b2c3d4e-aaaa-bbbb-cccc-0123456789ab"},
+        {"train/sdxl",
+         "",
+         {"/var/log/pods/train_sdxl-q9w8r_5f6a7b8c-dddd-eeee-ffff-0123456789ab/t/0.log"},
+         "5f6a7b8c-dddd-eeee-ffff-0123456789ab"}};
+    const GpuAttribution attribution(proc.path.string());
+    CHECK(attribution.job_of(100, jobs) == "train/flux");  // systemd driver
+    CHECK(attribution.job_of(200, jobs) == "train/sdxl");  // cgroupfs driver
+    CHECK_FALSE(attribution.job_of(300, jobs));            // not in a pod
+    // The UID comes from kubelet's log path.
+    CHECK(pod_of(jobs[0].logs[0]).uid == "1b2c3d4e-aaaa-bbbb-cccc-0123456789ab");
   }
 }
