@@ -113,6 +113,8 @@ CREATE TABLE oomtriage.gpu_memory (
   peak_step bigint,
   others_peak_bytes bigint NOT NULL,
   timeline_json text NOT NULL,
+  warned_bytes bigint,
+  from_start boolean NOT NULL,
   updated_at timestamptz NOT NULL,
   PRIMARY KEY (store_id, run_id, gpu)
 );
@@ -490,16 +492,21 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
   for (const auto& [job_id, g] : batch.gpu_memory) {
     OOMTRIAGE_TRY(c.run(
         "INSERT INTO oomtriage.gpu_memory (store_id, run_id, gpu, host, job_id, total_bytes, "
-        "peak_bytes, peak_phase, peak_step, others_peak_bytes, timeline_json, updated_at) VALUES "
-        "($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, to_timestamp($12)) ON CONFLICT (store_id, "
+        "peak_bytes, peak_phase, peak_step, others_peak_bytes, timeline_json, updated_at, "
+        "warned_bytes, from_start) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+        "to_timestamp($12), $13, $14) ON CONFLICT (store_id, "
         "run_id, gpu) DO UPDATE SET total_bytes = excluded.total_bytes, peak_bytes = "
         "excluded.peak_bytes, peak_phase = excluded.peak_phase, peak_step = excluded.peak_step, "
         "others_peak_bytes = excluded.others_peak_bytes, timeline_json = excluded.timeline_json, "
-        "updated_at = excluded.updated_at",
+        "updated_at = excluded.updated_at, warned_bytes = excluded.warned_bytes, from_start = "
+        "excluded.from_start",
         {store_id, std::to_string(g.run_id), std::to_string(g.gpu), h, std::to_string(job_id),
          std::to_string(g.total_bytes), std::to_string(g.peak_bytes), pg_text(g.peak_phase),
          number(g.peak_step), std::to_string(g.others_peak_bytes), pg_text(g.timeline_json),
-         std::to_string(g.updated_at)}));
+         std::to_string(g.updated_at),
+         g.warned_bytes ? std::optional<std::string>(std::to_string(*g.warned_bytes))
+                        : std::nullopt,
+         g.from_start ? "true" : "false"}));
   }
   return tx.commit();
 }
@@ -614,8 +621,9 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
   }
   OOMTRIAGE_ASSIGN_OR_RETURN(
       auto gpu, c.run("SELECT run_id, gpu, total_bytes, peak_bytes, peak_phase, peak_step, "
-                      "others_peak_bytes, timeline_json, extract(epoch FROM updated_at)::bigint "
-                      "FROM oomtriage.gpu_memory WHERE store_id = $1 AND job_id = $2 ORDER BY "
+                      "others_peak_bytes, timeline_json, extract(epoch FROM updated_at)::bigint, "
+                      "warned_bytes, from_start FROM oomtriage.gpu_memory WHERE store_id = $1 AND "
+                      "job_id = $2 ORDER BY "
                       "run_id, gpu",
                       key));
   for (int row = 0; row < libpq().PQntuples(gpu.get()); ++row) {
@@ -630,6 +638,8 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
     g.others_peak_bytes = static_cast<uint64_t>(integer_at(r, row, 6));
     g.timeline_json = text_at(r, row, 7);
     g.updated_at = integer_at(r, row, 8);
+    if (const auto warned = optional_at(r, row, 9)) g.warned_bytes = static_cast<uint64_t>(*warned);
+    g.from_start = text_at(r, row, 10) == "t";
     story.gpu_memory.push_back(std::move(g));
   }
   return std::optional<JobStory>(std::move(story));

@@ -229,7 +229,8 @@ ALTER TABLE events ADD COLUMN resent INTEGER NOT NULL DEFAULT 0;
     // 12: each run's GPU memory per card, as the daemon or `run` sampled it through NVML
     // (triage/gpu_timeline.h): the peak with its phase and step, what other processes held, the
     // bounded timeline as JSON (written again as it grows: one row per run and card), and the
-    // memory a TrainingNearOOM warning was last sent at, so a restarted daemon does not repeat it.
+    // memory a TrainingNearOOM warning was last sent at, so a restarted daemon does not repeat it;
+    // `from_start`: sampled from before its first step, so its peak measures its config.
     R"sql(
 CREATE TABLE gpu_memory (
   id INTEGER PRIMARY KEY,
@@ -242,6 +243,7 @@ CREATE TABLE gpu_memory (
   others_peak_bytes INTEGER NOT NULL,
   timeline_json TEXT NOT NULL,
   warned_bytes INTEGER,
+  from_start INTEGER NOT NULL DEFAULT 0,
   updated_at INTEGER NOT NULL,
   UNIQUE (run_id, gpu)
 ) STRICT;

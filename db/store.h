@@ -192,6 +192,8 @@ struct GpuMemoryRow {
   std::string timeline_json;       // GpuTimeline::to_json()
   int64_t updated_at = 0;
   std::optional<uint64_t> warned_bytes;  // a near-OOM warning went out at this memory
+  // Sampled from before its first step (GpuTimeline::from_start): the peak is the run's.
+  bool from_start = false;
 };
 struct JobStory {
   JobSummary job;
@@ -250,7 +252,8 @@ struct FleetHistoryRow {
   std::string config_content;          // the snapshot's
   std::string oom_event_json;          // the run's first fatal OOM, "" without one
   std::optional<uint64_t> card_bytes;  // the card its pre-flight check judged against, or sampled
-  std::optional<uint64_t> measured_peak;  // its highest GPU memory on one card, when sampled
+  // Its highest GPU memory on one card, when it was sampled from its start.
+  std::optional<uint64_t> measured_peak;
 };
 
 // What `oomtriage jobs` and `report` read: a node's own store or the fleet store.

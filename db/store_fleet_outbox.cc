@@ -13,46 +13,66 @@ namespace {
 
 // Every row a fleet store must see, queued by the write that makes or changes it: no code path
 // can forget one. A row changed again before it is shipped is queued once, with a newer seq.
-// The update triggers of tables written by an upsert (INSERT ... ON CONFLICT DO UPDATE) delete
-// and insert: inside such a statement SQLite applies the upsert's ABORT to the trigger's own
-// INSERT OR REPLACE, and a row updated before its insert was shipped failed the whole write
-// (fleet_attempt_updated is dropped and made again so stores made before get the fixed one).
+// Each trigger deletes its row's entry and inserts it anew, rather than INSERT OR REPLACE:
+// inside an upsert (INSERT ... ON CONFLICT DO UPDATE, as upsert_job and record_heal_attempt
+// write) SQLite applies the upsert's ABORT to a trigger's own OR REPLACE, and a row written again
+// before its entry was shipped failed the whole write. The triggers are dropped and made again
+// each time, so a store made with the old ones gets these.
 constexpr const char* kFleetTriggers = R"sql(
-CREATE TRIGGER IF NOT EXISTS fleet_job_inserted AFTER INSERT ON jobs BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
+DROP TRIGGER IF EXISTS fleet_job_inserted;
+CREATE TRIGGER fleet_job_inserted AFTER INSERT ON jobs BEGIN
+  DELETE FROM fleet_outbox WHERE kind = 'job' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_job_updated AFTER UPDATE ON jobs BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
+DROP TRIGGER IF EXISTS fleet_job_updated;
+CREATE TRIGGER fleet_job_updated AFTER UPDATE ON jobs BEGIN
+  DELETE FROM fleet_outbox WHERE kind = 'job' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('job', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_snapshot_inserted AFTER INSERT ON config_snapshots BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('snapshot', new.id);
+DROP TRIGGER IF EXISTS fleet_snapshot_inserted;
+CREATE TRIGGER fleet_snapshot_inserted AFTER INSERT ON config_snapshots BEGIN
+  DELETE FROM fleet_outbox WHERE kind = 'snapshot' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('snapshot', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_run_inserted AFTER INSERT ON runs BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
+DROP TRIGGER IF EXISTS fleet_run_inserted;
+CREATE TRIGGER fleet_run_inserted AFTER INSERT ON runs BEGIN
+  DELETE FROM fleet_outbox WHERE kind = 'run' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_run_updated AFTER UPDATE ON runs
+DROP TRIGGER IF EXISTS fleet_run_updated;
+CREATE TRIGGER fleet_run_updated AFTER UPDATE ON runs
 WHEN new.outcome IS NOT old.outcome OR new.snapshot_id IS NOT old.snapshot_id
   OR new.updated_at / 60 != old.updated_at / 60 BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
+  DELETE FROM fleet_outbox WHERE kind = 'run' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('run', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_event_inserted AFTER INSERT ON events BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('event', new.id);
+DROP TRIGGER IF EXISTS fleet_event_inserted;
+CREATE TRIGGER fleet_event_inserted AFTER INSERT ON events BEGIN
+  DELETE FROM fleet_outbox WHERE kind = 'event' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('event', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_event_amended AFTER UPDATE OF revision ON events BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('event', new.id);
+DROP TRIGGER IF EXISTS fleet_event_amended;
+CREATE TRIGGER fleet_event_amended AFTER UPDATE OF revision ON events BEGIN
+  DELETE FROM fleet_outbox WHERE kind = 'event' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('event', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_attempt_inserted AFTER INSERT ON heal_attempts BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
+DROP TRIGGER IF EXISTS fleet_attempt_inserted;
+CREATE TRIGGER fleet_attempt_inserted AFTER INSERT ON heal_attempts BEGIN
+  DELETE FROM fleet_outbox WHERE kind = 'attempt' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
 END;
 DROP TRIGGER IF EXISTS fleet_attempt_updated;
 CREATE TRIGGER fleet_attempt_updated AFTER UPDATE ON heal_attempts BEGIN
   DELETE FROM fleet_outbox WHERE kind = 'attempt' AND row_id = new.id;
   INSERT INTO fleet_outbox (kind, row_id) VALUES ('attempt', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_gpu_memory_inserted AFTER INSERT ON gpu_memory BEGIN
-  INSERT OR REPLACE INTO fleet_outbox (kind, row_id) VALUES ('gpu_memory', new.id);
+DROP TRIGGER IF EXISTS fleet_gpu_memory_inserted;
+CREATE TRIGGER fleet_gpu_memory_inserted AFTER INSERT ON gpu_memory BEGIN
+  DELETE FROM fleet_outbox WHERE kind = 'gpu_memory' AND row_id = new.id;
+  INSERT INTO fleet_outbox (kind, row_id) VALUES ('gpu_memory', new.id);
 END;
-CREATE TRIGGER IF NOT EXISTS fleet_gpu_memory_updated AFTER UPDATE ON gpu_memory BEGIN
+DROP TRIGGER IF EXISTS fleet_gpu_memory_updated;
+CREATE TRIGGER fleet_gpu_memory_updated AFTER UPDATE ON gpu_memory BEGIN
   DELETE FROM fleet_outbox WHERE kind = 'gpu_memory' AND row_id = new.id;
   INSERT INTO fleet_outbox (kind, row_id) VALUES ('gpu_memory', new.id);
 END;
@@ -209,10 +229,12 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
         e.typed.recovered = s.integer(12) != 0;
         batch.events.push_back(std::move(e));
       } else if (entry_kind == "gpu_memory") {
-        Statement s(*statements_,
-                    "SELECT r.job_id, g.run_id, g.gpu, g.total_bytes, g.peak_bytes, g.peak_phase, "
-                    "g.peak_step, g.others_peak_bytes, g.timeline_json, g.updated_at FROM "
-                    "gpu_memory g JOIN runs r ON r.id = g.run_id WHERE g.id = ?1");
+        Statement s(
+            *statements_,
+            "SELECT r.job_id, g.run_id, g.gpu, g.total_bytes, g.peak_bytes, g.peak_phase, "
+            "g.peak_step, g.others_peak_bytes, g.timeline_json, g.updated_at, g.warned_bytes, "
+            "g.from_start FROM "
+            "gpu_memory g JOIN runs r ON r.id = g.run_id WHERE g.id = ?1");
         s.bind(1, id);
         if (auto found = row_found(s); !found || !*found) {
           if (!found) return found.error();
@@ -228,6 +250,10 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
         g.others_peak_bytes = static_cast<uint64_t>(s.integer(7));
         g.timeline_json = s.text(8);
         g.updated_at = s.integer(9);
+        if (const auto warned = s.optional_integer(10)) {
+          g.warned_bytes = static_cast<uint64_t>(*warned);
+        }
+        g.from_start = s.integer(11) != 0;
         batch.gpu_memory.emplace_back(s.integer(0), std::move(g));
       } else {
         Statement s(*statements_,

@@ -9,15 +9,17 @@
 namespace oomtriage::db {
 
 Result<Ok> Store::record_gpu_memory(const GpuMemoryRow& row) {
-  Statement s(*statements_,
-              "INSERT INTO gpu_memory (run_id, gpu, total_bytes, peak_bytes, peak_phase, "
-              "peak_step, others_peak_bytes, timeline_json, updated_at, warned_bytes) VALUES (?1, "
-              "?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT (run_id, gpu) DO UPDATE SET "
-              "warned_bytes = excluded.warned_bytes, total_bytes = "
-              "excluded.total_bytes, peak_bytes = excluded.peak_bytes, peak_phase = "
-              "excluded.peak_phase, peak_step = excluded.peak_step, others_peak_bytes = "
-              "excluded.others_peak_bytes, timeline_json = excluded.timeline_json, updated_at = "
-              "excluded.updated_at");
+  Statement s(
+      *statements_,
+      "INSERT INTO gpu_memory (run_id, gpu, total_bytes, peak_bytes, peak_phase, "
+      "peak_step, others_peak_bytes, timeline_json, updated_at, warned_bytes, from_start) VALUES "
+      "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) ON CONFLICT (run_id, gpu) DO UPDATE "
+      "SET from_start = excluded.from_start, "
+      "warned_bytes = COALESCE(excluded.warned_bytes, gpu_memory.warned_bytes), total_bytes = "
+      "excluded.total_bytes, peak_bytes = excluded.peak_bytes, peak_phase = "
+      "excluded.peak_phase, peak_step = excluded.peak_step, others_peak_bytes = "
+      "excluded.others_peak_bytes, timeline_json = excluded.timeline_json, updated_at = "
+      "excluded.updated_at");
   s.bind(1, row.run_id)
       .bind(2, int64_t{row.gpu})
       .bind(3, static_cast<int64_t>(row.total_bytes))
@@ -28,7 +30,8 @@ Result<Ok> Store::record_gpu_memory(const GpuMemoryRow& row) {
       .bind(8, row.timeline_json)
       .bind(9, row.updated_at)
       .bind(10, row.warned_bytes ? std::optional<int64_t>(static_cast<int64_t>(*row.warned_bytes))
-                                 : std::nullopt);
+                                 : std::nullopt)
+      .bind(11, int64_t{row.from_start});
   if (s.step() != SQLITE_DONE) return s.error("record_gpu_memory");
   return Ok{};
 }
@@ -36,9 +39,10 @@ Result<Ok> Store::record_gpu_memory(const GpuMemoryRow& row) {
 namespace {
 
 // The statement cache keys statements by their text's address: whole literals, not strings.
-#define OOMTRIAGE_GPU_MEMORY_COLUMNS                                                 \
-  "SELECT g.run_id, g.gpu, g.total_bytes, g.peak_bytes, g.peak_phase, g.peak_step, " \
-  "g.others_peak_bytes, g.timeline_json, g.updated_at, g.warned_bytes FROM gpu_memory g "
+#define OOMTRIAGE_GPU_MEMORY_COLUMNS                                                       \
+  "SELECT g.run_id, g.gpu, g.total_bytes, g.peak_bytes, g.peak_phase, g.peak_step, "       \
+  "g.others_peak_bytes, g.timeline_json, g.updated_at, g.warned_bytes, g.from_start FROM " \
+  "gpu_memory g "
 
 Result<std::vector<GpuMemoryRow>> read_rows(Statement& s) {
   std::vector<GpuMemoryRow> rows;
@@ -56,6 +60,7 @@ Result<std::vector<GpuMemoryRow>> read_rows(Statement& s) {
     row.updated_at = s.integer(8);
     if (const auto warned = s.optional_integer(9))
       row.warned_bytes = static_cast<uint64_t>(*warned);
+    row.from_start = s.integer(10) != 0;
     rows.push_back(std::move(row));
   }
   if (rc != SQLITE_DONE) return s.error("gpu memory");

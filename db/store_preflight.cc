@@ -51,6 +51,7 @@ Result<std::vector<FleetHistoryRow>> Store::fleet_history(int limit) {
               "events e WHERE e.run_id = r.id AND e.recovered = 0 ORDER BY e.id LIMIT 1), ''), "
               "(SELECT MAX(p.card_bytes) FROM preflight_checks p WHERE p.job_id = r.job_id AND "
               "p.config_sha256 = c.sha256), (SELECT MAX(g.peak_bytes) FROM gpu_memory g WHERE "
+              "g.from_start AND "
               "g.run_id = r.id), (SELECT MAX(g.total_bytes) FROM gpu_memory g WHERE g.run_id = "
               "r.id) FROM runs r JOIN config_snapshots c ON c.id = "
               "r.snapshot_id WHERE r.outcome IN ('completed', 'crashed_oom') ORDER BY r.id DESC "

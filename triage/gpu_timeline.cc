@@ -152,18 +152,32 @@ Result<GpuTimeline> GpuTimeline::from_json(std::string_view text) {
     if (it == doc.end() || !it->is_number_unsigned()) return std::nullopt;
     return it->get<uint64_t>();
   };
-  GpuTimeline timeline(static_cast<unsigned>(number("gpu").value_or(0)));
-  timeline.total_bytes_ = number("total_bytes").value_or(0);
-  timeline.others_peak_ = number("others_peak_bytes").value_or(0);
-  timeline.step_window_ =
-      static_cast<int64_t>(std::max<uint64_t>(1, number("step_window").value_or(1)));
-  timeline.second_window_ =
-      static_cast<int64_t>(std::max<uint64_t>(1, number("second_window").value_or(10)));
+  // Stored text is trusted no further than its shape: sizes within what a card can hold, steps
+  // and windows within what arithmetic on them cannot overflow, no more points than a timeline
+  // keeps.
+  constexpr uint64_t kMaxBytes = uint64_t{1} << 50;  // 1 PiB
+  constexpr int64_t kMaxStep = int64_t{1} << 40;
+  const auto in_range = [](const json& v, int64_t limit) {
+    return v.is_number_integer() && v.get<int64_t>() >= -limit && v.get<int64_t>() <= limit;
+  };
+  const auto bytes = [&](const json& v) {
+    return v.is_number_unsigned() && v.get<uint64_t>() <= kMaxBytes;
+  };
+  const auto window = [&](const char* key, uint64_t otherwise) {
+    return static_cast<int64_t>(
+        std::clamp<uint64_t>(number(key).value_or(otherwise), 1, uint64_t{1} << 40));
+  };
+  if (doc["points"].size() > kMaxGpuPoints) return bad("more points than a timeline keeps");
+  GpuTimeline timeline(static_cast<unsigned>(std::min<uint64_t>(number("gpu").value_or(0), 1024)));
+  timeline.total_bytes_ = std::min(number("total_bytes").value_or(0), kMaxBytes);
+  timeline.others_peak_ = std::min(number("others_peak_bytes").value_or(0), kMaxBytes);
+  timeline.step_window_ = window("step_window", 1);
+  timeline.second_window_ = window("second_window", 10);
   for (const json& p : doc["points"]) {
-    if (!p.is_array() || p.size() != 7 || !p[0].is_number_integer() || !p[1].is_number_integer() ||
-        !(p[2].is_null() || p[2].is_number_integer()) ||
-        !(p[3].is_null() || p[3].is_number_integer()) || !p[4].is_string() ||
-        !p[5].is_number_unsigned() || !p[6].is_number_unsigned()) {
+    if (!p.is_array() || p.size() != 7 || !in_range(p[0], kMaxStep) || !in_range(p[1], kMaxStep) ||
+        !(p[2].is_null() || in_range(p[2], kMaxStep)) ||
+        !(p[3].is_null() || in_range(p[3], kMaxStep)) || !p[4].is_string() || !bytes(p[5]) ||
+        !bytes(p[6])) {
       return bad("a point is not [at_from, at_to, step_from, step_to, phase, peak, others]");
     }
     GpuPoint point;

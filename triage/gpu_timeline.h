@@ -7,6 +7,7 @@
 // Pure: samples in, points and decisions out.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -44,7 +45,7 @@ inline constexpr size_t kMaxGpuPoints = 2000;
 class GpuTimeline {
  public:
   explicit GpuTimeline(unsigned gpu = 0, size_t max_points = kMaxGpuPoints)
-      : gpu_(gpu), max_points_(max_points) {}
+      : gpu_(gpu), max_points_(std::max<size_t>(max_points, 4)) {}
 
   void add(const GpuReading& reading);
 
@@ -57,6 +58,9 @@ class GpuTimeline {
   // The run's peak in each phase it was sampled in.
   std::map<parsers::Phase, uint64_t> phase_peaks() const;
   int64_t step_window() const { return step_window_; }
+  // Sampled from before its first training step: its peak is the run's, not a part's (the
+  // daemon started mid-run, say), so a completed run's peak measures its config.
+  bool from_start() const { return !points_.empty() && !points_.front().step_from; }
 
   // {"gpu":0,"total_bytes":...,"points":[[at_from,at_to,step_from,step_to,"phase",peak,others]]}
   // (a missing step is null): the store's and the fleet store's form.

@@ -47,6 +47,7 @@ std::vector<db::GpuMemoryRow> AttemptGpu::rows(int64_t run_id, int64_t now) cons
     row.peak_step = peak->step_to;
     row.others_peak_bytes = timeline.others_peak_bytes();
     row.timeline_json = timeline.to_json();
+    row.from_start = true;  // sampled from the child's start
     row.updated_at = now;
     if (const auto it = warned_.find(gpu); it != warned_.end()) row.warned_bytes = it->second;
     rows.push_back(std::move(row));

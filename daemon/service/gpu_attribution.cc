@@ -100,6 +100,14 @@ std::vector<std::string> GpuAttribution::arguments(pid_t pid) const {
   return args;
 }
 
+bool GpuAttribution::runs_under(pid_t pid, const std::string& exe) const {
+  if (exe.empty()) return false;
+  for (pid_t member : lineage(pid)) {
+    if (read_link(proc_ + "/" + std::to_string(member) + "/exe") == exe) return true;
+  }
+  return false;
+}
+
 std::string GpuAttribution::cgroup(pid_t pid) const {
   return slurp(proc_ + "/" + std::to_string(pid) + "/cgroup");
 }

@@ -39,6 +39,8 @@ class GpuAttribution {
 
   // The job `pid` works for, or nullopt.
   std::optional<std::string> job_of(pid_t pid, const std::vector<JobFiles>& jobs) const;
+  // Whether `pid` or an ancestor runs the program at `exe` (an `oomtriage run` supervising it).
+  bool runs_under(pid_t pid, const std::string& exe) const;
 
  private:
   std::vector<pid_t> lineage(pid_t pid) const;  // pid, its parent, ... up to (not with) init

@@ -2,12 +2,11 @@
 // and the near-OOM warning.
 #include "daemon/service/gpu_monitor.h"
 
-#include <unistd.h>
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <set>
 
 #include "daemon/common/clock.h"
@@ -25,7 +24,10 @@ GpuMonitor::GpuMonitor(boost::asio::io_context& io, db::Store& store, Metrics& m
       runs_(std::move(runs)),
       warn_(std::move(warn)),
       say_(std::move(say)),
-      timer_(io) {}
+      timer_(io) {
+  std::error_code ec;
+  self_exe_ = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+}
 
 GpuMonitor::~GpuMonitor() { timer_.cancel(); }
 
@@ -36,6 +38,8 @@ void GpuMonitor::start(std::chrono::milliseconds interval, double near_oom_share
   timer_.cancel();
   if (interval_.count() <= 0) {
     sampler_.reset();
+    metrics_.job_gpu_memory.clear();
+    metrics_.gpu_other_memory.clear();
     return;
   }
   if (sampler) sampler_ = std::move(sampler);
@@ -75,7 +79,8 @@ void GpuMonitor::arm() {
   const auto wait = fast_ ? std::max(interval_ / 5, std::chrono::milliseconds(50)) : interval_;
   timer_.expires_after(wait);
   timer_.async_wait([this](const boost::system::error_code& error) {
-    if (error) return;
+    // A turn already due when a reload turned sampling off must not arm again.
+    if (error || !sampler_ || interval_.count() <= 0) return;
     sample_once();
     arm();
   });
@@ -88,39 +93,43 @@ std::optional<int64_t> GpuMonitor::owner_of(pid_t pid, const std::vector<Sampled
     return std::any_of(runs.begin(), runs.end(),
                        [&](const SampledRun& run) { return run.run_id == run_id; });
   };
+  // The followed runs as a number that changes when one comes or goes: an unattributed process
+  // is looked at again at once when a run appears (its log often comes after its trainer).
+  int64_t runs_seen = static_cast<int64_t>(runs.size());
+  for (const SampledRun& run : runs) runs_seen = runs_seen * 31 + run.run_id;
   if (const auto known = owners_.find(pid); known != owners_.end()) {
     const Owner& owner = known->second;
-    if (owner.run_id ? present(*owner.run_id) : now - owner.checked_at < kRetryUnattributed) {
+    if (owner.run_id
+            ? present(*owner.run_id)
+            : now - owner.checked_at < kRetryUnattributed && owner.runs_seen == runs_seen) {
       return owner.run_id;
     }
   }
-  Owner owner{std::nullopt, now};
-  const pid_t group = ::getpgid(pid);
-  for (const SampledRun& run : runs) {
-    if (run.process_group && group == *run.process_group) owner.run_id = run.run_id;
-  }
-  if (!owner.run_id) {
-    if (const auto key = attribution_.job_of(pid, files)) {
-      int64_t run_id = 0;
-      std::from_chars(key->data(), key->data() + key->size(), run_id);
-      owner.run_id = run_id;
-    }
+  Owner owner{std::nullopt, now, runs_seen};
+  if (const auto key = attribution_.job_of(pid, files)) {
+    int64_t run_id = 0;
+    std::from_chars(key->data(), key->data() + key->size(), run_id);
+    owner.run_id = run_id;
+    owner.supervised = attribution_.runs_under(pid, self_exe_);
   }
   owners_[pid] = owner;
   return owner.run_id;
 }
 
-GpuMonitor::RunState& GpuMonitor::state_of(int64_t run_id, const std::string& job) {
+GpuMonitor::RunState* GpuMonitor::state_of(int64_t run_id, const std::string& job) {
   const auto [it, inserted] = states_.try_emplace(run_id);
   RunState& state = it->second;
-  if (!inserted) return state;
+  if (!inserted) return &state;
   state.job = job;
   state.watch = triage::NearOomWatch(share_);
   // A restarted daemon goes on with what it stored: the timeline, and the warning sent.
   auto rows = store_.gpu_memory_of_run(run_id);
   if (!rows) {
+    // Not a blank state: its next write would replace what is stored (and what was warned).
+    // The run is left out of this sample and read again at the next.
     ++metrics_.store_errors["read_gpu_memory"];
-    return state;
+    states_.erase(it);
+    return nullptr;
   }
   uint64_t warned = 0;
   for (const db::GpuMemoryRow& row : *rows) {
@@ -133,7 +142,7 @@ GpuMonitor::RunState& GpuMonitor::state_of(int64_t run_id, const std::string& jo
     }
   }
   if (warned > 0) state.watch.restore(warned);
-  return state;
+  return &state;
 }
 
 void GpuMonitor::sample_once() {
@@ -152,6 +161,7 @@ void GpuMonitor::sample_once() {
   std::map<std::pair<int64_t, unsigned>, uint64_t> held;  // (run, card)
   std::map<unsigned, uint64_t> processes_total;
   std::set<pid_t> seen;
+  std::set<int64_t> supervised;  // runs with a process under `oomtriage run`
   metrics_.gpu_other_memory.clear();
   for (const GpuSample& card : cards) {
     uint64_t& others = metrics_.gpu_other_memory[card.index];
@@ -161,6 +171,7 @@ void GpuMonitor::sample_once() {
       processes_total[card.index] += bytes;
       if (const auto run = owner_of(static_cast<pid_t>(process.pid), runs, files)) {
         held[{*run, card.index}] += bytes;
+        if (owners_[static_cast<pid_t>(process.pid)].supervised) supervised.insert(*run);
       } else {
         others += bytes;
       }
@@ -177,8 +188,10 @@ void GpuMonitor::sample_once() {
     for (const GpuSample& card : cards) {
       const auto it = held.find({run.run_id, card.index});
       if (it == held.end() || card.total_bytes == 0) continue;
+      RunState* found = state_of(run.run_id, run.alert.job);
+      if (found == nullptr) continue;
+      RunState& state = *found;
       sampled.insert(run.run_id);
-      RunState& state = state_of(run.run_id, run.alert.job);
       const uint64_t bytes = it->second;
       const triage::GpuReading reading{
           now, run.step, run.phase, bytes, processes_total[card.index] - bytes, card.total_bytes};
@@ -190,8 +203,12 @@ void GpuMonitor::sample_once() {
       const uint64_t usable =
           card.total_bytes > reading.others_bytes ? card.total_bytes - reading.others_bytes : 0;
       if (static_cast<double>(bytes) > 0.9 * static_cast<double>(usable)) fast_ = true;
-      if (const auto warning = state.watch.check(timeline, reading)) {
+      // A job under `oomtriage run` is warned by `run`, which samples it too: not twice.
+      const auto warning = state.watch.check(timeline, reading);
+      if (warning && !supervised.contains(run.run_id)) {
         warn(run, state, card.index, card.total_bytes, *warning);
+      } else if (warning) {
+        state.warned_bytes[card.index] = warning->peak_bytes;
       }
     }
   }
@@ -223,6 +240,7 @@ void GpuMonitor::store(int64_t run_id, RunState& state) {
     row.peak_step = peak->step_to;
     row.others_peak_bytes = timeline.others_peak_bytes();
     row.timeline_json = timeline.to_json();
+    row.from_start = timeline.from_start();
     row.updated_at = wall_clock_();
     if (const auto warned = state.warned_bytes.find(gpu); warned != state.warned_bytes.end()) {
       row.warned_bytes = warned->second;

@@ -1,13 +1,14 @@
 // daemon/service/gpu_monitor.h
 //
-// The GPU memory timeline's sampling, for the daemon and `run` (docs/gpu-memory.md): on a timer,
-// every card's memory and compute processes through NVML (nvml_sampler.h); each process put to
-// a run (`run`'s child's process group, else gpu_attribution.h: the log it writes, its folder,
-// its config on its command line), remembered per pid; each run's memory per card added to its
+// The daemon's GPU memory timeline (docs/gpu-memory.md; `run` has its own, daemon/cli/run_gpu.h):
+// on a timer, every card's memory and compute processes through NVML (nvml_sampler.h); each
+// process put to a followed run (gpu_attribution.h: its pod, the log it writes, its folder, its
+// config on its command line), remembered per pid; each run's memory per card added to its
 // timeline with the step and phase its log shows now (triage/gpu_timeline.h) and written to the
 // store every kStoreInterval and when the run leaves; one TrainingNearOOM warning when a run
 // nears its card's limit; the Prometheus gauges. A run's timeline and warning survive a restart
-// (read back from the store). Without NVML: one log line, nothing sampled, nothing else changes.
+// (read back from the store). A job under `oomtriage run` is sampled but warned by `run` alone.
+// Without NVML: one log line, nothing sampled, nothing else changes.
 #pragma once
 
 #include <sys/types.h>
@@ -38,10 +39,9 @@ namespace oomtriage::daemon {
 // A run that may hold GPU memory, as the monitor's owner sees it at one sample.
 struct SampledRun {
   int64_t run_id = 0;
-  std::string folder;                  // the job's folder, may be empty
-  std::vector<std::string> logs;       // its followed logs, absolute
-  std::optional<pid_t> process_group;  // `run`: its child's: every process in it is the job's
-  std::string pod_uid;                 // a container log's pod (gpu_attribution.h)
+  std::string folder;             // the job's folder, may be empty
+  std::vector<std::string> logs;  // its followed logs, absolute
+  std::string pod_uid;            // a container log's pod (gpu_attribution.h)
   std::optional<int64_t> step;
   parsers::Phase phase = parsers::Phase::kUnknown;
   NearOomRun alert;  // job, trainer, family, log path, total steps (the monitor fills the rest)
@@ -88,12 +88,15 @@ class GpuMonitor {
   struct Owner {
     std::optional<int64_t> run_id;
     std::chrono::steady_clock::time_point checked_at;
+    int64_t runs_seen = 0;    // the followed runs when it was looked at (owner_of)
+    bool supervised = false;  // under `oomtriage run`, which warns for it
   };
 
   void arm();
   std::optional<int64_t> owner_of(pid_t pid, const std::vector<SampledRun>& runs,
                                   const std::vector<JobFiles>& files);
-  RunState& state_of(int64_t run_id, const std::string& job);
+  // Null when the store could not say what it holds for the run (then it is left out).
+  RunState* state_of(int64_t run_id, const std::string& job);
   void store(int64_t run_id, RunState& state);
   void warn(const SampledRun& run, RunState& state, unsigned gpu, uint64_t card_bytes,
             const triage::NearOomWatch::Warning& warning);
@@ -107,6 +110,7 @@ class GpuMonitor {
   std::function<void(const std::string&)> say_;
   std::unique_ptr<NvmlSampler> sampler_;
   GpuAttribution attribution_;
+  std::string self_exe_;  // this binary: an `oomtriage run` above a process is ours
   boost::asio::steady_timer timer_;
   std::chrono::milliseconds interval_{0};
   double share_ = 0.95;

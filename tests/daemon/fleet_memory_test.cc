@@ -107,8 +107,16 @@ TEST_SUITE("daemon::fleet memory") {
       // The daemon sampled the run at 80% of what the model predicts for its peak.
       const auto story = **store.job_story("sampled");
       const uint64_t peak = estimate.peak().peak_bytes * 4 / 5;
-      REQUIRE(store.record_gpu_memory(
-          {story.runs[0].id, 0, uint64_t{48} << 30, peak, "train_step", 10, 0, "{}", 1}));
+      db::GpuMemoryRow sampled{
+          story.runs[0].id, 0, uint64_t{48} << 30, peak, "train_step", 10, 0, "{}", 1};
+      // Sampled only from the middle of the run (the daemon came late): not a measurement.
+      REQUIRE(store.record_gpu_memory(sampled));
+      auto partial = fleet_correction(path, family, uint64_t{48} << 30);
+      REQUIRE(partial);
+      CHECK(partial->measured == 0);
+      CHECK(partial->factor == 1.0);
+      sampled.from_start = true;
+      REQUIRE(store.record_gpu_memory(sampled));
       auto c = fleet_correction(path, family, uint64_t{48} << 30);
       REQUIRE(c);
       CHECK(c->factor == doctest::Approx(0.8).epsilon(0.01));

@@ -107,6 +107,8 @@ struct Rig {
     fs::create_directories(job);
     std::ofstream(config) << "watch:\n  - logs: " << (out / "*" / "log.txt").string() << "\n"
                           << "gpu_sample_ms: 100\nalert_group_seconds: 0\n"
+                          // A log written this often is busy: read it soon all the same.
+                          << "read_interval_ms: 50\nburst_check_ms: 20\n"
                           << "metrics:\n  listen: 127.0.0.1:0\n"
                           << "alerts:\n  - name: hook\n    type: webhook\n    url: " << url
                           << "\n    retry_initial_ms: 200\n";
@@ -133,12 +135,16 @@ TEST_SUITE("daemon::gpu timeline") {
     // 22.75 GiB usable: 95% is 21.61 GiB.
     const uint64_t card = 24 * kGiB, others = kGiB + kGiB / 4;
     cards.set(card, {{stranger.pid, others}});
-    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
-                         rig.dir.path / "err");
-    INFO("the daemon's stderr: " << daemon.stderr_text());
+    std::optional<DaemonProcess> daemon;
+    daemon.emplace(rig.dir.path / "state",
+                   std::vector<std::string>{"daemon", "--config", rig.config.string()},
+                   rig.dir.path / "err");
+    INFO("the daemon's stderr: " << daemon->stderr_text());
     // The job starts after the daemon: its log appears, written by its trainer.
     Sleeper trainer(rig.log);
     append(rig.log, "Running 1 job\n");
+    StoreView view{rig.dir.path / "state" / "oomtriage.db"};
+    REQUIRE(wait_until([&] { return view.story("my_lora").has_value(); }));
     cards.set(card, {{trainer.pid, 6 * kGiB}, {stranger.pid, others}});
     append(rig.log,
            "#############################################\n# Running job: my_lora\n"
@@ -156,7 +162,7 @@ TEST_SUITE("daemon::gpu timeline") {
     REQUIRE(wait_until([&] { return alerts_named(server, "TrainingNearOOM").size() == 1; }));
     // The gauges while the preview holds the card: the job's memory, and the stranger's apart.
     std::smatch said;
-    const std::string err = daemon.stderr_text();
+    const std::string err = daemon->stderr_text();
     REQUIRE(std::regex_search(err, said, std::regex(R"(serving /metrics on port (\d+))")));
     const fs::path scraped = rig.dir.path / "metrics.txt";
     REQUIRE(
@@ -169,6 +175,16 @@ TEST_SUITE("daemon::gpu timeline") {
                                    others)) != std::string::npos);
     CHECK(metrics.find("oomtriage_near_oom_warnings_total 1") != std::string::npos);
     std::this_thread::sleep_for(600ms);  // more samples at the same height: no second warning
+    // Neither a reload nor a restart warns again for the same height.
+    ::kill(daemon->pid(), SIGHUP);
+    std::this_thread::sleep_for(600ms);
+    CHECK(daemon->stop(SIGTERM) == 0);
+    const std::string first_stderr = daemon->stderr_text();
+    daemon.emplace(rig.dir.path / "state",
+                   std::vector<std::string>{"daemon", "--config", rig.config.string()},
+                   rig.dir.path / "err2");
+    std::this_thread::sleep_for(600ms);
+    CHECK(alerts_named(server, "TrainingNearOOM").size() == 1);
     append(rig.log, test::traceback("  File \"run.py\", line 1, in <module>\n"));
     trainer.kill();
     cards.set(card, {{stranger.pid, others}});
@@ -190,11 +206,10 @@ TEST_SUITE("daemon::gpu timeline") {
               "22.75 GiB of a 24.00 GiB card (1.25 GiB held by other processes)") !=
           std::string::npos);
     CHECK_FALSE(warning["annotations"]["top_change"].get<std::string>().empty());
-    CHECK(daemon.stderr_text().find("job my_lora: near OOM in sampling at step 8 of 100") !=
+    CHECK(first_stderr.find("job my_lora: near OOM in sampling at step 8 of 100") !=
           std::string::npos);
 
     // Stored once the trainer left the card.
-    StoreView view{rig.dir.path / "state" / "oomtriage.db"};
     REQUIRE(wait_until([&] {
       const auto story = view.story("my_lora");
       return story && !story->gpu_memory.empty() && story->gpu_memory[0].peak_bytes == preview;
@@ -206,6 +221,7 @@ TEST_SUITE("daemon::gpu timeline") {
     CHECK(row.peak_step == 8);
     CHECK(row.others_peak_bytes == others);
     CHECK(row.warned_bytes == preview);
+    CHECK(row.from_start);  // sampled while it loaded, before its first step
     const auto timeline = triage::GpuTimeline::from_json(row.timeline_json);
     REQUIRE(timeline);
     const auto peaks = timeline->phase_peaks();
@@ -236,7 +252,7 @@ TEST_SUITE("daemon::gpu timeline") {
     REQUIRE(listed.is_object());
     CHECK(listed["jobs"][0]["gpu_peak_bytes"] == preview);
     CHECK(listed["jobs"][0]["gpu_headroom_bytes"] == card - preview);
-    CHECK(daemon.stop(SIGTERM) == 0);
+    CHECK(daemon->stop(SIGTERM) == 0);
   }
 
   TEST_CASE(

@@ -266,6 +266,8 @@ TEST_SUITE("db::store") {
     TempStore t;
     REQUIRE(t.store->set_fleet_outbox("postgresql://fleet/x"));
     const int64_t job = *t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
+    // Seen again before it was shipped (an upsert, like the attempt's below).
+    REQUIRE(t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 101));
     const int64_t run = *t.store->start_run(job, "/out/j/log.txt", std::nullopt, 100);
     db::HealAttempt attempt;
     attempt.run_id = run;
@@ -295,6 +297,8 @@ TEST_SUITE("db::store") {
     CHECK(kept.verdict == "healed");
     CHECK(kept.ended_at == 200);
     const auto batch = *t.store->fleet_batch(100);
+    REQUIRE(batch.jobs.size() == 1);
+    CHECK(batch.jobs[0].last_seen == 101);
     REQUIRE(batch.attempts.size() == 1);
     CHECK(batch.attempts[0].second.verdict == "healed");
   }
@@ -309,7 +313,8 @@ TEST_SUITE("db::store") {
     const int64_t first = *t.store->start_run(job, "/out/j/log.txt", snapshot, 100);
     const int64_t second = *t.store->start_run(job, "/out/j/log.txt", snapshot, 200);
     const auto row = [](int64_t run, unsigned gpu, uint64_t peak_gib) {
-      return db::GpuMemoryRow{run, gpu, 24ull << 30, peak_gib << 30, "train_step", 10, 0, "{}", 1};
+      return db::GpuMemoryRow{run, gpu,  24ull << 30, peak_gib << 30, "train_step",       10,
+                              0,   "{}", 1,           std::nullopt,   /*from_start=*/true};
     };
     REQUIRE(t.store->record_gpu_memory(row(first, 0, 22)));
     REQUIRE(t.store->record_gpu_memory(row(second, 0, 12)));

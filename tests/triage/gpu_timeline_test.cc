@@ -106,6 +106,15 @@ TEST_SUITE("triage::gpu_timeline") {
     CHECK_FALSE(GpuTimeline::from_json("not json"));
     CHECK_FALSE(GpuTimeline::from_json(R"({"points": [[1, 2, "x"]]})"));
     CHECK_FALSE(GpuTimeline::from_json(R"({"points": [[1, 2, null, null, "train_step", -5, 0]]})"));
+    // Numbers that arithmetic on them would overflow are damage too.
+    CHECK_FALSE(GpuTimeline::from_json(
+        R"({"points": [[1, 2, -9223372036854775808, 0, "train_step", 5, 0]]})"));
+    CHECK_FALSE(GpuTimeline::from_json(
+        R"({"points": [[1, 2, 0, 0, "train_step", 18446744073709551615, 0]]})"));
+    auto wide = GpuTimeline::from_json(R"({"step_window": 18446744073709551615, "points": []})");
+    REQUIRE(wide);
+    CHECK(wide->step_window() == int64_t{1} << 40);
+    CHECK(back->from_start());  // its first point is before any step
   }
 
   TEST_CASE("a run that climbs to 96% is warned once, with its step and phase") {
