@@ -4,8 +4,9 @@
 // a store: its finished runs with their config snapshots and first fatal OOM (db/store.h
 // fleet_history) become FleetRuns — each config parsed again and estimated with the uncorrected
 // model, an OOM's need taken from its figures, a completed run's peak from its sampled GPU
-// memory (db/store.h GpuMemoryRow), the card from the OOM, the pre-flight check or the samples. `oomtriage check`, `run` and the daemon's pre-flight (preflight_alerts.h) ask here. A
-// snapshot that does not parse, or whose family the model does not know, is left out.
+// memory (db/store.h GpuMemoryRow), the card from the OOM, the pre-flight check or the samples.
+// `oomtriage check`, `run` and the daemon's pre-flight (preflight_alerts.h) ask here. A snapshot
+// that does not parse, or whose family the model does not know, is left out.
 #pragma once
 
 #include <cstdint>
