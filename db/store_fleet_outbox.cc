@@ -5,6 +5,7 @@
 #include "db/store.h"
 
 #include "db/sqlite_statement.h"
+#include "db/store_internal.h"
 
 #include <sqlite3.h>
 
@@ -229,32 +230,15 @@ Result<FleetBatch> Store::fleet_batch(int limit) {
         e.typed.recovered = s.integer(12) != 0;
         batch.events.push_back(std::move(e));
       } else if (entry_kind == "gpu_memory") {
-        Statement s(
-            *statements_,
-            "SELECT r.job_id, g.run_id, g.gpu, g.total_bytes, g.peak_bytes, g.peak_phase, "
-            "g.peak_step, g.others_peak_bytes, g.timeline_json, g.updated_at, g.warned_bytes, "
-            "g.from_start FROM "
-            "gpu_memory g JOIN runs r ON r.id = g.run_id WHERE g.id = ?1");
+        Statement s(*statements_,
+                    "SELECT r.job_id, " OOMTRIAGE_GPU_MEMORY_COLUMNS
+                    "FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE g.id = ?1");
         s.bind(1, id);
         if (auto found = row_found(s); !found || !*found) {
           if (!found) return found.error();
           continue;
         }
-        GpuMemoryRow g;
-        g.run_id = s.integer(1);
-        g.gpu = static_cast<unsigned>(s.integer(2));
-        g.total_bytes = static_cast<uint64_t>(s.integer(3));
-        g.peak_bytes = static_cast<uint64_t>(s.integer(4));
-        g.peak_phase = s.text(5);
-        g.peak_step = s.optional_integer(6);
-        g.others_peak_bytes = static_cast<uint64_t>(s.integer(7));
-        g.timeline_json = s.text(8);
-        g.updated_at = s.integer(9);
-        if (const auto warned = s.optional_integer(10)) {
-          g.warned_bytes = static_cast<uint64_t>(*warned);
-        }
-        g.from_start = s.integer(11) != 0;
-        batch.gpu_memory.emplace_back(s.integer(0), std::move(g));
+        batch.gpu_memory.emplace_back(s.integer(0), gpu_memory_row(s, 1));
       } else {
         Statement s(*statements_,
                     "SELECT job_id, run_id, attempt, max_attempts, fix_id, change, argv_json, "

@@ -3,6 +3,7 @@
 #include "db/store.h"
 
 #include "db/sqlite_statement.h"
+#include "db/store_internal.h"
 
 #include <sqlite3.h>
 
@@ -38,30 +39,11 @@ Result<Ok> Store::record_gpu_memory(const GpuMemoryRow& row) {
 
 namespace {
 
-// The statement cache keys statements by their text's address: whole literals, not strings.
-#define OOMTRIAGE_GPU_MEMORY_COLUMNS                                                       \
-  "SELECT g.run_id, g.gpu, g.total_bytes, g.peak_bytes, g.peak_phase, g.peak_step, "       \
-  "g.others_peak_bytes, g.timeline_json, g.updated_at, g.warned_bytes, g.from_start FROM " \
-  "gpu_memory g "
-
 Result<std::vector<GpuMemoryRow>> read_rows(Statement& s) {
   std::vector<GpuMemoryRow> rows;
   int rc;
   while ((rc = s.step()) == SQLITE_ROW) {
-    GpuMemoryRow row;
-    row.run_id = s.integer(0);
-    row.gpu = static_cast<unsigned>(s.integer(1));
-    row.total_bytes = static_cast<uint64_t>(s.integer(2));
-    row.peak_bytes = static_cast<uint64_t>(s.integer(3));
-    row.peak_phase = s.text(4);
-    row.peak_step = s.optional_integer(5);
-    row.others_peak_bytes = static_cast<uint64_t>(s.integer(6));
-    row.timeline_json = s.text(7);
-    row.updated_at = s.integer(8);
-    if (const auto warned = s.optional_integer(9))
-      row.warned_bytes = static_cast<uint64_t>(*warned);
-    row.from_start = s.integer(10) != 0;
-    rows.push_back(std::move(row));
+    rows.push_back(gpu_memory_row(s, 0));
   }
   if (rc != SQLITE_DONE) return s.error("gpu memory");
   return rows;
@@ -70,14 +52,17 @@ Result<std::vector<GpuMemoryRow>> read_rows(Statement& s) {
 }  // namespace
 
 Result<std::vector<GpuMemoryRow>> Store::gpu_memory_of_job(int64_t job_id) {
-  Statement s(*statements_, OOMTRIAGE_GPU_MEMORY_COLUMNS
+  Statement s(*statements_,
+              "SELECT " OOMTRIAGE_GPU_MEMORY_COLUMNS
+              "FROM gpu_memory g "
               "JOIN runs r ON r.id = g.run_id WHERE r.job_id = ?1 ORDER BY g.run_id, g.gpu");
   s.bind(1, job_id);
   return read_rows(s);
 }
 
 Result<std::vector<GpuMemoryRow>> Store::gpu_memory_of_run(int64_t run_id) {
-  Statement s(*statements_, OOMTRIAGE_GPU_MEMORY_COLUMNS "WHERE g.run_id = ?1 ORDER BY g.gpu");
+  Statement s(*statements_, "SELECT " OOMTRIAGE_GPU_MEMORY_COLUMNS
+                            "FROM gpu_memory g WHERE g.run_id = ?1 ORDER BY g.gpu");
   s.bind(1, run_id);
   return read_rows(s);
 }

@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include "daemon/service/gpu_monitor.h"
+
 namespace oomtriage::daemon {
 
 std::optional<AttemptWarning> AttemptGpu::sample(int64_t now, std::optional<int64_t> step,
@@ -36,21 +38,11 @@ std::optional<AttemptWarning> AttemptGpu::sample(int64_t now, std::optional<int6
 std::vector<db::GpuMemoryRow> AttemptGpu::rows(int64_t run_id, int64_t now) const {
   std::vector<db::GpuMemoryRow> rows;
   for (const auto& [gpu, timeline] : cards_) {
-    const triage::GpuPoint* peak = timeline.peak();
-    if (peak == nullptr) continue;
-    db::GpuMemoryRow row;
-    row.run_id = run_id;
-    row.gpu = gpu;
-    row.total_bytes = timeline.total_bytes();
-    row.peak_bytes = peak->peak_bytes;
-    row.peak_phase = std::string(parsers::to_string(peak->phase));
-    row.peak_step = peak->step_to;
-    row.others_peak_bytes = timeline.others_peak_bytes();
-    row.timeline_json = timeline.to_json();
-    row.from_start = true;  // sampled from the child's start
-    row.updated_at = now;
-    if (const auto it = warned_.find(gpu); it != warned_.end()) row.warned_bytes = it->second;
-    rows.push_back(std::move(row));
+    std::optional<db::GpuMemoryRow> row = timeline_row(run_id, timeline, now);
+    if (!row) continue;
+    row->from_start = true;  // sampled from the child's start, whatever it printed first
+    if (const auto it = warned_.find(gpu); it != warned_.end()) row->warned_bytes = it->second;
+    rows.push_back(std::move(*row));
   }
   return rows;
 }

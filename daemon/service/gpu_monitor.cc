@@ -227,25 +227,32 @@ void GpuMonitor::sample_once() {
   }
 }
 
+std::optional<db::GpuMemoryRow> timeline_row(int64_t run_id, const triage::GpuTimeline& timeline,
+                                             int64_t now) {
+  const triage::GpuPoint* peak = timeline.peak();
+  if (peak == nullptr) return std::nullopt;
+  db::GpuMemoryRow row;
+  row.run_id = run_id;
+  row.gpu = timeline.gpu();
+  row.total_bytes = timeline.total_bytes();
+  row.peak_bytes = peak->peak_bytes;
+  row.peak_phase = std::string(parsers::to_string(peak->phase));
+  row.peak_step = peak->step_to;
+  row.others_peak_bytes = timeline.others_peak_bytes();
+  row.timeline_json = timeline.to_json();
+  row.from_start = timeline.from_start();
+  row.updated_at = now;
+  return row;
+}
+
 void GpuMonitor::store(int64_t run_id, RunState& state) {
   for (const auto& [gpu, timeline] : state.cards) {
-    const triage::GpuPoint* peak = timeline.peak();
-    if (peak == nullptr) continue;
-    db::GpuMemoryRow row;
-    row.run_id = run_id;
-    row.gpu = gpu;
-    row.total_bytes = timeline.total_bytes();
-    row.peak_bytes = peak->peak_bytes;
-    row.peak_phase = std::string(parsers::to_string(peak->phase));
-    row.peak_step = peak->step_to;
-    row.others_peak_bytes = timeline.others_peak_bytes();
-    row.timeline_json = timeline.to_json();
-    row.from_start = timeline.from_start();
-    row.updated_at = wall_clock_();
+    std::optional<db::GpuMemoryRow> row = timeline_row(run_id, timeline, wall_clock_());
+    if (!row) continue;
     if (const auto warned = state.warned_bytes.find(gpu); warned != state.warned_bytes.end()) {
-      row.warned_bytes = warned->second;
+      row->warned_bytes = warned->second;
     }
-    if (auto stored = store_.record_gpu_memory(row); !stored) {
+    if (auto stored = store_.record_gpu_memory(*row); !stored) {
       // Kept dirty: the next turn tries again; counted, not logged per turn.
       ++metrics_.store_errors["record_gpu_memory"];
       return;

@@ -36,6 +36,11 @@
 
 namespace oomtriage::daemon {
 
+// The store's row for a run's timeline on one card (db/store.h GpuMemoryRow); nullopt before
+// its first point. The daemon and `run` (daemon/cli/run_gpu.h) write their timelines through it.
+std::optional<db::GpuMemoryRow> timeline_row(int64_t run_id, const triage::GpuTimeline& timeline,
+                                             int64_t now);
+
 // A run that may hold GPU memory, as the monitor's owner sees it at one sample.
 struct SampledRun {
   int64_t run_id = 0;

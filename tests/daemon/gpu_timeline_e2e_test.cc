@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/e2e.h"
+#include "tests/support/alert_bodies.h"
 #include "tests/support/http_test_server.h"
 #include "tests/support/log_samples.h"
 #include "tests/support/skip.h"
@@ -69,29 +70,6 @@ struct FakeCards {
     fs::rename(tmp, path);
   }
 };
-
-std::vector<std::string> alertnames(const HttpTestServer& server) {
-  std::vector<std::string> names;
-  for (const auto& request : server.requests()) {
-    const json body = json::parse(request.body, nullptr, false);
-    if (!body.is_object() || !body.contains("alerts")) continue;
-    for (const auto& alert : body["alerts"])
-      names.push_back(alert["labels"].value("alertname", ""));
-  }
-  return names;
-}
-
-std::vector<json> alerts_named(const HttpTestServer& server, const std::string& name) {
-  std::vector<json> found;
-  for (const auto& request : server.requests()) {
-    const json body = json::parse(request.body, nullptr, false);
-    if (!body.is_object() || !body.contains("alerts")) continue;
-    for (const auto& alert : body["alerts"]) {
-      if (alert["labels"].value("alertname", "") == name) found.push_back(alert);
-    }
-  }
-  return found;
-}
 
 void append(const fs::path& log, const std::string& text) {
   std::ofstream(log, std::ios::app | std::ios::binary) << text;

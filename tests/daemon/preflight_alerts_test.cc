@@ -14,6 +14,7 @@
 #include "daemon/alerts/alert_payload.h"
 #include "daemon/alerts/predicted_alert.h"
 #include "tests/support/e2e.h"
+#include "tests/support/alert_bodies.h"
 #include "tests/support/http_test_server.h"
 #include "triage/preflight.h"
 
@@ -71,18 +72,6 @@ struct PreflightRig {
         << "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 MiB.\n";
   }
 };
-
-std::vector<json> alerts_named(const HttpTestServer& server, const std::string& alertname) {
-  std::vector<json> found;
-  for (const auto& request : server.requests()) {
-    const json body = json::parse(request.body, nullptr, false);
-    if (!body.is_object() || !body.contains("alerts")) continue;
-    for (const auto& alert : body["alerts"]) {
-      if (alert["labels"].value("alertname", "") == alertname) found.push_back(alert);
-    }
-  }
-  return found;
-}
 
 }  // namespace
 
