@@ -527,12 +527,15 @@ void memory_timeline(std::string& out, const ReportView& r) {
     }
     out += "</svg>\n<div class=\"legend\">";
     for (const auto& [phase, peak] : gpu.phase_peaks) {
-      const auto named = std::find_if(gpu.points.begin(), gpu.points.end(), [&](const auto& p) {
-        return parsers::to_string(p.phase) == phase;
-      });
+      // Its colour from a point of that phase (a lambda may not capture a structured binding
+      // in clang 14, so a loop).
+      parsers::Phase named = parsers::Phase::kUnknown;
+      for (const triage::GpuPoint& p : gpu.points) {
+        if (parsers::to_string(p.phase) == phase) named = p.phase;
+      }
       out +=
           fmt::format("<span><span class=\"sw\" style=\"background:{}\"></span>{} (peak {})</span>",
-                      phase_color(named->phase), escape(phase), format_bytes(peak));
+                      phase_color(named), escape(phase), format_bytes(peak));
     }
     if (gpu.others_peak_bytes > 0) {
       out += fmt::format(

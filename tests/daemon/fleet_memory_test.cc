@@ -101,7 +101,7 @@ TEST_SUITE("daemon::fleet memory") {
                               " --gpu 48GiB");
       };
       record_run(store, "sampled", config, "completed", 0, 1);
-      const auto [before_code, before] = check();
+      const std::string before = check().second;
       INFO("check before: " << before);
       CHECK(before.find("adjusted") == std::string::npos);
       // The daemon sampled the run at 80% of what the model predicts for its peak.
@@ -121,7 +121,7 @@ TEST_SUITE("daemon::fleet memory") {
       REQUIRE(c);
       CHECK(c->factor == doctest::Approx(0.8).epsilon(0.01));
       CHECK(c->measured == 1);
-      const auto [after_code, after] = check();
+      const std::string after = check().second;
       INFO("check after: " << after);
       CHECK(after.find("adjusted -20% from 1 run of " + family) != std::string::npos);
       CHECK(after.find("1 with a measured peak") != std::string::npos);

@@ -210,7 +210,10 @@ TEST_SUITE("daemon::gpu timeline") {
     for (const triage::GpuPoint& point : timeline->points()) stepped += point.step_from ? 1 : 0;
     CHECK(stepped >= 4);
 
-    const auto [text_code, text] = rig.says("report my_lora");
+    // Not structured bindings: INFO's lambda may not capture one (clang 14).
+    const auto report = rig.says("report my_lora");
+    const int text_code = report.first;
+    const std::string& text = report.second;
     INFO("report: " << text);
     CHECK(text_code == 0);
     CHECK(text.find("GPU memory (sampled)") != std::string::npos);
@@ -225,7 +228,7 @@ TEST_SUITE("daemon::gpu timeline") {
     CHECK(html.find("data-phase=\"train_step\"") != std::string::npos);
     CHECK(html.find("class=\"crash\"") != std::string::npos);
     CHECK(html.find("class=\"others\"") != std::string::npos);
-    const auto [jobs_code, jobs] = rig.says("jobs --json");
+    const std::string jobs = rig.says("jobs --json").second;
     const json listed = json::parse(jobs, nullptr, false);
     REQUIRE(listed.is_object());
     CHECK(listed["jobs"][0]["gpu_peak_bytes"] == preview);
@@ -253,10 +256,12 @@ TEST_SUITE("daemon::gpu timeline") {
         << "\" | sed \"s/ 1\\/4/ $step\\/4/\"; sleep 0.3; done\n"
         << "echo 'Sampling at step 4'; card " << static_cast<uint64_t>(24 * kGiB * 0.96)
         << "; sleep 0.8\n";
-    const auto [code, out] = oomtriage_says(
+    const auto said = oomtriage_says(
         "--state-dir " + (dir.path / "state").string() + " run --job sh_job --daemon-config " +
         (dir.path / "daemon.yaml").string() + " --log " + (dir.path / "run.log").string() +
         " -- sh " + (dir.path / "train.sh").string());
+    const int code = said.first;
+    const std::string& out = said.second;
     INFO("run said: " << out);
     CHECK(code == 0);
     const std::string warning =
