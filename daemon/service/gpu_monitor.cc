@@ -87,16 +87,12 @@ void GpuMonitor::arm() {
 }
 
 std::optional<int64_t> GpuMonitor::owner_of(pid_t pid, const std::vector<SampledRun>& runs,
-                                            const std::vector<JobFiles>& files) {
+                                            const std::vector<JobFiles>& files, int64_t runs_seen) {
   const auto now = std::chrono::steady_clock::now();
   const auto present = [&](int64_t run_id) {
     return std::any_of(runs.begin(), runs.end(),
                        [&](const SampledRun& run) { return run.run_id == run_id; });
   };
-  // The followed runs as a number that changes when one comes or goes: an unattributed process
-  // is looked at again at once when a run appears (its log often comes after its trainer).
-  int64_t runs_seen = static_cast<int64_t>(runs.size());
-  for (const SampledRun& run : runs) runs_seen = runs_seen * 31 + run.run_id;
   if (const auto known = owners_.find(pid); known != owners_.end()) {
     const Owner& owner = known->second;
     if (owner.run_id
@@ -157,6 +153,10 @@ void GpuMonitor::sample_once() {
   for (const SampledRun& run : runs) {
     files.push_back({std::to_string(run.run_id), run.folder, run.logs, run.pod_uid});
   }
+  // The followed runs as a number that changes when one comes or goes: an unattributed process
+  // is looked at again at once when a run appears (its log often comes after its trainer).
+  int64_t runs_seen = static_cast<int64_t>(runs.size());
+  for (const SampledRun& run : runs) runs_seen = runs_seen * 31 + run.run_id;
   // Each process's memory to its run, or to no followed job, per card.
   std::map<std::pair<int64_t, unsigned>, uint64_t> held;  // (run, card)
   std::map<unsigned, uint64_t> processes_total;
@@ -169,7 +169,7 @@ void GpuMonitor::sample_once() {
       seen.insert(static_cast<pid_t>(process.pid));
       const uint64_t bytes = process.used_bytes.value_or(0);
       processes_total[card.index] += bytes;
-      if (const auto run = owner_of(static_cast<pid_t>(process.pid), runs, files)) {
+      if (const auto run = owner_of(static_cast<pid_t>(process.pid), runs, files, runs_seen)) {
         held[{*run, card.index}] += bytes;
         if (owners_[static_cast<pid_t>(process.pid)].supervised) supervised.insert(*run);
       } else {

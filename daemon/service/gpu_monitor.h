@@ -98,8 +98,9 @@ class GpuMonitor {
   };
 
   void arm();
+  // `runs_seen`: a signature of `runs` (sample_once), which changes when a run comes or goes.
   std::optional<int64_t> owner_of(pid_t pid, const std::vector<SampledRun>& runs,
-                                  const std::vector<JobFiles>& files);
+                                  const std::vector<JobFiles>& files, int64_t runs_seen);
   // Null when the store could not say what it holds for the run (then it is left out).
   RunState* state_of(int64_t run_id, const std::string& job);
   void store(int64_t run_id, RunState& state);
