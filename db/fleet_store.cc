@@ -5,8 +5,12 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
+#include <set>
 
 #include "db/libpq.h"
 #include "parsers/job_config.h"
@@ -119,6 +123,39 @@ CREATE TABLE oomtriage.gpu_memory (
   PRIMARY KEY (store_id, run_id, gpu)
 );
 CREATE INDEX gpu_memory_by_job ON oomtriage.gpu_memory (store_id, job_id);
+)sql",
+    // 4: what the jobs list filters on, kept on the job as batches arrive (FleetStore::ship):
+    // the newest run's outcome and the newest event's phase and model family. A page of jobs
+    // under any filter then reads the jobs table alone instead of two subqueries per job.
+    // Each node's last batch, for /fleet's quiet nodes. Each index's reason is beside it,
+    // from EXPLAIN (ANALYZE, BUFFERS) on the generated million-event store
+    // (docs/benchmarks.md, "Fleet store at scale").
+    R"sql(
+ALTER TABLE oomtriage.jobs ADD COLUMN outcome text NOT NULL DEFAULT 'unknown',
+  ADD COLUMN phase text, ADD COLUMN model_family text;
+UPDATE oomtriage.jobs j SET
+  outcome = COALESCE((SELECT r.outcome FROM oomtriage.runs r WHERE r.store_id = j.store_id AND
+    r.job_id = j.id ORDER BY r.id DESC LIMIT 1), 'unknown'),
+  phase = (SELECT e.phase FROM oomtriage.events e WHERE e.store_id = j.store_id AND
+    e.job_id = j.id ORDER BY e.id DESC LIMIT 1),
+  model_family = (SELECT e.model_family FROM oomtriage.events e WHERE e.store_id = j.store_id
+    AND e.job_id = j.id ORDER BY e.id DESC LIMIT 1);
+CREATE TABLE oomtriage.nodes (
+  store_id uuid PRIMARY KEY,
+  host text NOT NULL,
+  last_shipped_at timestamptz NOT NULL
+);
+INSERT INTO oomtriage.nodes (store_id, host, last_shipped_at)
+  SELECT store_id, max(host), max(last_seen) FROM oomtriage.jobs GROUP BY store_id;
+-- One node's jobs newest first (`jobs --host`, /?host=): without it every job is read and
+-- sorted to find one node's newest 50.
+CREATE INDEX jobs_by_host ON oomtriage.jobs (host, last_seen DESC);
+-- /fleet's OOMs per day: the window's events read from the index alone, never the event rows
+-- with their JSON.
+CREATE INDEX events_by_created ON oomtriage.events (created_at) INCLUDE (phase, model_family);
+-- Retention (FleetStore::prune) finds the oldest jobs by their last sighting.
+DROP INDEX IF EXISTS oomtriage.jobs_by_last_seen;
+CREATE INDEX jobs_by_last_seen ON oomtriage.jobs (last_seen DESC, host, id DESC);
 )sql",
 };
 
@@ -263,21 +300,27 @@ std::optional<int64_t> optional_at(const PGresult* r, int row, int col) {
   return integer_at(r, row, col);
 }
 
-// The columns of a job's line in `jobs`, the same figures as the SQLite store counts.
-constexpr const char* kJobSummarySelect =
-    "SELECT j.id, j.name, j.trainer, j.log_dir, extract(epoch FROM j.last_seen)::bigint, "
-    "(SELECT count(*) FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = j.id), "
-    "(SELECT count(*) FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = j.id), "
-    "COALESCE((SELECT outcome FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = "
-    "j.id ORDER BY r.id DESC LIMIT 1), 'unknown'), j.host, j.store_id::text, "
-    "COALESCE((SELECT event_json FROM oomtriage.events e WHERE e.store_id = j.store_id AND "
-    "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), "
-    "COALESCE((SELECT fixes_json FROM oomtriage.events e WHERE e.store_id = j.store_id AND "
-    "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), j.home, "
-    "(SELECT g.peak_bytes FROM oomtriage.gpu_memory g WHERE g.store_id = j.store_id AND "
-    "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1), "
-    "(SELECT g.total_bytes FROM oomtriage.gpu_memory g WHERE g.store_id = j.store_id AND "
-    "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1) FROM oomtriage.jobs j ";
+// A job's line in `jobs`, the same figures as the SQLite store counts, over the jobs in `from`.
+std::string job_summary_select(std::string_view from = "oomtriage.jobs j") {
+  return std::string(
+             "SELECT j.id, j.name, j.trainer, j.log_dir, extract(epoch FROM j.last_seen)::bigint, "
+             "(SELECT count(*) FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = "
+             "j.id), "
+             "(SELECT count(*) FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id "
+             "= j.id), "
+             "j.outcome, j.host, j.store_id::text, "
+             "COALESCE((SELECT event_json FROM oomtriage.events e WHERE e.store_id = j.store_id "
+             "AND "
+             "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), "
+             "COALESCE((SELECT fixes_json FROM oomtriage.events e WHERE e.store_id = j.store_id "
+             "AND "
+             "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), j.home, "
+             "(SELECT g.peak_bytes FROM oomtriage.gpu_memory g WHERE g.store_id = j.store_id AND "
+             "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1), "
+             "(SELECT g.total_bytes FROM oomtriage.gpu_memory g WHERE g.store_id = j.store_id AND "
+             "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1) FROM ") +
+         std::string(from) + " ";
+}
 
 JobSummary job_summary_at(const PGresult* r, int row) {
   JobSummary job;
@@ -290,6 +333,7 @@ JobSummary job_summary_at(const PGresult* r, int row) {
   job.events = integer_at(r, row, 6);
   job.outcome = text_at(r, row, 7);
   job.host = text_at(r, row, 8);
+  job.key = text_at(r, row, 9) + "." + std::to_string(job.id);
   job.last_event_json = text_at(r, row, 10);
   job.last_fixes_json = text_at(r, row, 11);
   job.home = text_at(r, row, 12);
@@ -334,26 +378,25 @@ Result<Ok> check_fleet_url(const std::string& url) {
   return Ok{};
 }
 
-Result<std::unique_ptr<FleetStore>> FleetStore::open(const std::string& url,
-                                                     int connect_timeout_seconds) {
+namespace {
+
+// A connection to the fleet store with oomtriage's session settings; `read_only` makes every
+// transaction of the session read-only.
+Result<PGconn*> connect(const std::string& url, int connect_timeout_seconds, bool read_only) {
   if (auto checked = check_fleet_url(url); !checked) return checked.error();
   const std::string timeout = std::to_string(std::max(1, connect_timeout_seconds));
+  const std::string options =
+      std::string("-c statement_timeout=60000 -c client_min_messages=warning") +
+      (read_only ? " -c default_transaction_read_only=on" : "");
   // The URL first: the keywords after it are oomtriage's own and win.
   // A partitioned network must not hold a call for the kernel's default keepalive (~11 min):
   // unacknowledged data fails after 30 s, an idle link is probed every 10 s after 30 s.
   const char* keywords[] = {
       "dbname",          "connect_timeout",     "client_encoding",  "application_name", "options",
       "keepalives_idle", "keepalives_interval", "keepalives_count", "tcp_user_timeout", nullptr};
-  const char* values[] = {url.c_str(),
-                          timeout.c_str(),
-                          "UTF8",
-                          "oomtriage",
-                          "-c statement_timeout=60000 -c client_min_messages=warning",
-                          "30",
-                          "10",
-                          "3",
-                          "30000",
-                          nullptr};
+  const char* values[] = {
+      url.c_str(), timeout.c_str(), "UTF8", "oomtriage", options.c_str(), "30", "10",
+      "3",         "30000",         nullptr};
   PGconn* conn = libpq().PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (conn == nullptr) return make_error(ErrorCode::kIo, "fleet store: out of memory");
   if (libpq().PQstatus(conn) != CONNECTION_OK) {
@@ -361,9 +404,162 @@ Result<std::unique_ptr<FleetStore>> FleetStore::open(const std::string& url,
     libpq().PQfinish(conn);
     return make_error(ErrorCode::kIo, "fleet store unreachable: " + reason);
   }
+  return conn;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<FleetStore>> FleetStore::open(const std::string& url,
+                                                     int connect_timeout_seconds) {
+  OOMTRIAGE_ASSIGN_OR_RETURN(PGconn * conn, connect(url, connect_timeout_seconds, false));
   std::unique_ptr<FleetStore> store(new FleetStore(conn));
   if (auto r = store->migrate(); !r) return r.error();
   return store;
+}
+
+Result<std::unique_ptr<FleetStore>> FleetStore::open_read_only(const std::string& url,
+                                                               bool role_may_write,
+                                                               int connect_timeout_seconds) {
+  OOMTRIAGE_ASSIGN_OR_RETURN(PGconn * conn, connect(url, connect_timeout_seconds, true));
+  std::unique_ptr<FleetStore> store(new FleetStore(conn));
+  auto version = store->schema_version();
+  if (!version) return version.error();
+  const int target = static_cast<int>(std::size(kMigrations));
+  if (*version != target) {
+    return make_error(ErrorCode::kDatabase,
+                      fmt::format("fleet store has schema version {}, this oomtriage reads version "
+                                  "{}{}",
+                                  *version, target,
+                                  *version < target ? ": a daemon of this version migrates it when "
+                                                      "it starts shipping"
+                                                    : ""));
+  }
+  auto writes = store->role_can_write();
+  if (!writes) return writes.error();
+  if (!writes->empty() && !role_may_write) {
+    return make_error(ErrorCode::kBadInput,
+                      "the fleet store's role can write (" + *writes +
+                          "); serve wants a read-only role (docs/serve.md shows how to make one), "
+                          "or --allow-writer-role to serve anyway in read-only transactions");
+  }
+  store->writer_role_ = *writes;
+  return store;
+}
+
+Result<std::string> FleetStore::role_can_write() {
+  Connection c(conn_);
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto r,
+      c.run("SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user), "
+            "has_schema_privilege('oomtriage', 'CREATE'), (SELECT string_agg(c.relname, ', ' "
+            "ORDER BY c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'oomtriage' AND c.relkind = 'r' AND has_table_privilege(c.oid, "
+            "'INSERT, UPDATE, DELETE, TRUNCATE'))"));
+  const std::string role = text_at(r.get(), 0, 0);
+  if (text_at(r.get(), 0, 1) == "t") return "role " + role + " is a superuser";
+  if (text_at(r.get(), 0, 2) == "t") return "role " + role + " may create in schema oomtriage";
+  if (!libpq().PQgetisnull(r.get(), 0, 3)) {
+    return "role " + role + " may change " + text_at(r.get(), 0, 3);
+  }
+  return std::string();
+}
+
+Result<FleetOverview> FleetStore::fleet_overview(int64_t since) {
+  Connection c(conn_);
+  FleetOverview out;
+  const Params window = {std::to_string(since), host_filter_};
+  for (const auto& [column, counts] :
+       {std::pair{"phase", &out.by_phase}, std::pair{"model_family", &out.by_family}}) {
+    OOMTRIAGE_ASSIGN_OR_RETURN(
+        auto r, c.run(fmt::format("SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), "
+                                  "{0}, count(*) FROM oomtriage.events WHERE created_at >= "
+                                  "to_timestamp($1) AND ($2 = '' OR host = $2) GROUP BY 1, 2 "
+                                  "ORDER BY 1, 2",
+                                  column)
+                          .c_str(),
+                      window));
+    for (int row = 0; row < libpq().PQntuples(r.get()); ++row) {
+      counts->push_back(
+          {text_at(r.get(), row, 0), text_at(r.get(), row, 1), integer_at(r.get(), row, 2)});
+    }
+  }
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto fixes,
+      c.run("SELECT fix_id, count(DISTINCT (store_id, job_id)) FROM oomtriage.heal_attempts WHERE "
+            "verdict = 'healed' AND fix_id <> '' AND ($1 = '' OR host = $1) GROUP BY fix_id "
+            "ORDER BY 2 DESC, 1 LIMIT 20",
+            {host_filter_}));
+  for (int row = 0; row < libpq().PQntuples(fixes.get()); ++row)
+    out.healed_by.push_back({text_at(fixes.get(), row, 0), integer_at(fixes.get(), row, 1)});
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto nodes,
+      c.run("SELECT n.host, extract(epoch FROM max(n.last_shipped_at))::bigint, (SELECT count(*) "
+            "FROM oomtriage.jobs j WHERE j.host = n.host) FROM oomtriage.nodes n WHERE $1 = '' "
+            "OR n.host = $1 GROUP BY n.host ORDER BY 2, 1",
+            {host_filter_}));
+  for (int row = 0; row < libpq().PQntuples(nodes.get()); ++row) {
+    out.nodes.push_back({text_at(nodes.get(), row, 0), integer_at(nodes.get(), row, 1),
+                         integer_at(nodes.get(), row, 2)});
+  }
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto near,
+      c.run("SELECT g.store_id::text || '.' || g.job_id, j.name, j.host, g.peak_phase, "
+            "g.peak_bytes, g.total_bytes, extract(epoch FROM g.updated_at)::bigint FROM (SELECT "
+            "DISTINCT ON (store_id, job_id) * FROM oomtriage.gpu_memory WHERE total_bytes > 0 AND "
+            "updated_at >= to_timestamp($1) AND ($2 = '' OR host = $2) ORDER BY store_id, job_id, "
+            "peak_bytes::float8 / total_bytes DESC) g JOIN oomtriage.jobs j ON j.store_id = "
+            "g.store_id AND j.id = g.job_id ORDER BY g.peak_bytes::float8 / g.total_bytes DESC "
+            "LIMIT 20",
+            window));
+  for (int row = 0; row < libpq().PQntuples(near.get()); ++row) {
+    const PGresult* r = near.get();
+    out.near_limit.push_back({text_at(r, row, 0), text_at(r, row, 1), text_at(r, row, 2),
+                              text_at(r, row, 3), static_cast<uint64_t>(integer_at(r, row, 4)),
+                              static_cast<uint64_t>(integer_at(r, row, 5)), integer_at(r, row, 6)});
+  }
+  return out;
+}
+
+Result<int64_t> FleetStore::prune(int64_t before, int batch_size) {
+  // A batch of jobs at a time, each in its own short transaction: nodes keep shipping between
+  // batches instead of waiting behind one delete of months of rows. A job being shipped right
+  // now is skipped (SKIP LOCKED) and taken by a later pass.
+  Connection c(conn_);
+  int64_t removed = 0;
+  for (;;) {
+    PgTransaction tx(c);
+    if (!tx.ok()) return make_error(ErrorCode::kIo, "fleet store: cannot begin a transaction");
+    OOMTRIAGE_ASSIGN_OR_RETURN(
+        auto doomed, c.run("SELECT store_id::text, id FROM oomtriage.jobs WHERE last_seen < "
+                           "to_timestamp($1) ORDER BY last_seen LIMIT $2 FOR UPDATE SKIP LOCKED",
+                           {std::to_string(before), std::to_string(std::max(1, batch_size))}));
+    const int count = libpq().PQntuples(doomed.get());
+    if (count == 0) return removed;
+    std::vector<std::string> stores, ids;
+    for (int row = 0; row < count; ++row) {
+      stores.push_back(text_at(doomed.get(), row, 0));
+      ids.push_back(text_at(doomed.get(), row, 1));
+    }
+    const Params keys = {fmt::format("{{{}}}", fmt::join(stores, ",")),
+                         fmt::format("{{{}}}", fmt::join(ids, ","))};
+    for (const char* sql :
+         {"DELETE FROM oomtriage.events WHERE (store_id, job_id) IN (SELECT * FROM "
+          "unnest($1::uuid[], $2::bigint[]))",
+          "DELETE FROM oomtriage.gpu_memory WHERE (store_id, job_id) IN (SELECT * FROM "
+          "unnest($1::uuid[], $2::bigint[]))",
+          "DELETE FROM oomtriage.heal_attempts WHERE (store_id, job_id) IN (SELECT * FROM "
+          "unnest($1::uuid[], $2::bigint[]))",
+          "DELETE FROM oomtriage.runs WHERE (store_id, job_id) IN (SELECT * FROM "
+          "unnest($1::uuid[], $2::bigint[]))",
+          "DELETE FROM oomtriage.config_snapshots WHERE (store_id, job_id) IN (SELECT * FROM "
+          "unnest($1::uuid[], $2::bigint[]))",
+          "DELETE FROM oomtriage.jobs WHERE (store_id, id) IN (SELECT * FROM unnest($1::uuid[], "
+          "$2::bigint[]))"}) {
+      OOMTRIAGE_TRY(c.run(sql, keys));
+    }
+    OOMTRIAGE_TRY(tx.commit());
+    removed += count;
+  }
 }
 
 FleetStore::~FleetStore() { libpq().PQfinish(conn_); }
@@ -508,15 +704,60 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
                         : std::nullopt,
          g.from_start ? "true" : "false"}));
   }
+  // The jobs list filters on each job's newest run and event: kept on the job here, once per
+  // batch, for every job the batch touched.
+  std::set<int64_t> touched;
+  for (const FleetJob& j : batch.jobs) touched.insert(j.id);
+  for (const auto& [job_id, run] : batch.runs) touched.insert(job_id);
+  for (const FleetEvent& e : batch.events) touched.insert(e.job_id);
+  if (!touched.empty()) {
+    OOMTRIAGE_TRY(c.run(
+        "UPDATE oomtriage.jobs j SET outcome = COALESCE((SELECT r.outcome FROM oomtriage.runs r "
+        "WHERE r.store_id = j.store_id AND r.job_id = j.id ORDER BY r.id DESC LIMIT 1), "
+        "'unknown'), phase = (SELECT e.phase FROM oomtriage.events e WHERE e.store_id = "
+        "j.store_id AND e.job_id = j.id ORDER BY e.id DESC LIMIT 1), model_family = (SELECT "
+        "e.model_family FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = j.id "
+        "ORDER BY e.id DESC LIMIT 1) WHERE j.store_id = $1 AND j.id = ANY($2::bigint[])",
+        {store_id, fmt::format("{{{}}}", fmt::join(touched, ","))}));
+  }
+  OOMTRIAGE_TRY(c.run(
+      "INSERT INTO oomtriage.nodes (store_id, host, last_shipped_at) VALUES ($1, $2, now()) ON "
+      "CONFLICT (store_id) DO UPDATE SET host = excluded.host, last_shipped_at = "
+      "excluded.last_shipped_at",
+      {store_id, h}));
   return tx.commit();
 }
 
-Result<std::vector<JobSummary>> FleetStore::list_jobs() {
+Result<std::vector<JobSummary>> FleetStore::find_jobs(const JobQuery& query) {
   Connection c(conn_);
-  auto r = c.run((std::string(kJobSummarySelect) +
-                  "WHERE $1 = '' OR j.host = $1 ORDER BY j.last_seen DESC, j.host, j.id DESC")
-                     .c_str(),
-                 {host_filter_});
+  // The page is chosen from the jobs table alone (its filters are columns kept by ship()), and
+  // only its rows pay for the counts and the newest event. PQexecParams plans with the values,
+  // so an empty filter's "$n = ''" folds away and the indexes serve what is left.
+  std::string names = "{";
+  for (const auto& name : query.names) {
+    std::string quoted;
+    for (const char ch : pg_text(name)) {
+      if (ch == '"' || ch == '\\') quoted += '\\';
+      quoted += ch;
+    }
+    names += (names.size() > 1 ? ",\"" : "\"") + quoted + "\"";
+  }
+  names += "}";
+  const std::string host = query.host.empty() ? host_filter_ : query.host;
+  const std::string sql =
+      job_summary_select(
+          "(SELECT * FROM oomtriage.jobs WHERE ($1 = '' OR host = $1) AND ($2 = '' OR "
+          "outcome = $2) AND ($3 = '' OR phase = $3) AND ($4 = '' OR trainer = $4) AND ($5 = '' "
+          "OR model_family = $5) AND ($6 = '' OR strpos(lower(name), lower($6)) > 0) AND ($7 = "
+          "'{}' OR name = ANY($7::text[])) AND ($8::bigint IS NULL OR last_seen >= "
+          "to_timestamp($8)) ORDER BY last_seen DESC, host, id DESC LIMIT $9 OFFSET $10) j") +
+      "ORDER BY j.last_seen DESC, j.host, j.id DESC";
+  auto r =
+      c.run(sql.c_str(),
+            {pg_text(host), pg_text(query.outcome), pg_text(query.phase), pg_text(query.trainer),
+             pg_text(query.family), pg_text(query.text), names, number(query.since),
+             query.limit ? std::optional<std::string>(std::to_string(query.limit)) : std::nullopt,
+             std::to_string(query.offset)});
   if (!r) return r.error();
   std::vector<JobSummary> jobs;
   for (int row = 0; row < libpq().PQntuples(r->get()); ++row)
@@ -524,11 +765,30 @@ Result<std::vector<JobSummary>> FleetStore::list_jobs() {
   return jobs;
 }
 
+Result<std::optional<JobStory>> FleetStore::job_story_by_key(const std::string& key) {
+  const size_t dot = key.rfind('.');
+  int64_t id = 0;
+  if (dot == std::string::npos || dot != 36) return std::optional<JobStory>();
+  const auto [end, error] = std::from_chars(key.data() + dot + 1, key.data() + key.size(), id);
+  if (error != std::errc() || end != key.data() + key.size()) return std::optional<JobStory>();
+  const std::string store_id = key.substr(0, dot);
+  if (store_id.find_first_not_of("0123456789abcdef-") != std::string::npos) {
+    return std::optional<JobStory>();
+  }
+  Connection c(conn_);
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      auto found,
+      c.run((job_summary_select() + "WHERE j.store_id = $1::uuid AND j.id = $2").c_str(),
+            {store_id, std::to_string(id)}));
+  if (libpq().PQntuples(found.get()) == 0) return std::optional<JobStory>();
+  return story_of(job_summary_at(found.get(), 0), store_id);
+}
+
 Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
                                                       const std::optional<std::string>& home) {
   Connection c(conn_);
   OOMTRIAGE_ASSIGN_OR_RETURN(
-      auto found, c.run((std::string(kJobSummarySelect) +
+      auto found, c.run((job_summary_select() +
                          "WHERE j.name = $1 AND ($2 = '' OR j.host = $2) AND ($3::text IS NULL OR "
                          "j.home = $3) ORDER BY j.last_seen DESC")
                             .c_str(),
@@ -559,9 +819,15 @@ Result<std::optional<JobStory>> FleetStore::job_story(const std::string& name,
                                   fmt::join(homes, ", ")));
   }
   // One host that stored it twice (its store made anew): the newest.
+  return story_of(job_summary_at(jobs, 0), text_at(jobs, 0, 9));
+}
+
+Result<std::optional<JobStory>> FleetStore::story_of(const JobSummary& job,
+                                                     const std::string& store_id) {
+  Connection c(conn_);
   JobStory story;
-  story.job = job_summary_at(jobs, 0);
-  const Params key = {text_at(jobs, 0, 9), std::to_string(story.job.id)};
+  story.job = job;
+  const Params key = {store_id, std::to_string(story.job.id)};
 
   OOMTRIAGE_ASSIGN_OR_RETURN(auto runs, c.run("SELECT id, log_path, outcome, extract(epoch FROM "
                                               "started_at)::bigint, extract(epoch FROM "

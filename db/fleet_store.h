@@ -35,6 +35,11 @@ class FleetStore : public JobReader {
   // Connects (waiting at most `connect_timeout_seconds`) and brings the schema up to date.
   static Result<std::unique_ptr<FleetStore>> open(const std::string& url,
                                                   int connect_timeout_seconds = 5);
+  // For reading only (`oomtriage serve`): no migration, every transaction read-only, and a role
+  // that can write is refused (what it may change in the error) unless `role_may_write`.
+  static Result<std::unique_ptr<FleetStore>> open_read_only(const std::string& url,
+                                                            bool role_may_write,
+                                                            int connect_timeout_seconds = 5);
   ~FleetStore() override;
   FleetStore(const FleetStore&) = delete;
   FleetStore& operator=(const FleetStore&) = delete;
@@ -47,7 +52,16 @@ class FleetStore : public JobReader {
 
   // `jobs` and `report` see only this host's jobs when it is set.
   void set_host_filter(std::string host) { host_filter_ = std::move(host); }
-  Result<std::vector<JobSummary>> list_jobs() override;
+  Result<std::vector<JobSummary>> find_jobs(const JobQuery& query) override;
+  Result<std::optional<JobStory>> job_story_by_key(const std::string& key) override;
+  Result<FleetOverview> fleet_overview(int64_t since) override;
+  // What the connected role may change, in words; "" for nothing.
+  Result<std::string> role_can_write();
+  // Set by open_read_only when the role may write and that was allowed.
+  const std::string& writer_role() const { return writer_role_; }
+  // Retention (fleet: keep_days): deletes the jobs last seen before `before` (unix seconds) with
+  // all their rows, `batch_size` jobs per transaction. Returns how many jobs went.
+  Result<int64_t> prune(int64_t before, int batch_size = 200);
   // A name that several hosts use is refused with their names, unless a host filter picks one.
   using JobReader::job_story;
   Result<std::optional<JobStory>> job_story(const std::string& name,
@@ -56,9 +70,11 @@ class FleetStore : public JobReader {
  private:
   explicit FleetStore(pg_conn* conn) : conn_(conn) {}
   Result<Ok> migrate();
+  Result<std::optional<JobStory>> story_of(const JobSummary& job, const std::string& store_id);
 
   pg_conn* conn_;
   std::string host_filter_;
+  std::string writer_role_;
 };
 
 }  // namespace oomtriage::db

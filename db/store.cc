@@ -273,6 +273,31 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_tim
   return store;
 }
 
+Result<std::unique_ptr<Store>> Store::open_read_only(const std::string& path, int busy_timeout_ms) {
+  sqlite3* db = nullptr;
+  const int rc =
+      sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr);
+  if (rc != SQLITE_OK) {
+    std::string message =
+        "cannot open store " + path + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+    sqlite3_close(db);
+    return make_error(ErrorCode::kIo, message);
+  }
+  std::unique_ptr<Store> store(new Store(db));
+  sqlite3_busy_timeout(db, busy_timeout_ms);
+  // Belt and braces: even a statement that would write (none does) is refused.
+  if (auto r = store->exec("PRAGMA query_only=1"); !r) return r.error();
+  const int version = store->schema_version();
+  const int target = static_cast<int>(std::size(kMigrations));
+  if (version != target) {
+    return make_error(ErrorCode::kDatabase,
+                      "store " + path + " has schema version " + std::to_string(version) +
+                          ", this oomtriage reads version " + std::to_string(target) +
+                          (version < target ? ": start the daemon once to migrate it" : ""));
+  }
+  return store;
+}
+
 Store::Store(sqlite3* db) : db_(db), statements_(std::make_unique<StatementCache>(db)) {}
 
 Store::~Store() {

@@ -76,6 +76,9 @@ struct Progress {
 
 struct JobSummary {
   int64_t id = 0;
+  // What names the job in a URL (`oomtriage serve`'s /job/<key>): its id in a node's store,
+  // "<store id>.<id>" in the fleet store.
+  std::string key;
   std::string host;  // the node that stored it: set by the fleet store, "" in a node's own
   std::string name;
   // The folder that tells this job from another of the same name (the log's folder); "" where
@@ -256,11 +259,59 @@ struct FleetHistoryRow {
   std::optional<uint64_t> measured_peak;
 };
 
-// What `oomtriage jobs` and `report` read: a node's own store or the fleet store.
+// Which jobs to list, newest first. Every filter left empty matches any job.
+struct JobQuery {
+  std::string host;     // a fleet store's node
+  std::string outcome;  // the newest run's
+  std::string phase;    // the newest event's
+  std::string trainer;
+  std::string family;              // the newest event's model family
+  std::string text;                // found in the name, in any case
+  std::vector<std::string> names;  // exactly one of these names
+  std::optional<int64_t> since;    // last seen at or after (unix seconds)
+  size_t limit = 0;                // 0 for all
+  size_t offset = 0;
+};
+
+// The fleet at a glance (`oomtriage serve`'s /fleet), over the events since a time.
+struct DayCount {
+  std::string day;  // "2026-12-01", UTC
+  std::string key;  // the phase, or the model family
+  int64_t count = 0;
+};
+struct FixHeals {
+  std::string fix_id;
+  int64_t jobs = 0;  // jobs whose healing `oomtriage run` attempt applied it
+};
+struct NodeSeen {
+  std::string host;
+  int64_t last_shipped = 0;  // unix seconds; a node's own store: its newest job's last sighting
+  int64_t jobs = 0;
+};
+struct NearLimit {  // a job's newest sampled run, by its peak's share of the card
+  std::string key, name, host, phase;
+  uint64_t peak_bytes = 0;
+  uint64_t total_bytes = 0;
+  int64_t updated_at = 0;
+};
+struct FleetOverview {
+  std::vector<DayCount> by_phase;
+  std::vector<DayCount> by_family;
+  std::vector<FixHeals> healed_by;    // most jobs first
+  std::vector<NodeSeen> nodes;        // quietest first
+  std::vector<NearLimit> near_limit;  // closest first, at most 20
+};
+
+// What `oomtriage jobs`, `report` and `serve` read: a node's own store or the fleet store.
 class JobReader {
  public:
   virtual ~JobReader() = default;
-  virtual Result<std::vector<JobSummary>> list_jobs() = 0;
+  // Every job, newest first.
+  Result<std::vector<JobSummary>> list_jobs() { return find_jobs(JobQuery{}); }
+  virtual Result<std::vector<JobSummary>> find_jobs(const JobQuery& query) = 0;
+  // The job JobSummary::key names; nullopt when there is none.
+  virtual Result<std::optional<JobStory>> job_story_by_key(const std::string& key) = 0;
+  virtual Result<FleetOverview> fleet_overview(int64_t since) = 0;
   // The job named `name` in the folder `home`, or with any home: then a name that two jobs
   // share is an error naming their folders.
   virtual Result<std::optional<JobStory>> job_story(const std::string& name,
@@ -277,6 +328,10 @@ class Store : public JobReader {
   // Opens (creating and migrating) the store at `path`. `busy_timeout_ms` bounds how long a
   // reader or writer waits for the other.
   static Result<std::unique_ptr<Store>> open(const std::string& path, int busy_timeout_ms = 5000);
+  // Opens an existing store for reading only (SQLITE_OPEN_READONLY and query_only): nothing
+  // made, migrated or written. A store of another schema version is refused.
+  static Result<std::unique_ptr<Store>> open_read_only(const std::string& path,
+                                                       int busy_timeout_ms = 5000);
   ~Store();
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -313,7 +368,9 @@ class Store : public JobReader {
   // Several files' progress in one transaction (the daemon's once-a-second checkpoint).
   Result<int64_t> commit_progress(const std::vector<Progress>& batch, int64_t now);
 
-  Result<std::vector<JobSummary>> list_jobs() override;
+  Result<std::vector<JobSummary>> find_jobs(const JobQuery& query) override;
+  Result<std::optional<JobStory>> job_story_by_key(const std::string& key) override;
+  Result<FleetOverview> fleet_overview(int64_t since) override;
   using JobReader::job_story;
   Result<std::optional<JobStory>> job_story(const std::string& name,
                                             const std::optional<std::string>& home) override;

@@ -8,6 +8,10 @@
 
 #include <sqlite3.h>
 
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+
 namespace oomtriage::db {
 
 Result<int64_t> Store::upsert_job(const std::string& name, const std::string& home,
@@ -147,28 +151,57 @@ Result<Ok> Store::set_file_state(int64_t file_id, const std::string& state, int6
   return Ok{};
 }
 
-Result<std::vector<JobSummary>> Store::list_jobs() {
-  Statement s(*statements_,
-              "SELECT j.id, j.name, j.trainer, j.log_dir, j.last_seen, "
-              "(SELECT COUNT(*) FROM runs r WHERE r.job_id = j.id), "
-              "(SELECT COUNT(*) FROM events e WHERE e.job_id = j.id), "
-              "COALESCE((SELECT outcome FROM runs r WHERE r.job_id = j.id ORDER BY r.id DESC "
-              "LIMIT 1), 'unknown'), "
-              "COALESCE((SELECT event_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
-              "DESC LIMIT 1), ''), "
-              "COALESCE((SELECT fixes_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
-              "DESC LIMIT 1), ''), j.home, "
-              "(SELECT g.peak_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
-              "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1), "
-              "(SELECT g.total_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
-              "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1) "
-              "FROM jobs j ORDER BY j.last_seen DESC, j.id DESC");
+Result<std::vector<JobSummary>> Store::find_jobs(const JobQuery& query) {
+  // One statement for every filter: an empty one is true at once. A node's store holds a few
+  // hundred jobs, so the newest run and event are looked up per job; the fleet store keeps them
+  // on the job (db/fleet_store.cc).
+  Statement s(
+      *statements_,
+      "SELECT j.id, j.name, j.trainer, j.log_dir, j.last_seen, "
+      "(SELECT COUNT(*) FROM runs r WHERE r.job_id = j.id), "
+      "(SELECT COUNT(*) FROM events e WHERE e.job_id = j.id), "
+      "COALESCE((SELECT outcome FROM runs r WHERE r.job_id = j.id ORDER BY r.id DESC "
+      "LIMIT 1), 'unknown'), "
+      "COALESCE((SELECT event_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
+      "DESC LIMIT 1), ''), "
+      "COALESCE((SELECT fixes_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
+      "DESC LIMIT 1), ''), j.home, "
+      "(SELECT g.peak_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
+      "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1), "
+      "(SELECT g.total_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
+      "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1) "
+      "FROM jobs j WHERE "
+      "(?1 = '' OR COALESCE((SELECT outcome FROM runs r WHERE r.job_id = j.id ORDER BY r.id "
+      "DESC LIMIT 1), 'unknown') = ?1) "
+      "AND (?2 = '' OR (SELECT phase FROM events e WHERE e.job_id = j.id ORDER BY e.id "
+      "DESC LIMIT 1) = ?2) "
+      "AND (?3 = '' OR j.trainer = ?3) "
+      "AND (?4 = '' OR (SELECT model_family FROM events e WHERE e.job_id = j.id ORDER BY "
+      "e.id DESC LIMIT 1) = ?4) "
+      "AND (?5 = '' OR instr(lower(j.name), lower(?5)) > 0) "
+      "AND (?6 = '[]' OR j.name IN (SELECT value FROM json_each(?6))) "
+      "AND (?7 IS NULL OR j.last_seen >= ?7) "
+      "ORDER BY j.last_seen DESC, j.id DESC LIMIT ?8 OFFSET ?9");
+  nlohmann::json names = nlohmann::json::array();
+  for (const auto& name : query.names) names.push_back(name);
+  s.bind(1, query.outcome)
+      .bind(2, query.phase)
+      .bind(3, query.trainer)
+      .bind(4, query.family)
+      .bind(5, query.text)
+      .bind(6, names.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      .bind(7, query.since)
+      .bind(8, query.limit ? static_cast<int64_t>(query.limit) : int64_t{-1})
+      .bind(9, static_cast<int64_t>(query.offset));
   if (!s.ok()) return s.error("list jobs");
   std::vector<JobSummary> jobs;
+  // A node's store has no hosts: a host filter matches none of its jobs.
+  if (!query.host.empty()) return jobs;
   int rc;
   while ((rc = s.step()) == SQLITE_ROW) {
     JobSummary job;
     job.id = s.integer(0);
+    job.key = std::to_string(job.id);
     job.name = s.text(1);
     job.trainer = s.text(2);
     job.log_dir = s.text(3);
@@ -191,7 +224,9 @@ Result<std::vector<JobSummary>> Store::list_jobs() {
 
 Result<std::optional<JobStory>> Store::job_story(const std::string& name,
                                                  const std::optional<std::string>& home) {
-  auto jobs = list_jobs();
+  JobQuery query;
+  query.names = {name};
+  auto jobs = find_jobs(query);
   if (!jobs) return jobs.error();
   std::vector<const JobSummary*> named;
   for (const auto& job : *jobs) {
@@ -209,12 +244,28 @@ Result<std::optional<JobStory>> Store::job_story(const std::string& name,
 }
 
 Result<std::optional<JobStory>> Store::job_story_by_id(int64_t job_id) {
-  auto jobs = list_jobs();
+  Statement s(*statements_, "SELECT name FROM jobs WHERE id = ?1");
+  s.bind(1, job_id);
+  const int rc = s.step();
+  if (rc == SQLITE_DONE) return std::optional<JobStory>();
+  if (rc != SQLITE_ROW) return busy_or_database(db_, "job_story_by_id");
+  JobQuery query;
+  query.names = {s.text(0)};
+  auto jobs = find_jobs(query);
   if (!jobs) return jobs.error();
   for (const auto& job : *jobs) {
     if (job.id == job_id) return story_of(job);
   }
   return std::optional<JobStory>();
+}
+
+Result<std::optional<JobStory>> Store::job_story_by_key(const std::string& key) {
+  int64_t id = 0;
+  const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), id);
+  if (error != std::errc() || end != key.data() + key.size() || id <= 0) {
+    return std::optional<JobStory>();
+  }
+  return job_story_by_id(id);
 }
 
 Result<std::optional<JobStory>> Store::story_of(const JobSummary& summary) {

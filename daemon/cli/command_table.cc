@@ -20,6 +20,7 @@
 #include "daemon/cli/check_command.h"
 #include "daemon/cli/fix_command.h"
 #include "daemon/cli/report_command.h"
+#include "daemon/cli/serve_command.h"
 #include "daemon/cli/run_command.h"
 #include "daemon/cli/scan_command.h"
 #include "daemon/common/daemon_config.h"
@@ -272,6 +273,14 @@ class JobsCommand final : public StoreReaderCommand {
     app.add_option("--outcome", filter_.outcome, "Only jobs whose newest run ended so")
         ->check(CLI::IsMember(
             {"crashed_oom", "crashed_other", "completed", "stopped", "running", "unknown"}));
+    app.add_option("--phase", filter_.phase, "Only jobs whose newest OOM was in this phase")
+        ->check(CLI::IsMember({"model_load", "quantize", "cache_latents", "cache_text_embeddings",
+                               "train_step", "sampling", "saving", "unknown"}));
+    app.add_option("--trainer", filter_.trainer,
+                   "Only jobs of this trainer (ai-toolkit, kohya, ...)");
+    app.add_option("--family", filter_.family,
+                   "Only jobs whose newest OOM was of this model family (flux.1, sdxl, ...)");
+    app.add_option("--name", filter_.text, "Only jobs whose name holds this text (any case)");
     app.add_option("--limit", filter_.limit, "At most this many (newest first)");
     declare_config(app);
   }
@@ -321,6 +330,37 @@ class ReportCommand final : public StoreReaderCommand {
   bool json_ = false;
   bool markdown_ = false;
   std::string html_;
+};
+
+class ServeCommand final : public StoreReaderCommand {
+ public:
+  void declare(CLI::App& app) override {
+    app.add_option("--listen", options_.listen,
+                   "Address and port (127.0.0.1:9840); beyond loopback only with --access-file")
+        ->capture_default_str();
+    app.add_option("--access-file", options_.access_file,
+                   "Bearer tokens and basic-auth users (`token SECRET`, `user:$hash`), mode 600")
+        ->check(CLI::ExistingFile);
+    app.add_flag("--allow-writer-role", options_.allow_writer_role,
+                 "Serve a fleet store whose role can write (read-only transactions all the same)");
+    app.add_option("--threads", options_.threads, "Requests served at once")
+        ->check(CLI::Range(1u, 64u))
+        ->capture_default_str();
+    app.add_option("--days", options_.fleet_days, "How many days /fleet draws")
+        ->check(CLI::Range(1, 366))
+        ->capture_default_str();
+    declare_host(app, "Only this node's jobs (a fleet store)");
+    declare_config(app);
+  }
+  int run(const GlobalOptions& global) override {
+    auto store = target(global);
+    if (!store) return exit_code_for(store.error());
+    options_.store = *store;
+    return run_serve(options_);
+  }
+
+ private:
+  ServeOptions options_;
 };
 
 class AlertCommand final : public Subcommand {
@@ -483,6 +523,8 @@ constexpr CommandEntry kCommands[] = {
     {"watch", "Run the daemon in the foreground on training folders", true, make<WatchCommand>},
     {"jobs", "Jobs known to the store, newest first", false, make<JobsCommand>},
     {"report", "The story of one job", false, make<ReportCommand>},
+    {"serve", "A read-only web view of the jobs, their reports and the fleet", false,
+     make<ServeCommand>},
     {"alert", "Alert receivers", false, make<AlertCommand>},
     {"run", "Run a trainer, analyse its output live; with --heal restart it with the next fix",
      true, make<RunCommand>},

@@ -9,24 +9,41 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "daemon/cli/store_views.h"
 #include "daemon/render/text_output.h"
 
 namespace oomtriage::daemon {
 
-// Which store to read: a SQLite file (a node's own) or a postgresql:// URL (the fleet store),
-// and for the fleet store the one host to show ("" for all).
-struct StoreTarget {
-  std::string location;
-  std::string host;
-};
-
-// `jobs --since 24h --outcome crashed_oom --limit 20`.
+// `jobs --since 24h --outcome crashed_oom --phase sampling --limit 20`: each "" for any.
 struct JobsFilter {
   std::optional<int64_t> since_seconds;
-  std::string outcome;  // "" for any
-  size_t limit = 0;     // 0 for all
+  std::string outcome;  // the newest run's
+  std::string phase;    // the newest event's
+  std::string trainer;
+  std::string family;  // the newest event's model family
+  std::string text;    // in the name
+  size_t limit = 0;    // 0 for all
+  size_t offset = 0;
+  bool any() const {
+    return since_seconds || !outcome.empty() || !phase.empty() || !trainer.empty() ||
+           !family.empty() || !text.empty();
+  }
 };
+
+// The names people see and type for `jobs` (all of `host`, "" for any).
+Result<std::vector<std::string>> shown_names(db::JobReader& store, const std::string& host,
+                                             const std::vector<db::JobSummary>& jobs);
+
+// The page of jobs `filter` picks, newest first, with the names people see and type for them
+// (daemon/render/job_names.h: a name two jobs share gets its folder's end).
+struct JobsPage {
+  std::vector<db::JobSummary> jobs;
+  std::vector<std::string> names;
+};
+Result<JobsPage> find_jobs_page(db::JobReader& store, const std::string& host,
+                                const JobsFilter& filter, int64_t now);
 
 // "90s", "30m", "24h", "7d", "2w" as seconds; nullopt when it reads as none of them.
 std::optional<int64_t> parse_duration(const std::string& text);

@@ -1,6 +1,8 @@
 // daemon/net/metrics_server.cc: accept -> read one request -> answer -> close, all asynchronous.
 #include "daemon/net/metrics_server.h"
 
+#include "daemon/net/web_server.h"
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -78,25 +80,10 @@ MetricsServer::MetricsServer(asio::io_context& io, std::function<std::string()> 
 MetricsServer::~MetricsServer() = default;
 
 Result<Ok> MetricsServer::listen(const std::string& address) {
-  std::string host = "0.0.0.0";
-  std::string port = address;
-  if (const size_t colon = address.rfind(':'); colon != std::string::npos) {
-    host = address.substr(0, colon);
-    port = address.substr(colon + 1);
-    if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    if (host.empty()) host = "0.0.0.0";
-  }
+  auto where = parse_listen_address(address);
+  if (!where) return make_error(where.error().code, "metrics " + where.error().message);
+  const tcp::endpoint endpoint(asio::ip::make_address(where->host), where->port);
   beast::error_code ec;
-  const auto ip = asio::ip::make_address(host, ec);
-  if (ec) {
-    return make_error(ErrorCode::kBadInput, "metrics listen " + address + ": not an IP address");
-  }
-  char* end = nullptr;
-  const long number = std::strtol(port.c_str(), &end, 10);
-  if (end == port.c_str() || *end != '\0' || number < 0 || number > 65535) {
-    return make_error(ErrorCode::kBadInput, "metrics listen " + address + ": bad port");
-  }
-  const tcp::endpoint endpoint(ip, static_cast<unsigned short>(number));
   impl_->acceptor.open(endpoint.protocol(), ec);
   if (!ec) impl_->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) impl_->acceptor.bind(endpoint, ec);

@@ -26,7 +26,9 @@ constexpr size_t kMaxDiffLine = 300;
 constexpr size_t kMaxRuns = 30;
 constexpr size_t kMaxSnapshots = 10;
 
-std::string escape(std::string_view text) {
+}  // namespace
+
+std::string html_escape(std::string_view text) {
   std::string out;
   out.reserve(text.size() + 16);
   for (const char c : text) {
@@ -43,6 +45,10 @@ std::string escape(std::string_view text) {
   }
   return out;
 }
+
+namespace {
+
+std::string escape(std::string_view text) { return html_escape(text); }
 
 bool recovered(const ordered_json& event) { return event.value("recovered", false); }
 
@@ -92,7 +98,7 @@ std::string step_label(double step) {
   return fmt::format("{:g}", step);
 }
 
-const char* kStyle = R"css(
+constexpr const char* kStyle = R"css(
 :root{--bg:#ffffff;--fg:#1c1e21;--muted:#5f6670;--line:#d8dce3;--card:#f8f9fb;--plot:#eef1f8;
 --grid:#d9dee8;--add:#1a7f37;--addbg:#e6f4ea;--del:#b42318;--delbg:#fdecea;--accent:#2a9d8f;color-scheme:light dark}
 @media (prefers-color-scheme:dark){:root{--bg:#14161b;--fg:#e4e6ea;--muted:#9aa1ab;--line:#333844;
@@ -126,11 +132,20 @@ svg text{fill:var(--fg);font:12px system-ui,"DejaVu Sans",sans-serif}
 .diff .del{color:var(--del);background:var(--delbg)}.diff .hunk{color:var(--muted)}
 dl{margin:6px 0;display:grid;grid-template-columns:max-content 1fr;gap:2px 12px}dt{color:var(--muted)}dd{margin:0}
 footer{margin-top:40px;color:var(--muted);font-size:12px}
+a{color:var(--accent)}.pagenav{display:flex;flex-wrap:wrap;gap:4px 18px;margin:0 0 14px;font-size:14px}
 @media print{:root{--bg:#fff;--fg:#000;--card:#fff;--plot:#eef1f8}main{max-width:none;padding:0}
+.pagenav,form{display:none}
 section,.card,svg{break-inside:avoid}.badge,.dot,.sw,rect,.diff span{-webkit-print-color-adjust:exact;print-color-adjust:exact}}
 )css";
 
 void header(std::string& out, const ReportView& r) {
+  // Served pages (`oomtriage serve`) lead back to the list and on to the other forms.
+  if (!r.nav.empty()) {
+    out += "<nav class=\"pagenav\">";
+    for (const auto& [href, text] : r.nav)
+      out += fmt::format("<a href=\"{}\">{}</a>", escape(href), escape(text));
+    out += "</nav>\n";
+  }
   out += fmt::format(
       "<header><h1>{}</h1><p class=\"sub\">{} · model {} · <span class=\"badge {}\">{}"
       "</span></p>\n",
@@ -197,11 +212,12 @@ void runs_timeline(std::string& out, const ReportView& r) {
       }
     }
     out += fmt::format(
-        "<li><span class=\"dot {}\"></span><b>Run {}</b> <span class=\"badge {}\">{}</span> "
+        "<li id=\"run-{}\"><span class=\"dot {}\"></span><b>Run {}</b> <span class=\"badge "
+        "{}\">{}</span> "
         "<span class=\"muted\">started {}</span>{}{}<br><span class=\"mono "
         "muted\">{}</span></li>\n",
-        outcome_class(run.outcome), run.number, outcome_class(run.outcome), escape(run.outcome),
-        escape(run.started_at), crash.empty() ? "" : " · " + escape(crash),
+        run.number, outcome_class(run.outcome), run.number, outcome_class(run.outcome),
+        escape(run.outcome), escape(run.started_at), crash.empty() ? "" : " · " + escape(crash),
         run.attempt.empty() ? "" : "<br>" + escape(run.attempt), escape(run.log_path));
   }
   if (r.runs.empty()) out += "<li>no run recorded</li>\n";
@@ -646,9 +662,9 @@ void config_diffs(std::string& out, const ReportView& r) {
   for (size_t i = first; i < r.snapshots.size(); ++i) {
     const SnapshotView& s = r.snapshots[i];
     out += fmt::format(
-        "<div class=\"card\"><h3>snapshot {} <code>{}</code></h3><div "
+        "<div class=\"card\" id=\"snapshot-{}\"><h3>snapshot {} <code>{}</code></h3><div "
         "class=\"muted\">taken {} · <span class=\"mono\">{}</span></div>\n",
-        s.id, escape(s.sha256.substr(0, 12)), escape(s.seen_at), escape(s.path));
+        s.id, s.id, escape(s.sha256.substr(0, 12)), escape(s.seen_at), escape(s.path));
     if (!s.diff_from_previous.empty()) {
       out += "<pre class=\"diff\">";
       size_t lines = 0;
@@ -704,5 +720,7 @@ std::string render_html_report(const ReportView& r) {
                      kVersion, escape(r.made_at));
   return out;
 }
+
+const char* html_style() { return kStyle; }
 
 }  // namespace oomtriage::daemon

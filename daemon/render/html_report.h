@@ -8,12 +8,18 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "daemon/render/report_view.h"
 
 namespace oomtriage::daemon {
 
 std::string render_html_report(const ReportView& report);
+
+// Text made safe inside HTML elements and quoted attributes (control characters become '?').
+std::string html_escape(std::string_view text);
+// The pages' stylesheet (light, dark and print), for the other pages `oomtriage serve` draws.
+const char* html_style();
 
 // The colours the page draws with, in both schemes: tests find the chart's parts by them.
 namespace html_colors {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -87,6 +88,8 @@ struct ReportView {
   // backfill): the crash may be in the part it did not read.
   std::optional<std::string> unread_log;
   std::vector<GpuMemoryView> gpu_memory;  // oldest run first
+  // Links (href, text) above the HTML page's title: set by `oomtriage serve`, empty in files.
+  std::vector<std::pair<std::string, std::string>> nav;
 
   // The job's run number of a store run id (0 when unknown).
   int run_number(int64_t run_id) const {

@@ -1,0 +1,365 @@
+// daemon/cli/serve_command.cc: the routes of `oomtriage serve`, a pool of read-only store
+// connections (one per server thread at most: a SQLite connection or a libpq one serves one
+// query at a time), /fleet's figures cached for a few seconds, and the security headers.
+#include "daemon/cli/serve_command.h"
+
+#include <signal.h>
+
+#include <fmt/format.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "daemon/cli/report_command.h"
+#include "daemon/common/clock.h"
+#include "daemon/common/exit_codes.h"
+#include "daemon/net/web_access.h"
+#include "daemon/net/web_server.h"
+#include "daemon/render/html_report.h"
+#include "daemon/render/job_names.h"
+#include "daemon/render/json_report.h"
+#include "daemon/render/markdown_report.h"
+#include "daemon/render/web_pages.h"
+#include "daemon/service/service_manager.h"
+#include "db/fleet_store.h"
+
+namespace oomtriage::daemon {
+namespace {
+
+// No script at all, styles only inline, nothing fetched, no framing, forms only to this server.
+constexpr const char* kContentSecurityPolicy =
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; "
+    "base-uri 'none'; frame-ancestors 'none'";
+
+// Read-only store connections, opened as threads need them (a missing store is retried at the
+// next request) and handed to one request at a time.
+class ReaderPool {
+ public:
+  ReaderPool(StoreTarget target, ReadMode mode, size_t size)
+      : target_(std::move(target)), mode_(mode), size_(size) {}
+
+  class Lease {
+   public:
+    Lease(ReaderPool& pool, std::unique_ptr<db::JobReader> reader)
+        : pool_(&pool), reader_(std::move(reader)) {}
+    Lease(Lease&&) = default;
+    ~Lease() {
+      if (reader_) pool_->give_back(std::move(reader_));
+    }
+    db::JobReader& operator*() { return *reader_; }
+    db::JobReader* operator->() { return reader_.get(); }
+    // A connection that failed is not given back: the next request opens a new one.
+    void discard() {
+      reader_.reset();
+      std::lock_guard lock(pool_->mutex_);
+      --pool_->opened_;
+      pool_->freed_.notify_one();
+    }
+
+   private:
+    ReaderPool* pool_;
+    std::unique_ptr<db::JobReader> reader_;
+  };
+
+  Result<Lease> take() {
+    std::unique_lock lock(mutex_);
+    freed_.wait(lock, [&] { return !idle_.empty() || opened_ < size_; });
+    if (!idle_.empty()) {
+      auto reader = std::move(idle_.back());
+      idle_.pop_back();
+      return Lease(*this, std::move(reader));
+    }
+    ++opened_;
+    lock.unlock();
+    auto opened = open_reader(target_, mode_);
+    if (!opened || !*opened) {
+      std::lock_guard relock(mutex_);
+      --opened_;
+      freed_.notify_one();
+      if (!opened) return opened.error();
+      return make_error(ErrorCode::kIo, "no store at " + target_.location + " yet");
+    }
+    return Lease(*this, std::move(*opened));
+  }
+
+ private:
+  void give_back(std::unique_ptr<db::JobReader> reader) {
+    std::lock_guard lock(mutex_);
+    idle_.push_back(std::move(reader));
+    freed_.notify_one();
+  }
+
+  StoreTarget target_;
+  ReadMode mode_;
+  size_t size_;
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  std::vector<std::unique_ptr<db::JobReader>> idle_;
+  size_t opened_ = 0;
+};
+
+WebResponse html_page(int status, std::string body) {
+  return {status, "text/html; charset=utf-8", std::move(body), {}};
+}
+
+WebResponse error_page(int status, const std::string& title, const std::string& detail) {
+  return html_page(status, render_error_page(status, title, detail));
+}
+
+class Site {
+ public:
+  Site(const ServeOptions& options, std::unique_ptr<WebAccess> access)
+      : options_(options),
+        access_(std::move(access)),
+        readers_(options.store,
+                 options.allow_writer_role ? ReadMode::kReadOnlyAnyRole : ReadMode::kReadOnly,
+                 std::max(1u, options.threads)),
+        fleet_(db::is_fleet_url(options.store.location)) {}
+
+  // Opens one connection before listening: a store that cannot be read is said at start.
+  Result<Ok> check_store() {
+    auto lease = readers_.take();
+    if (!lease) return lease.error();
+    if (auto* store = dynamic_cast<db::FleetStore*>(&**lease);
+        store && !store->writer_role().empty()) {
+      fmt::print(stderr,
+                 "oomtriage serve: WARNING: {}; it is served in read-only transactions, but give "
+                 "serve a read-only role (docs/serve.md)\n",
+                 store->writer_role());
+    }
+    return Ok{};
+  }
+
+  WebResponse handle(const WebRequest& request) {
+    if (access_ && !access_->allows(request.authorization)) {
+      WebResponse refused = error_page(401, "Sign in", "this server needs a token or a user");
+      refused.headers.emplace_back("WWW-Authenticate", access_->challenge());
+      return refused;
+    }
+    const Target target = parse_target(request.target);
+    if (target.path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n", {}};
+    if (target.path == "/" || target.path == "/index.html") return jobs(target);
+    if (target.path == "/fleet") return fleet();
+    if (target.path.starts_with("/job/")) return job(target.path.substr(5));
+    return error_page(404, "Not found", "there is no page at this address");
+  }
+
+ private:
+  WebResponse unavailable(const Error& error) {
+    return error_page(503, "Store unavailable", error.message);
+  }
+
+  WebResponse jobs(const Target& target) {
+    JobsPageView view;
+    view.fleet = fleet_;
+    view.store = options_.store.location;
+    view.made_at = when(unix_now());
+    const auto param = [&](const char* name) {
+      const auto it = target.query.find(name);
+      return it == target.query.end() ? std::string() : it->second.substr(0, 200);
+    };
+    JobsPageFilter& f = view.filter;
+    f.host = param("host");
+    f.outcome = param("outcome");
+    f.phase = param("phase");
+    f.trainer = param("trainer");
+    f.family = param("family");
+    f.since = param("since");
+    f.text = param("q");
+    const long page = std::strtol(param("page").c_str(), nullptr, 10);
+    f.page = page >= 1 && page <= 100000 ? static_cast<size_t>(page) : 1;
+    JobsFilter filter;
+    filter.outcome = f.outcome;
+    filter.phase = f.phase;
+    filter.trainer = f.trainer;
+    filter.family = f.family;
+    filter.text = f.text;
+    if (!f.since.empty()) {
+      filter.since_seconds = parse_duration(f.since);
+      if (!filter.since_seconds) return error_page(400, "Bad filter", "since: " + f.since);
+    }
+    filter.limit = options_.page_size + 1;
+    filter.offset = (f.page - 1) * options_.page_size;
+    auto lease = readers_.take();
+    if (!lease) return unavailable(lease.error());
+    auto found = find_jobs_page(**lease, f.host, filter, unix_now());
+    if (!found) {
+      lease->discard();
+      return unavailable(found.error());
+    }
+    view.more = found->jobs.size() > options_.page_size;
+    for (size_t i = 0; i < found->jobs.size() && i < options_.page_size; ++i) {
+      const db::JobSummary& job = found->jobs[i];
+      const LastIncident last = last_incident(job);
+      JobRow row{job.key,
+                 found->names[i],
+                 job.host,
+                 job.trainer,
+                 job.outcome,
+                 last.phase,
+                 last.step,
+                 last.top_fix,
+                 when(job.last_seen).substr(0, 16),
+                 job.runs,
+                 ""};
+      row.last_seen[10] = ' ';
+      if (job.gpu_peak_bytes && job.gpu_total_bytes) {
+        row.gpu = fmt::format("{:.1f}/{:.1f} GiB",
+                              static_cast<double>(*job.gpu_peak_bytes) / (1ull << 30),
+                              static_cast<double>(*job.gpu_total_bytes) / (1ull << 30));
+      }
+      view.rows.push_back(std::move(row));
+    }
+    return html_page(200, render_jobs_page(view));
+  }
+
+  WebResponse job(std::string key) {
+    enum class Form { kHtml, kJson, kMarkdown } form = Form::kHtml;
+    if (key.ends_with(".json")) {
+      form = Form::kJson;
+      key.resize(key.size() - 5);
+    } else if (key.ends_with(".md")) {
+      form = Form::kMarkdown;
+      key.resize(key.size() - 3);
+    }
+    auto lease = readers_.take();
+    if (!lease) return unavailable(lease.error());
+    auto found = (*lease)->job_story_by_key(key);
+    if (!found) {
+      lease->discard();
+      return unavailable(found.error());
+    }
+    if (!*found) return error_page(404, "No such job", "no job has the key " + key);
+    const db::JobStory& story = **found;
+    ReportView view = build_view(story);
+    // The name as `jobs` shows it: with its folder's end when another job shares it.
+    auto shown = shown_names(**lease, story.job.host, {story.job});
+    view.name = shown && !shown->empty() ? shown->front() : story.job.name;
+    view.report_command = "oomtriage report " + shell_quote(view.name) +
+                          (story.job.host.empty() ? "" : " --host " + shell_quote(story.job.host));
+    const std::string href = "/job/" + url_encode(key);
+    switch (form) {
+      case Form::kJson:
+        return {200, "application/json; charset=utf-8", render_json_report(story, view), {}};
+      case Form::kMarkdown:
+        return {200, "text/markdown; charset=utf-8", render_markdown_report(view), {}};
+      case Form::kHtml: break;
+    }
+    view.nav = {{"/", "← all jobs"},         {"#runs", "runs"},        {"#fixes", "fixes"},
+                {"#config", "config diffs"}, {href + ".json", "JSON"}, {href + ".md", "Markdown"}};
+    view.loss = loss_curve_of(view);
+    return html_page(200, render_html_report(view));
+  }
+
+  WebResponse fleet() {
+    const int64_t now = unix_now();
+    {
+      std::lock_guard lock(fleet_mutex_);
+      if (!fleet_page_.empty() && now - fleet_made_ < options_.fleet_cache_seconds) {
+        return html_page(200, fleet_page_);
+      }
+    }
+    FleetPageView view;
+    view.now = now;
+    view.days = options_.fleet_days;
+    view.fleet = fleet_;
+    view.store = options_.store.location;
+    view.made_at = when(now);
+    const int64_t today = now - now % 86400;
+    const int64_t since = today - static_cast<int64_t>(options_.fleet_days - 1) * 86400;
+    for (int64_t day = since; day <= today; day += 86400)
+      view.day_labels.push_back(utc_time(day, "%Y-%m-%d"));
+    auto lease = readers_.take();
+    if (!lease) return unavailable(lease.error());
+    auto overview = (*lease)->fleet_overview(since);
+    if (!overview) {
+      lease->discard();
+      return unavailable(overview.error());
+    }
+    view.overview = std::move(*overview);
+    std::string body = render_fleet_page(view);
+    std::lock_guard lock(fleet_mutex_);
+    fleet_page_ = body;
+    fleet_made_ = now;
+    return html_page(200, std::move(body));
+  }
+
+  const ServeOptions& options_;
+  std::unique_ptr<WebAccess> access_;
+  ReaderPool readers_;
+  bool fleet_;
+  std::mutex fleet_mutex_;
+  std::string fleet_page_;
+  int64_t fleet_made_ = 0;
+};
+
+}  // namespace
+
+int run_serve(const ServeOptions& options) {
+  auto where = parse_listen_address(options.listen);
+  if (!where) {
+    fmt::print(stderr, "oomtriage serve: {}\n", where.error().message);
+    return kExitBadInput;
+  }
+  std::unique_ptr<WebAccess> access;
+  if (!options.access_file.empty()) {
+    auto loaded = WebAccess::load(options.access_file);
+    if (!loaded) {
+      fmt::print(stderr, "oomtriage serve: {}\n", loaded.error().message);
+      return exit_code_for(loaded.error());
+    }
+    access = std::move(*loaded);
+  } else if (!where->loopback) {
+    fmt::print(stderr,
+               "oomtriage serve: {} is reachable beyond this machine, and every job's logs and "
+               "configs would be open to anyone there: give --access-file, or listen on "
+               "127.0.0.1 behind a proxy that authenticates (docs/serve.md)\n",
+               options.listen);
+    return kExitBadInput;
+  }
+  Site site(options, std::move(access));
+  if (auto checked = site.check_store(); !checked) {
+    fmt::print(stderr, "oomtriage serve: {}\n", checked.error().message);
+    return exit_code_for(checked.error());
+  }
+  // SIGINT and SIGTERM are taken by one thread (blocked in every other) and stop the server.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A client gone mid-write must not kill the server.
+  signal(SIGPIPE, SIG_IGN);
+  WebServerLimits limits;
+  limits.threads = std::max(1u, options.threads);
+  WebServer server([&site](const WebRequest& request) { return site.handle(request); }, limits,
+                   {{"Content-Security-Policy", kContentSecurityPolicy},
+                    {"X-Content-Type-Options", "nosniff"},
+                    {"X-Frame-Options", "DENY"},
+                    {"Referrer-Policy", "no-referrer"},
+                    {"Cache-Control", "no-store"}});
+  if (auto listening = server.listen(options.listen); !listening) {
+    fmt::print(stderr, "oomtriage serve: {}\n", listening.error().message);
+    return kExitEnvironment;
+  }
+  std::thread waiter([&server, stop_signals] {
+    int signal_number = 0;
+    sigwait(&stop_signals, &signal_number);
+    notify_service_manager("STOPPING=1");
+    server.stop();
+  });
+  fmt::print(stderr, "oomtriage serve: http://{}:{}/ serving {}{}\n",
+             where->host.find(':') != std::string::npos ? "[" + where->host + "]" : where->host,
+             server.port(), options.store.location,
+             options.access_file.empty() ? "" : " (access file " + options.access_file + ")");
+  notify_service_manager("READY=1");
+  server.run();
+  // The waiter is parked in sigwait when run() ended otherwise; a signal to ourselves frees it.
+  pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  return kExitOk;
+}
+
+}  // namespace oomtriage::daemon

@@ -1,0 +1,58 @@
+// daemon/render/web_pages.h
+//
+// The pages `oomtriage serve` draws besides a job's report (which is render_html_report's, the
+// same page `report --html` writes): the jobs list with its filters and pager, the fleet
+// overview with its charts, and the error page. Self-contained like the report: inline CSS and
+// SVG, no script, every stored string escaped.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "db/store.h"
+
+namespace oomtriage::daemon {
+
+// The list's filters as the URL carries them ("" for any).
+struct JobsPageFilter {
+  std::string host, outcome, phase, trainer, family, since, text;
+  size_t page = 1;  // from 1
+};
+
+struct JobRow {
+  std::string key;   // /job/<key>
+  std::string name;  // as shown (daemon/render/job_names.h)
+  std::string host, trainer, outcome, phase, step, top_fix, last_seen;
+  int64_t runs = 0;
+  std::string gpu;  // "22.1/24.0 GiB" or ""
+};
+
+struct JobsPageView {
+  JobsPageFilter filter;
+  std::vector<JobRow> rows;
+  bool fleet = false;  // show the host column and filter
+  bool more = false;   // a next page exists
+  std::string store;   // what is read, for the footer
+  std::string made_at;
+};
+
+struct FleetPageView {
+  db::FleetOverview overview;
+  int64_t now = 0;
+  int days = 30;
+  std::vector<std::string> day_labels;  // oldest first, one per day of the window
+  bool fleet = false;
+  std::string store;
+  std::string made_at;
+  int64_t quiet_after_seconds = 3600;  // a node silent longer than this is marked
+};
+
+// The query string a filter (and page) makes: "?outcome=crashed_oom&page=2", "" for none.
+std::string jobs_query(const JobsPageFilter& filter, size_t page);
+
+std::string render_jobs_page(const JobsPageView& view);
+std::string render_fleet_page(const FleetPageView& view);
+std::string render_error_page(int status, const std::string& title, const std::string& detail);
+
+}  // namespace oomtriage::daemon
