@@ -346,6 +346,14 @@ class ServeCommand final : public StoreReaderCommand {
     app.add_option("--threads", options_.threads, "Requests served at once")
         ->check(CLI::Range(1u, 64u))
         ->capture_default_str();
+    app.add_option("--max-connections", options_.max_connections,
+                   "Clients connected at once; the next is answered 503")
+        ->check(CLI::Range(size_t{1}, size_t{10000}))
+        ->capture_default_str();
+    app.add_option("--client-timeout", client_timeout_seconds_,
+                   "Seconds a client has to send its whole request")
+        ->check(CLI::Range(0.1, 300.0))
+        ->capture_default_str();
     app.add_option("--days", options_.fleet_days, "How many days /fleet draws")
         ->check(CLI::Range(1, 366))
         ->capture_default_str();
@@ -356,11 +364,13 @@ class ServeCommand final : public StoreReaderCommand {
     auto store = target(global);
     if (!store) return exit_code_for(store.error());
     options_.store = *store;
+    options_.client_timeout_ms = static_cast<int>(client_timeout_seconds_ * 1000);
     return run_serve(options_);
   }
 
  private:
   ServeOptions options_;
+  double client_timeout_seconds_ = 10;
 };
 
 class AlertCommand final : public Subcommand {

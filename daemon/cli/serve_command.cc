@@ -334,6 +334,8 @@ int run_serve(const ServeOptions& options) {
   signal(SIGPIPE, SIG_IGN);
   WebServerLimits limits;
   limits.threads = std::max(1u, options.threads);
+  limits.max_connections = options.max_connections;
+  limits.request_timeout = std::chrono::milliseconds(options.client_timeout_ms);
   WebServer server([&site](const WebRequest& request) { return site.handle(request); }, limits,
                    {{"Content-Security-Policy", kContentSecurityPolicy},
                     {"X-Content-Type-Options", "nosniff"},

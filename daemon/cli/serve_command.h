@@ -24,6 +24,8 @@ struct ServeOptions {
   int fleet_days = 30;
   int fleet_cache_seconds = 30;  // /fleet's figures are per day: recomputed at most this often
   size_t page_size = 50;
+  size_t max_connections = 128;
+  int client_timeout_ms = 10000;  // a request must arrive whole within this
 };
 
 int run_serve(const ServeOptions& options);

@@ -179,7 +179,7 @@ TEST_SUITE("db::fleet") {
     CHECK(opened == 3);
     auto fleet = db::FleetStore::open(pg.url());
     REQUIRE(fleet);
-    CHECK(*(*fleet)->schema_version() == 3);
+    CHECK(*(*fleet)->schema_version() == 4);
 
     Node a;
     Node b;

@@ -62,16 +62,34 @@ inline std::string chromium(const std::filesystem::path& scratch, const std::str
          (scratch / "chromium-profile").string() + "' " + args + " >/dev/null 2>&1";
 }
 
+// `page` as Chromium is given it: a file, or an http:// URL as it is.
+inline std::string url_of(const std::filesystem::path& page) {
+  return page.string().starts_with("http://") ? page.string() : "file://" + page.string();
+}
+
+// The page's DOM once Chromium has loaded it, serialised.
+inline std::string dumped_dom(const std::filesystem::path& page,
+                              const std::filesystem::path& scratch) {
+  const auto out = scratch / "dom.html";
+  std::filesystem::remove(out);
+  const std::string command =
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu --user-data-dir='" +
+      (scratch / "chromium-profile").string() + "' --dump-dom '" + url_of(page) + "' >'" +
+      out.string() + "' 2>/dev/null";
+  if (std::system(command.c_str()) != 0) return "";
+  return slurp(out);
+}
+
 // A screenshot of `page` in a window `width` x `height`; `dark` asks for the dark scheme.
 inline std::optional<Screenshot> screenshot(const std::filesystem::path& page,
                                             const std::filesystem::path& scratch, int width,
                                             int height, bool dark = false) {
   const auto png = scratch / (dark ? "dark.png" : "light.png");
   std::filesystem::remove(png);
-  const std::string command = chromium(
-      scratch, std::string(dark ? "--force-dark-mode " : "") +
-                   "--window-size=" + std::to_string(width) + "," + std::to_string(height) +
-                   " --screenshot='" + png.string() + "' 'file://" + page.string() + "'");
+  const std::string command = chromium(scratch, std::string(dark ? "--force-dark-mode " : "") +
+                                                    "--window-size=" + std::to_string(width) + "," +
+                                                    std::to_string(height) + " --screenshot='" +
+                                                    png.string() + "' '" + url_of(page) + "'");
   if (std::system(command.c_str()) != 0 || !std::filesystem::exists(png)) return std::nullopt;
   return read_png(png);
 }
@@ -81,9 +99,8 @@ inline std::string printed_text(const std::filesystem::path& page,
                                 const std::filesystem::path& scratch) {
   const auto pdf = scratch / "page.pdf";
   const auto text = scratch / "page.txt";
-  const std::string print =
-      chromium(scratch, "--no-pdf-header-footer --print-to-pdf='" + pdf.string() + "' 'file://" +
-                            page.string() + "'");
+  const std::string print = chromium(scratch, "--no-pdf-header-footer --print-to-pdf='" +
+                                                  pdf.string() + "' '" + url_of(page) + "'");
   if (std::system(print.c_str()) != 0) return "";
   const std::string extract = "pdftotext -layout '" + pdf.string() + "' '" + text.string() + "'";
   if (std::system(extract.c_str()) != 0) return "";
