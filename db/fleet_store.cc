@@ -124,22 +124,24 @@ CREATE TABLE oomtriage.gpu_memory (
 );
 CREATE INDEX gpu_memory_by_job ON oomtriage.gpu_memory (store_id, job_id);
 )sql",
-    // 4: what the jobs list filters on, kept on the job as batches arrive (FleetStore::ship):
-    // the newest run's outcome and the newest event's phase and model family. A page of jobs
+    // 4: what the jobs list filters on and shows, kept on the job as batches arrive
+    // (FleetStore::ship): the newest run's outcome and the newest event's phase, model family,
+    // step and top fix (read from the start of its fixes, which oomtriage writes as
+    // [{"id":"...": a pattern never fails on a row, where a JSON cast would). A page of jobs
     // under any filter then reads the jobs table alone instead of two subqueries per job.
     // Each node's last batch, for /fleet's quiet nodes. Each index's reason is beside it,
     // from EXPLAIN (ANALYZE, BUFFERS) on the generated million-event store
     // (docs/benchmarks.md, "Fleet store at scale").
     R"sql(
 ALTER TABLE oomtriage.jobs ADD COLUMN outcome text NOT NULL DEFAULT 'unknown',
-  ADD COLUMN phase text, ADD COLUMN model_family text;
+  ADD COLUMN phase text, ADD COLUMN model_family text, ADD COLUMN step bigint,
+  ADD COLUMN top_fix text;
 UPDATE oomtriage.jobs j SET
   outcome = COALESCE((SELECT r.outcome FROM oomtriage.runs r WHERE r.store_id = j.store_id AND
     r.job_id = j.id ORDER BY r.id DESC LIMIT 1), 'unknown'),
-  phase = (SELECT e.phase FROM oomtriage.events e WHERE e.store_id = j.store_id AND
-    e.job_id = j.id ORDER BY e.id DESC LIMIT 1),
-  model_family = (SELECT e.model_family FROM oomtriage.events e WHERE e.store_id = j.store_id
-    AND e.job_id = j.id ORDER BY e.id DESC LIMIT 1);
+  (phase, model_family, step, top_fix) = (SELECT e.phase, e.model_family, e.step,
+    substring(e.fixes_json FROM '^\[\{"id":"([^"]*)"') FROM oomtriage.events e WHERE
+    e.store_id = j.store_id AND e.job_id = j.id ORDER BY e.id DESC LIMIT 1);
 CREATE TABLE oomtriage.nodes (
   store_id uuid PRIMARY KEY,
   host text NOT NULL,
@@ -309,16 +311,12 @@ std::string job_summary_select(std::string_view from = "oomtriage.jobs j") {
              "(SELECT count(*) FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id "
              "= j.id), "
              "j.outcome, j.host, j.store_id::text, "
-             "COALESCE((SELECT event_json FROM oomtriage.events e WHERE e.store_id = j.store_id "
-             "AND "
-             "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), "
-             "COALESCE((SELECT fixes_json FROM oomtriage.events e WHERE e.store_id = j.store_id "
-             "AND "
-             "e.job_id = j.id ORDER BY e.id DESC LIMIT 1), ''), j.home, "
+             "COALESCE(j.phase, ''), j.step, j.home, "
              "(SELECT g.peak_bytes FROM oomtriage.gpu_memory g WHERE g.store_id = j.store_id AND "
              "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1), "
              "(SELECT g.total_bytes FROM oomtriage.gpu_memory g WHERE g.store_id = j.store_id AND "
-             "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1) FROM ") +
+             "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1), "
+             "COALESCE(j.top_fix, '') FROM ") +
          std::string(from) + " ";
 }
 
@@ -334,8 +332,9 @@ JobSummary job_summary_at(const PGresult* r, int row) {
   job.outcome = text_at(r, row, 7);
   job.host = text_at(r, row, 8);
   job.key = text_at(r, row, 9) + "." + std::to_string(job.id);
-  job.last_event_json = text_at(r, row, 10);
-  job.last_fixes_json = text_at(r, row, 11);
+  job.last_phase = text_at(r, row, 10);
+  job.last_step = optional_at(r, row, 11);
+  job.top_fix = text_at(r, row, 15);
   job.home = text_at(r, row, 12);
   if (const auto peak = optional_at(r, row, 13)) job.gpu_peak_bytes = static_cast<uint64_t>(*peak);
   if (const auto total = optional_at(r, row, 14)) {
@@ -714,10 +713,10 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
     OOMTRIAGE_TRY(c.run(
         "UPDATE oomtriage.jobs j SET outcome = COALESCE((SELECT r.outcome FROM oomtriage.runs r "
         "WHERE r.store_id = j.store_id AND r.job_id = j.id ORDER BY r.id DESC LIMIT 1), "
-        "'unknown'), phase = (SELECT e.phase FROM oomtriage.events e WHERE e.store_id = "
-        "j.store_id AND e.job_id = j.id ORDER BY e.id DESC LIMIT 1), model_family = (SELECT "
-        "e.model_family FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = j.id "
-        "ORDER BY e.id DESC LIMIT 1) WHERE j.store_id = $1 AND j.id = ANY($2::bigint[])",
+        "'unknown'), (phase, model_family, step, top_fix) = (SELECT e.phase, e.model_family, "
+        "e.step, substring(e.fixes_json FROM '^\\[\\{\"id\":\"([^\"]*)\"') FROM "
+        "oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = j.id ORDER BY e.id DESC "
+        "LIMIT 1) WHERE j.store_id = $1 AND j.id = ANY($2::bigint[])",
         {store_id, fmt::format("{{{}}}", fmt::join(touched, ","))}));
   }
   OOMTRIAGE_TRY(c.run(

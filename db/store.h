@@ -90,8 +90,10 @@ struct JobSummary {
   int64_t runs = 0;
   int64_t events = 0;
   int64_t last_seen = 0;
-  std::string last_event_json;  // the newest event's, "" without one: its phase, step, fixes
-  std::string last_fixes_json;
+  // The newest event's phase, step and top fix ("", nullopt, "" without one).
+  std::string last_phase;
+  std::optional<int64_t> last_step;
+  std::string top_fix;
   // The newest run's highest GPU memory on one card, and that card's size, when it was sampled.
   std::optional<uint64_t> gpu_peak_bytes;
   std::optional<uint64_t> gpu_total_bytes;

@@ -162,22 +162,20 @@ Result<std::vector<JobSummary>> Store::find_jobs(const JobQuery& query) {
       "(SELECT COUNT(*) FROM events e WHERE e.job_id = j.id), "
       "COALESCE((SELECT outcome FROM runs r WHERE r.job_id = j.id ORDER BY r.id DESC "
       "LIMIT 1), 'unknown'), "
-      "COALESCE((SELECT event_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
-      "DESC LIMIT 1), ''), "
-      "COALESCE((SELECT fixes_json FROM events e WHERE e.job_id = j.id ORDER BY e.id "
-      "DESC LIMIT 1), ''), j.home, "
+      "COALESCE(le.phase, ''), le.step, CASE WHEN le.fixes_json LIKE '[{\"id\":\"%' THEN "
+      "substr(le.fixes_json, 9, instr(substr(le.fixes_json, 9), '\"') - 1) ELSE '' END, "
+      "j.home, "
       "(SELECT g.peak_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
       "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1), "
       "(SELECT g.total_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
       "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1) "
-      "FROM jobs j WHERE "
+      "FROM jobs j LEFT JOIN events le ON le.id = (SELECT MAX(e.id) FROM events e WHERE "
+      "e.job_id = j.id) WHERE "
       "(?1 = '' OR COALESCE((SELECT outcome FROM runs r WHERE r.job_id = j.id ORDER BY r.id "
       "DESC LIMIT 1), 'unknown') = ?1) "
-      "AND (?2 = '' OR (SELECT phase FROM events e WHERE e.job_id = j.id ORDER BY e.id "
-      "DESC LIMIT 1) = ?2) "
+      "AND (?2 = '' OR le.phase = ?2) "
       "AND (?3 = '' OR j.trainer = ?3) "
-      "AND (?4 = '' OR (SELECT model_family FROM events e WHERE e.job_id = j.id ORDER BY "
-      "e.id DESC LIMIT 1) = ?4) "
+      "AND (?4 = '' OR le.model_family = ?4) "
       "AND (?5 = '' OR instr(lower(j.name), lower(?5)) > 0) "
       "AND (?6 = '[]' OR j.name IN (SELECT value FROM json_each(?6))) "
       "AND (?7 IS NULL OR j.last_seen >= ?7) "
@@ -209,11 +207,12 @@ Result<std::vector<JobSummary>> Store::find_jobs(const JobQuery& query) {
     job.runs = s.integer(5);
     job.events = s.integer(6);
     job.outcome = s.text(7);
-    job.last_event_json = s.text(8);
-    job.last_fixes_json = s.text(9);
-    job.home = s.text(10);
-    if (const auto peak = s.optional_integer(11)) job.gpu_peak_bytes = static_cast<uint64_t>(*peak);
-    if (const auto total = s.optional_integer(12)) {
+    job.last_phase = s.text(8);
+    job.last_step = s.optional_integer(9);
+    job.top_fix = s.text(10);
+    job.home = s.text(11);
+    if (const auto peak = s.optional_integer(12)) job.gpu_peak_bytes = static_cast<uint64_t>(*peak);
+    if (const auto total = s.optional_integer(13)) {
       job.gpu_total_bytes = static_cast<uint64_t>(*total);
     }
     jobs.push_back(std::move(job));

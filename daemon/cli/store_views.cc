@@ -111,17 +111,9 @@ std::optional<uint64_t> headroom(const db::JobSummary& job) {
 
 LastIncident last_incident(const db::JobSummary& job) {
   LastIncident out;
-  const auto event = nlohmann::json::parse(job.last_event_json, nullptr, false);
-  if (event.is_object()) {
-    out.phase = event.value("phase", "-");
-    if (event.contains("step") && event["step"].is_number_integer()) {
-      out.step = std::to_string(event["step"].get<int64_t>());
-    }
-  }
-  const auto fixes = nlohmann::json::parse(job.last_fixes_json, nullptr, false);
-  if (fixes.is_array() && !fixes.empty() && fixes[0].is_object()) {
-    out.top_fix = fixes[0].value("id", "-");
-  }
+  if (!job.last_phase.empty()) out.phase = job.last_phase;
+  if (job.last_step) out.step = std::to_string(*job.last_step);
+  if (!job.top_fix.empty()) out.top_fix = job.top_fix;
   return out;
 }
 
