@@ -18,6 +18,22 @@
 namespace oomtriage::db {
 namespace {
 
+// What the jobs list shows and filters on, kept on each job (migration 4, FleetStore::ship): the
+// newest run's outcome, the counts, the newest event's phase, model family, step and top fix
+// (from the start of its fixes, which oomtriage writes as [{"id":"...: a pattern never fails on
+// a row, where a JSON cast would), and the newest sampled run's fullest card. `j` is the job.
+#define OOMTRIAGE_JOB_LIST_COLUMNS                                                             \
+  "outcome = COALESCE((SELECT r.outcome FROM oomtriage.runs r WHERE r.store_id = j.store_id "  \
+  "AND r.job_id = j.id ORDER BY r.id DESC LIMIT 1), 'unknown'), run_count = (SELECT count(*) " \
+  "FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = j.id), event_count = "   \
+  "(SELECT count(*) FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = "     \
+  "j.id), (phase, model_family, step, top_fix) = (SELECT e.phase, e.model_family, e.step, "    \
+  "substring(e.fixes_json FROM '^\\[\\{\"id\":\"([^\"]*)\"') FROM oomtriage.events e WHERE "   \
+  "e.store_id = j.store_id AND e.job_id = j.id ORDER BY e.id DESC LIMIT 1), (gpu_peak_bytes, " \
+  "gpu_total_bytes) = (SELECT g.peak_bytes, g.total_bytes FROM oomtriage.gpu_memory g WHERE "  \
+  "g.store_id = j.store_id AND g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC "     \
+  "LIMIT 1)"
+
 // All tables live in their own schema: the database may well be shared.
 constexpr const char* kMigrations[] = {
     R"sql(
@@ -125,23 +141,16 @@ CREATE TABLE oomtriage.gpu_memory (
 CREATE INDEX gpu_memory_by_job ON oomtriage.gpu_memory (store_id, job_id);
 )sql",
     // 4: what the jobs list filters on and shows, kept on the job as batches arrive
-    // (FleetStore::ship): the newest run's outcome and the newest event's phase, model family,
-    // step and top fix (read from the start of its fixes, which oomtriage writes as
-    // [{"id":"...": a pattern never fails on a row, where a JSON cast would). A page of jobs
-    // under any filter then reads the jobs table alone instead of two subqueries per job.
-    // Each node's last batch, for /fleet's quiet nodes. Each index's reason is beside it,
-    // from EXPLAIN (ANALYZE, BUFFERS) on the generated million-event store
-    // (docs/benchmarks.md, "Fleet store at scale").
+    // (FleetStore::ship; OOMTRIAGE_JOB_LIST_COLUMNS): a page of jobs under any filter reads the
+    // jobs table alone. Each node's last batch, for /fleet's quiet nodes. Each index's reason is
+    // beside it, from EXPLAIN (ANALYZE, BUFFERS) on the generated store of 100,000 jobs and
+    // 1,000,000 events (docs/benchmarks.md, "Fleet store at scale").
     R"sql(
 ALTER TABLE oomtriage.jobs ADD COLUMN outcome text NOT NULL DEFAULT 'unknown',
-  ADD COLUMN phase text, ADD COLUMN model_family text, ADD COLUMN step bigint,
-  ADD COLUMN top_fix text;
-UPDATE oomtriage.jobs j SET
-  outcome = COALESCE((SELECT r.outcome FROM oomtriage.runs r WHERE r.store_id = j.store_id AND
-    r.job_id = j.id ORDER BY r.id DESC LIMIT 1), 'unknown'),
-  (phase, model_family, step, top_fix) = (SELECT e.phase, e.model_family, e.step,
-    substring(e.fixes_json FROM '^\[\{"id":"([^"]*)"') FROM oomtriage.events e WHERE
-    e.store_id = j.store_id AND e.job_id = j.id ORDER BY e.id DESC LIMIT 1);
+  ADD COLUMN run_count bigint NOT NULL DEFAULT 0, ADD COLUMN event_count bigint NOT NULL
+  DEFAULT 0, ADD COLUMN phase text, ADD COLUMN model_family text, ADD COLUMN step bigint,
+  ADD COLUMN top_fix text, ADD COLUMN gpu_peak_bytes bigint, ADD COLUMN gpu_total_bytes bigint;
+UPDATE oomtriage.jobs j SET )sql" OOMTRIAGE_JOB_LIST_COLUMNS R"sql(;
 CREATE TABLE oomtriage.nodes (
   store_id uuid PRIMARY KEY,
   host text NOT NULL,
@@ -149,17 +158,30 @@ CREATE TABLE oomtriage.nodes (
 );
 INSERT INTO oomtriage.nodes (store_id, host, last_shipped_at)
   SELECT store_id, max(host), max(last_seen) FROM oomtriage.jobs GROUP BY store_id;
--- One node's jobs newest first (`jobs --host`, /?host=): without it every job is read and
--- sorted to find one node's newest 50.
+-- The list in its order (newest first, then host and id, so that pages never overlap) read from
+-- the index's start: a page costs its 51 rows, not a sort of every job.
+DROP INDEX IF EXISTS oomtriage.jobs_by_last_seen;
+CREATE INDEX jobs_by_last_seen ON oomtriage.jobs (last_seen DESC, host, id DESC);
+-- One value of each filter in the list's order. Without them a filter that matches few jobs
+-- (an outcome nobody has: 73 ms) reads every job from the index above and drops the rest.
 CREATE INDEX jobs_by_host ON oomtriage.jobs (host, last_seen DESC);
+CREATE INDEX jobs_by_outcome ON oomtriage.jobs (outcome, last_seen DESC);
+CREATE INDEX jobs_by_phase ON oomtriage.jobs (phase, last_seen DESC);
+CREATE INDEX jobs_by_family ON oomtriage.jobs (model_family, last_seen DESC);
+CREATE INDEX jobs_by_trainer ON oomtriage.jobs (trainer, last_seen DESC);
 -- /fleet's OOMs per day: the window's events read from the index alone, never the event rows
 -- with their JSON.
 CREATE INDEX events_by_created ON oomtriage.events (created_at) INCLUDE (phase, model_family);
--- Retention (FleetStore::prune) finds the oldest jobs by their last sighting.
-DROP INDEX IF EXISTS oomtriage.jobs_by_last_seen;
-CREATE INDEX jobs_by_last_seen ON oomtriage.jobs (last_seen DESC, host, id DESC);
 )sql",
 };
+
+// The text search of the jobs list (`jobs --name`, /?q=) uses a trigram index where the role may
+// create pg_trgm (a trusted extension: the database's CREATE right is enough); elsewhere it
+// reads every job's name, which is slower but the same answer.
+constexpr const char* kNameSearchIndex = R"sql(
+CREATE EXTENSION IF NOT EXISTS pg_trgm;
+CREATE INDEX IF NOT EXISTS jobs_by_name_text ON oomtriage.jobs USING gin (lower(name) gin_trgm_ops);
+)sql";
 
 // Any 64-bit number will do, as long as it stays the same: it names oomtriage's migration lock.
 constexpr const char* kMigrationLock = "7307286135170301";
@@ -217,6 +239,17 @@ std::string pg_text(std::string_view in) {
     i += len;
   }
   return out;
+}
+
+// "%text%" for LIKE with the text's own %, _ and \ taken literally; "" for no text.
+std::string like_pattern(std::string_view text) {
+  if (text.empty()) return "";
+  std::string out = "%";
+  for (const char c : pg_text(text)) {
+    if (c == '%' || c == '_' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "%";
 }
 
 std::optional<std::string> number(std::optional<int64_t> value) {
@@ -304,19 +337,9 @@ std::optional<int64_t> optional_at(const PGresult* r, int row, int col) {
 
 // A job's line in `jobs`, the same figures as the SQLite store counts, over the jobs in `from`.
 std::string job_summary_select(std::string_view from = "oomtriage.jobs j") {
-  return std::string(
-             "SELECT j.id, j.name, j.trainer, j.log_dir, extract(epoch FROM j.last_seen)::bigint, "
-             "(SELECT count(*) FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = "
-             "j.id), "
-             "(SELECT count(*) FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id "
-             "= j.id), "
-             "j.outcome, j.host, j.store_id::text, "
-             "COALESCE(j.phase, ''), j.step, j.home, "
-             "(SELECT g.peak_bytes FROM oomtriage.gpu_memory g WHERE g.store_id = j.store_id AND "
-             "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1), "
-             "(SELECT g.total_bytes FROM oomtriage.gpu_memory g WHERE g.store_id = j.store_id AND "
-             "g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC LIMIT 1), "
-             "COALESCE(j.top_fix, '') FROM ") +
+  return "SELECT j.id, j.name, j.trainer, j.log_dir, extract(epoch FROM j.last_seen)::bigint, "
+         "j.run_count, j.event_count, j.outcome, j.host, j.store_id::text, COALESCE(j.phase, ''), "
+         "j.step, j.home, j.gpu_peak_bytes, j.gpu_total_bytes, COALESCE(j.top_fix, '') FROM " +
          std::string(from) + " ";
 }
 
@@ -609,6 +632,13 @@ Result<Ok> FleetStore::migrate() {
   for (int version = from; version < target; ++version) {
     if (auto r = c.script(kMigrations[version]); !r) return r.error();
   }
+  if (from < 4) {
+    // Optional: a role that may not create the extension keeps the slower search.
+    if (auto r = c.script("SAVEPOINT name_search"); !r) return r.error();
+    if (!c.script(kNameSearchIndex)) {
+      if (auto r = c.script("ROLLBACK TO SAVEPOINT name_search"); !r) return r.error();
+    }
+  }
   if (auto r =
           c.run("INSERT INTO oomtriage.meta (key, value) VALUES ('schema_version', $1) ON CONFLICT "
                 "(key) DO UPDATE SET value = excluded.value",
@@ -709,15 +739,11 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
   for (const FleetJob& j : batch.jobs) touched.insert(j.id);
   for (const auto& [job_id, run] : batch.runs) touched.insert(job_id);
   for (const FleetEvent& e : batch.events) touched.insert(e.job_id);
+  for (const auto& [job_id, g] : batch.gpu_memory) touched.insert(job_id);
   if (!touched.empty()) {
-    OOMTRIAGE_TRY(c.run(
-        "UPDATE oomtriage.jobs j SET outcome = COALESCE((SELECT r.outcome FROM oomtriage.runs r "
-        "WHERE r.store_id = j.store_id AND r.job_id = j.id ORDER BY r.id DESC LIMIT 1), "
-        "'unknown'), (phase, model_family, step, top_fix) = (SELECT e.phase, e.model_family, "
-        "e.step, substring(e.fixes_json FROM '^\\[\\{\"id\":\"([^\"]*)\"') FROM "
-        "oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = j.id ORDER BY e.id DESC "
-        "LIMIT 1) WHERE j.store_id = $1 AND j.id = ANY($2::bigint[])",
-        {store_id, fmt::format("{{{}}}", fmt::join(touched, ","))}));
+    OOMTRIAGE_TRY(c.run("UPDATE oomtriage.jobs j SET " OOMTRIAGE_JOB_LIST_COLUMNS
+                        " WHERE j.store_id = $1 AND j.id = ANY($2::bigint[])",
+                        {store_id, fmt::format("{{{}}}", fmt::join(touched, ","))}));
   }
   OOMTRIAGE_TRY(c.run(
       "INSERT INTO oomtriage.nodes (store_id, host, last_shipped_at) VALUES ($1, $2, now()) ON "
@@ -747,14 +773,14 @@ Result<std::vector<JobSummary>> FleetStore::find_jobs(const JobQuery& query) {
       job_summary_select(
           "(SELECT * FROM oomtriage.jobs WHERE ($1 = '' OR host = $1) AND ($2 = '' OR "
           "outcome = $2) AND ($3 = '' OR phase = $3) AND ($4 = '' OR trainer = $4) AND ($5 = '' "
-          "OR model_family = $5) AND ($6 = '' OR strpos(lower(name), lower($6)) > 0) AND ($7 = "
+          "OR model_family = $5) AND ($6 = '' OR lower(name) LIKE lower($6)) AND ($7 = "
           "'{}' OR name = ANY($7::text[])) AND ($8::bigint IS NULL OR last_seen >= "
           "to_timestamp($8)) ORDER BY last_seen DESC, host, id DESC LIMIT $9 OFFSET $10) j") +
       "ORDER BY j.last_seen DESC, j.host, j.id DESC";
   auto r =
       c.run(sql.c_str(),
             {pg_text(host), pg_text(query.outcome), pg_text(query.phase), pg_text(query.trainer),
-             pg_text(query.family), pg_text(query.text), names, number(query.since),
+             pg_text(query.family), like_pattern(query.text), names, number(query.since),
              query.limit ? std::optional<std::string>(std::to_string(query.limit)) : std::nullopt,
              std::to_string(query.offset)});
   if (!r) return r.error();

@@ -1,7 +1,7 @@
 #compdef oomtriage
 # zsh completion for oomtriage(1): subcommands, their options, files and job names.
 _oomtriage() {
-  local -a subcommands=(scan fix daemon watch jobs report alert alerts run check check-config version)
+  local -a subcommands=(scan fix daemon watch jobs report serve alert alerts run check check-config version)
   local -a global=(--state-dir --store --verbose --color --help --version)
   local -a trainers=(auto ai-toolkit sd-scripts diffusers simpletuner onetrainer transformers
                      comfyui kohya)
@@ -18,7 +18,9 @@ _oomtriage() {
   done
   case ${words[CURRENT-1]} in
     --state-dir) _files -/; return ;;
-    --config|--write|--log|--daemon-config|--html) _files; return ;;
+    --config|--write|--log|--daemon-config|--html|--access-file) _files; return ;;
+    --phase) compadd model_load quantize cache_latents cache_text_embeddings train_step sampling \
+               saving unknown; return ;;
     --outcome) compadd -a outcomes; return ;;
     --color) compadd auto always never; return ;;
     --spec) _files; return ;;
@@ -32,7 +34,10 @@ _oomtriage() {
     fix) compadd -- --config --fix --rank --write $global; _files ;;
     daemon) compadd -- --config --backfill $global ;;
     watch) compadd -- --webhook --backfill $global; _files -/ ;;
-    jobs) compadd -- --json --since --outcome --limit --host --config $global ;;
+    jobs) compadd -- --json --since --outcome --phase --trainer --family --name --limit --host \
+            --config $global ;;
+    serve) compadd -- --listen --access-file --allow-writer-role --threads --max-connections \
+             --client-timeout --days --host --config $global ;;
     report)
       local -a jobs=(${(f)"$(oomtriage jobs --json 2>/dev/null | sed -n 's/^ *"name": "\(.*\)",$/\1/p')"})
       compadd -- --json --markdown --html --host --config $global $jobs ;;

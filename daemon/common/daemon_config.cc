@@ -404,6 +404,16 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
         if (auto checked = db::check_fleet_url(config.store); !checked) {
           return bad(source, value, checked.error().message);
         }
+      } else if (key == "fleet") {
+        if (!value.IsMap()) return bad(source, value, "fleet must be a mapping");
+        for (const auto& f : value) {
+          const std::string fkey = f.first.as<std::string>();
+          if (fkey != "keep_days") return bad(source, f.first, "unknown fleet key `" + fkey + "`");
+          config.fleet_keep_days = f.second.as<int>();
+          if (config.fleet_keep_days < 0) {
+            return bad(source, f.second, "keep_days must be 0 (keep everything) or more");
+          }
+        }
       } else if (key == "metrics") {
         if (!value.IsMap()) return bad(source, value, "metrics must be a mapping");
         for (const auto& m : value) {
@@ -421,7 +431,7 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
             key,
             {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms", "burst_check_ms",
              "gpu_sample_ms", "near_oom_share", "watch", "alerts", "alert_group_seconds", "heal",
-             "host", "store", "backfill", "metrics", "preflight", "gpu_memory"},
+             "host", "store", "fleet", "backfill", "metrics", "preflight", "gpu_memory"},
             1);
         return bad(source, item.first,
                    "unknown key `" + key + "`" +

@@ -85,6 +85,9 @@ struct DaemonConfig {
   // `store: postgresql://...`: the fleet store this node ships into (db/fleet_store.h); its
   // own SQLite store stays where it is and keeps working when the fleet store is down.
   std::string store;
+  // `fleet: keep_days: 90`: jobs not seen for this many days leave the fleet store with all
+  // their rows (FleetStore::prune, a batch of jobs per transaction), once a day; 0 keeps all.
+  int fleet_keep_days = 0;
   // The very first start reads the logs already there from their end (no alerts for old
   // crashes); `backfill: true` (or --backfill) reads them from their beginning instead.
   bool backfill = false;

@@ -52,10 +52,8 @@ struct ListenAddress {
 };
 Result<ListenAddress> parse_listen_address(const std::string& address);
 
-// A query string's value encoded (RFC 3986 unreserved characters kept), and a target's path and
-// parameters decoded ('+' is a space; a parameter given twice keeps its last value; a broken
-// escape is kept as written).
-std::string url_encode(std::string_view text);
+// A target's path and parameters decoded ('+' is a space; a parameter given twice keeps its last
+// value; a broken escape is kept as written).
 struct Target {
   std::string path;
   std::map<std::string, std::string> query;

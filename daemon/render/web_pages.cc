@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <array>
 #include <functional>
 #include <map>
@@ -12,7 +13,6 @@
 
 #include "daemon/common/clock.h"
 #include "daemon/common/version.h"
-#include "daemon/net/web_server.h"
 #include "daemon/render/html_report.h"
 
 namespace oomtriage::daemon {
@@ -170,6 +170,22 @@ std::string quiet_for(int64_t seconds) {
 }
 
 }  // namespace
+
+std::string url_encode(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += c;
+    } else {
+      out += '%';
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    }
+  }
+  return out;
+}
 
 std::string jobs_query(const JobsPageFilter& f, size_t page) {
   std::string out;

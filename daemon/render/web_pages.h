@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "db/store.h"
@@ -47,6 +48,10 @@ struct FleetPageView {
   std::string made_at;
   int64_t quiet_after_seconds = 3600;  // a node silent longer than this is marked
 };
+
+// A URL query value or path segment encoded: RFC 3986's unreserved characters kept, every other
+// byte %XX.
+std::string url_encode(std::string_view text);
 
 // The query string a filter (and page) makes: "?outcome=crashed_oom&page=2", "" for none.
 std::string jobs_query(const JobsPageFilter& filter, size_t page);

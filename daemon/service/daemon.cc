@@ -282,7 +282,10 @@ class Daemon final : public LogHost {
     const std::string host = config_.host.empty() ? this_host() : config_.host;
     // A reload that changes neither keeps the shipper: stopping it would wait for its call to
     // the database, and this loop never waits on the network.
-    if (fleet_ && fleet_->url() == config_.store && fleet_->host() == host) return true;
+    if (fleet_ && fleet_->url() == config_.store && fleet_->host() == host &&
+        fleet_->keep_days() == config_.fleet_keep_days) {
+      return true;
+    }
     fleet_.reset();
     if (auto r = store_.set_fleet_outbox(config_.store); !r) {
       log_line(kError, "store {}: {}", store_path_, r.error().message);
@@ -293,6 +296,7 @@ class Daemon final : public LogHost {
     options.url = config_.store;
     options.store_path = store_path_;
     options.host = host;
+    options.keep_days = config_.fleet_keep_days;
     fleet_ = std::make_unique<FleetShipper>(std::move(options));
     return true;
   }

@@ -2,6 +2,8 @@
 // a batch, ship it, forget it; a failure drops the connection (the next attempt opens anew).
 #include "daemon/service/fleet_shipper.h"
 
+#include <optional>
+
 #include <algorithm>
 #include <memory>
 
@@ -37,6 +39,7 @@ void FleetShipper::loop() {
   std::string store_id;
   bool failing = false;
   std::chrono::milliseconds backoff{1000};
+  std::optional<std::chrono::steady_clock::time_point> pruned_at;
   std::unique_lock lock(mutex_);
   while (!stopping_) {
     poked_ = false;
@@ -84,6 +87,23 @@ void FleetShipper::loop() {
         }
       }
       if (auto backlog = local->fleet_backlog()) backlog_ = static_cast<uint64_t>(*backlog);
+      // Retention once a day, when caught up: every node may do it, and the batches skip the
+      // jobs another is deleting.
+      const auto now = std::chrono::steady_clock::now();
+      if (options_.keep_days > 0 && error.empty() && !more && fleet &&
+          (!pruned_at || now - *pruned_at >= std::chrono::hours(24))) {
+        pruned_at = now;
+        const int64_t before = std::chrono::duration_cast<std::chrono::seconds>(
+                                   std::chrono::system_clock::now().time_since_epoch())
+                                   .count() -
+                               static_cast<int64_t>(options_.keep_days) * 86400;
+        if (auto pruned = fleet->prune(before); !pruned) {
+          log_line(kWarning, "fleet retention: {}", pruned.error().message);
+        } else if (*pruned > 0) {
+          log_line(kNotice, "fleet retention: {} job(s) not seen for {} days removed", *pruned,
+                   options_.keep_days);
+        }
+      }
     } else if (local) {
       if (auto backlog = local->fleet_backlog()) backlog_ = static_cast<uint64_t>(*backlog);
     }

@@ -28,6 +28,7 @@ class FleetShipper {
     std::chrono::milliseconds interval{2000};  // between looks at the outbox when idle
     std::chrono::milliseconds max_backoff{30000};
     int batch_rows = 500;
+    int keep_days = 0;  // retention: prune jobs not seen for this long, once a day; 0: never
   };
   explicit FleetShipper(Options options);
   ~FleetShipper();  // ships nothing more; a batch in flight is finished or rolled back
@@ -39,6 +40,7 @@ class FleetShipper {
 
   const std::string& url() const { return options_.url; }
   const std::string& host() const { return options_.host; }
+  int keep_days() const { return options_.keep_days; }
   uint64_t backlog() const { return backlog_.load(); }  // outbox entries not yet shipped
   uint64_t shipped() const { return shipped_.load(); }  // entries shipped since start
   bool up() const { return up_.load(); }                // the last attempt reached it

@@ -64,6 +64,16 @@ TEST_SUITE("daemon::check_config") {
     c = check_config(dir, watch + "store: postgresql://u:secret@db/oom\n");
     CHECK(c.exit_code == 1);
     CHECK(c.err.find("secret") == std::string::npos);
+
+    // Retention of the fleet store.
+    c = check_config(dir, watch + "fleet:\n  keep_days: -3\n");
+    CHECK(c.exit_code == 1);
+    CHECK(c.err.find(file + ":4: keep_days must be 0 (keep everything) or more") !=
+          std::string::npos);
+    c = check_config(dir, watch + "fleet:\n  keep_dayz: 30\n");
+    CHECK(c.exit_code == 1);
+    CHECK(c.err.find(file + ":4: unknown fleet key `keep_dayz`") != std::string::npos);
+    CHECK(check_config(dir, watch + "fleet:\n  keep_days: 90\n").exit_code == 0);
   }
 
   TEST_CASE("a glob that can find nothing is a warning; a good config says ok") {

@@ -323,3 +323,37 @@ TEST_SUITE("db::fleet") {
     CHECK(db::FleetStore::open(pg.url(), 2));
   }
 }
+
+TEST_SUITE("db::fleet") {
+  TEST_CASE("retention removes the jobs not seen since a time with all their rows, in batches") {
+    PostgresCluster pg;
+    if (!pg.ok()) OOMTRIAGE_SKIP(pg.error());
+    auto fleet = db::FleetStore::open(pg.url());
+    REQUIRE(fleet);
+    Node node;
+    REQUIRE(node.store->set_fleet_outbox(pg.url()));
+    // Five old jobs (seen at 1000) and one recent (seen at 900000), three OOMs each.
+    for (int i = 0; i < 5; ++i) node.crash("old_" + std::to_string(i), 3, 1000);
+    node.crash("recent", 3, 900000);
+    const std::string id = *node.store->store_id();
+    for (auto batch = *node.store->fleet_batch(500); !batch.empty();
+         batch = *node.store->fleet_batch(500)) {
+      REQUIRE((*fleet)->ship(batch, id, "gpu-1"));
+      REQUIRE(node.store->fleet_shipped(batch.last_seq));
+    }
+    const auto counts = [&] {
+      return pg.query(
+          "SELECT (SELECT count(*) FROM oomtriage.jobs) || ' ' || (SELECT count(*) FROM "
+          "oomtriage.runs) || ' ' || (SELECT count(*) FROM oomtriage.events) || ' ' || (SELECT "
+          "count(*) FROM oomtriage.config_snapshots)");
+    };
+    CHECK(counts() == "6 6 18 6\n");
+    // Two jobs a transaction: three batches for five jobs; nothing of the recent job goes.
+    auto removed = (*fleet)->prune(500000, 2);
+    REQUIRE(removed);
+    CHECK(*removed == 5);
+    CHECK(counts() == "1 1 3 1\n");
+    CHECK((*fleet)->list_jobs()->front().name == "recent");
+    CHECK(*(*fleet)->prune(500000, 2) == 0);
+  }
+}
