@@ -253,14 +253,43 @@ class Site {
     return html_page(200, render_html_report(view));
   }
 
+  // /fleet's figures are per day and cost a pass over the window's events: the page is made
+  // once, then made again at most every fleet_cache_seconds on a thread of its own while
+  // readers get the page before it. Only the very first reader waits for it.
   WebResponse fleet() {
-    const int64_t now = unix_now();
-    {
-      std::lock_guard lock(fleet_mutex_);
-      if (!fleet_page_.empty() && now - fleet_made_ < options_.fleet_cache_seconds) {
-        return html_page(200, fleet_page_);
+    std::unique_lock lock(fleet_mutex_);
+    if (!fleet_page_) {
+      // The first readers: one makes it, the others wait for it.
+      fleet_made_cv_.wait(lock, [&] { return !fleet_refreshing_; });
+      if (!fleet_page_) {
+        fleet_refreshing_ = true;
+        lock.unlock();
+        auto made = make_fleet_page();
+        lock.lock();
+        fleet_refreshing_ = false;
+        fleet_made_cv_.notify_all();
+        if (!made) return unavailable(made.error());
+        fleet_page_ = std::make_shared<const std::string>(std::move(*made));
+        fleet_made_ = unix_now();
       }
+    } else if (!fleet_refreshing_ && unix_now() - fleet_made_ >= options_.fleet_cache_seconds) {
+      fleet_refreshing_ = true;
+      if (fleet_refresher_.joinable()) fleet_refresher_.join();  // it finished: refreshing was off
+      fleet_refresher_ = std::thread([this] {
+        auto made = make_fleet_page();
+        std::lock_guard done(fleet_mutex_);
+        // A failed refresh keeps the page before it; the next reader tries again.
+        if (made) fleet_page_ = std::make_shared<const std::string>(std::move(*made));
+        fleet_made_ = unix_now();
+        fleet_refreshing_ = false;
+        fleet_made_cv_.notify_all();
+      });
     }
+    return html_page(200, *fleet_page_);
+  }
+
+  Result<std::string> make_fleet_page() {
+    const int64_t now = unix_now();
     FleetPageView view;
     view.now = now;
     view.days = options_.fleet_days;
@@ -272,27 +301,32 @@ class Site {
     for (int64_t day = since; day <= today; day += 86400)
       view.day_labels.push_back(utc_time(day, "%Y-%m-%d"));
     auto lease = readers_.take();
-    if (!lease) return unavailable(lease.error());
+    if (!lease) return lease.error();
     auto overview = (*lease)->fleet_overview(since);
     if (!overview) {
       lease->discard();
-      return unavailable(overview.error());
+      return overview.error();
     }
     view.overview = std::move(*overview);
-    std::string body = render_fleet_page(view);
-    std::lock_guard lock(fleet_mutex_);
-    fleet_page_ = body;
-    fleet_made_ = now;
-    return html_page(200, std::move(body));
+    return render_fleet_page(view);
   }
 
+ public:
+  ~Site() {
+    if (fleet_refresher_.joinable()) fleet_refresher_.join();
+  }
+
+ private:
   const ServeOptions& options_;
   std::unique_ptr<WebAccess> access_;
   ReaderPool readers_;
   bool fleet_;
   std::mutex fleet_mutex_;
-  std::string fleet_page_;
+  std::condition_variable fleet_made_cv_;
+  std::shared_ptr<const std::string> fleet_page_;
   int64_t fleet_made_ = 0;
+  bool fleet_refreshing_ = false;
+  std::thread fleet_refresher_;
 };
 
 }  // namespace
