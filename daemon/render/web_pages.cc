@@ -209,6 +209,11 @@ std::string render_jobs_page(const JobsPageView& v) {
   out +=
       "<header><h1>Jobs</h1><p class=\"sub\">Newest first. A job's name opens its story: where "
       "it died, of what, and the fixes ranked.</p></header>\n";
+  // The questions asked most, one click each.
+  out +=
+      "<nav class=\"top\" id=\"shortcuts\"><a href=\"/?outcome=crashed_oom&amp;since=24h\">OOMs "
+      "in the last 24 h</a><a href=\"/?outcome=crashed_oom\">all OOMs</a><a "
+      "href=\"/fleet#near-limit\">closest to the limit</a></nav>\n";
   const JobsPageFilter& f = v.filter;
   out += "<form class=\"filters\" method=\"get\" action=\"/\">";
   out += select("outcome", "outcome", f.outcome, kOutcomes);

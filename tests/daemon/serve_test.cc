@@ -206,6 +206,13 @@ TEST_SUITE("daemon::serve") {
     CHECK(second.body.find("rel=\"prev\" href=\"/\"") != std::string::npos);
     CHECK(second.body.find("rel=\"next\"") == std::string::npos);
 
+    // The night's OOMs are one click from the front page, and their fix one more.
+    CHECK(first.body.find("href=\"/?outcome=crashed_oom&amp;since=24h\"") != std::string::npos);
+    const Fetched last_night = get(serve.url("/?outcome=crashed_oom&since=24h"));
+    CHECK(count(last_night.body, "<a class=\"job\"") == 3);
+    CHECK(last_night.body.find("href=\"/job/" + job_key(last_night.body, "flux_step") +
+                               "#fixes\"><code>cheapen_previews</code>") != std::string::npos);
+
     // Each filter.
     const Fetched crashed = get(serve.url("/?outcome=crashed_oom"));
     CHECK(count(crashed.body, "<a class=\"job\"") == 4);
