@@ -377,9 +377,11 @@ int load(const std::string& address, int clients, double seconds,
   }
   for (auto& t : threads) t.join();
   int64_t total = 0;
-  for (auto& [path, values] : latencies) {
+  for (auto& entry : latencies) {
+    const std::string& path = entry.first;
+    std::vector<double>& values = entry.second;
     std::sort(values.begin(), values.end());
-    const auto at = [&](double q) {
+    const auto at = [&values](double q) {
       return values[std::min(values.size() - 1, static_cast<size_t>(q * values.size()))];
     };
     total += static_cast<int64_t>(values.size());
