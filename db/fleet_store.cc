@@ -28,7 +28,7 @@ namespace {
   "FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = j.id), event_count = "   \
   "(SELECT count(*) FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = "     \
   "j.id), (phase, model_family, step, top_fix) = (SELECT e.phase, e.model_family, e.step, "    \
-  "substring(e.fixes_json FROM '^\\[\\{\"id\":\"([^\"]*)\"') FROM oomtriage.events e WHERE "   \
+  "substring(e.fixes_json FROM '^[[][{]\"id\":\"([^\"]*)\"') FROM oomtriage.events e WHERE "   \
   "e.store_id = j.store_id AND e.job_id = j.id ORDER BY e.id DESC LIMIT 1), (gpu_peak_bytes, " \
   "gpu_total_bytes) = (SELECT g.peak_bytes, g.total_bytes FROM oomtriage.gpu_memory g WHERE "  \
   "g.store_id = j.store_id AND g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC "     \
@@ -161,9 +161,11 @@ INSERT INTO oomtriage.nodes (store_id, host, last_shipped_at)
 -- The list in its order (newest first, then host and id, so that pages never overlap) read from
 -- the index's start: a page costs its 51 rows, not a sort of every job.
 DROP INDEX IF EXISTS oomtriage.jobs_by_last_seen;
-CREATE INDEX jobs_by_last_seen ON oomtriage.jobs (last_seen DESC, host, id DESC);
+CREATE INDEX jobs_by_last_seen ON oomtriage.jobs (last_seen DESC, host, store_id, id DESC);
 -- One value of each filter in the list's order. Without them a filter that matches few jobs
 -- (an outcome nobody has: 73 ms) reads every job from the index above and drops the rest.
+-- Retention deletes a job's heal attempts by job, as the other tables'.
+CREATE INDEX heal_attempts_by_job ON oomtriage.heal_attempts (store_id, job_id);
 CREATE INDEX jobs_by_host ON oomtriage.jobs (host, last_seen DESC);
 CREATE INDEX jobs_by_outcome ON oomtriage.jobs (outcome, last_seen DESC);
 CREATE INDEX jobs_by_phase ON oomtriage.jobs (phase, last_seen DESC);
@@ -542,7 +544,7 @@ Result<FleetOverview> FleetStore::fleet_overview(int64_t since) {
   return out;
 }
 
-Result<int64_t> FleetStore::prune(int64_t before, int batch_size) {
+Result<int64_t> FleetStore::prune(int64_t before, int batch_size, int max_batches) {
   // A batch of jobs at a time, each in its own short transaction: nodes keep shipping between
   // batches instead of waiting behind one delete of months of rows. A job being shipped right
   // now is skipped (SKIP LOCKED) and taken by a later pass.
@@ -556,7 +558,13 @@ Result<int64_t> FleetStore::prune(int64_t before, int batch_size) {
                            "to_timestamp($1) ORDER BY last_seen LIMIT $2 FOR UPDATE SKIP LOCKED",
                            {std::to_string(before), std::to_string(std::max(1, batch_size))}));
     const int count = libpq().PQntuples(doomed.get());
-    if (count == 0) return removed;
+    if (count == 0) {
+      // Nodes gone as long leave /fleet's list too.
+      OOMTRIAGE_TRY(c.run("DELETE FROM oomtriage.nodes WHERE last_shipped_at < to_timestamp($1)",
+                          {std::to_string(before)}));
+      OOMTRIAGE_TRY(tx.commit());
+      return removed;
+    }
     std::vector<std::string> stores, ids;
     for (int row = 0; row < count; ++row) {
       stores.push_back(text_at(doomed.get(), row, 0));
@@ -581,6 +589,8 @@ Result<int64_t> FleetStore::prune(int64_t before, int batch_size) {
     }
     OOMTRIAGE_TRY(tx.commit());
     removed += count;
+    // The rest at the next pass: the shipper's thread is not held for months of rows at once.
+    if (--max_batches <= 0) return removed;
   }
 }
 
@@ -768,6 +778,10 @@ Result<std::vector<JobSummary>> FleetStore::find_jobs(const JobQuery& query) {
     names += (names.size() > 1 ? ",\"" : "\"") + quoted + "\"";
   }
   names += "}";
+  // A host filter (`serve --host`) bounds every query: another host asked for is none.
+  if (!host_filter_.empty() && !query.host.empty() && query.host != host_filter_) {
+    return std::vector<JobSummary>();
+  }
   const std::string host = query.host.empty() ? host_filter_ : query.host;
   const std::string sql =
       job_summary_select(
@@ -775,8 +789,9 @@ Result<std::vector<JobSummary>> FleetStore::find_jobs(const JobQuery& query) {
           "outcome = $2) AND ($3 = '' OR phase = $3) AND ($4 = '' OR trainer = $4) AND ($5 = '' "
           "OR model_family = $5) AND ($6 = '' OR lower(name) LIKE lower($6)) AND ($7 = "
           "'{}' OR name = ANY($7::text[])) AND ($8::bigint IS NULL OR last_seen >= "
-          "to_timestamp($8)) ORDER BY last_seen DESC, host, id DESC LIMIT $9 OFFSET $10) j") +
-      "ORDER BY j.last_seen DESC, j.host, j.id DESC";
+          "to_timestamp($8)) ORDER BY last_seen DESC, host, store_id, id DESC LIMIT $9 OFFSET $10) "
+          "j") +
+      "ORDER BY j.last_seen DESC, j.host, j.store_id, j.id DESC";
   auto r =
       c.run(sql.c_str(),
             {pg_text(host), pg_text(query.outcome), pg_text(query.phase), pg_text(query.trainer),
@@ -796,15 +811,22 @@ Result<std::optional<JobStory>> FleetStore::job_story_by_key(const std::string& 
   if (dot == std::string::npos || dot != 36) return std::optional<JobStory>();
   const auto [end, error] = std::from_chars(key.data() + dot + 1, key.data() + key.size(), id);
   if (error != std::errc() || end != key.data() + key.size()) return std::optional<JobStory>();
+  // 8-4-4-4-12 lowercase hex, as PostgreSQL prints a uuid: anything else is no job, not an error.
   const std::string store_id = key.substr(0, dot);
-  if (store_id.find_first_not_of("0123456789abcdef-") != std::string::npos) {
-    return std::optional<JobStory>();
+  for (size_t i = 0; i < store_id.size(); ++i) {
+    const bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    const char c = store_id[i];
+    if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return std::optional<JobStory>();
+    }
   }
   Connection c(conn_);
   OOMTRIAGE_ASSIGN_OR_RETURN(
       auto found,
-      c.run((job_summary_select() + "WHERE j.store_id = $1::uuid AND j.id = $2").c_str(),
-            {store_id, std::to_string(id)}));
+      c.run((job_summary_select() + "WHERE j.store_id = $1::uuid AND j.id = $2 AND ($3 = '' OR "
+                                    "j.host = $3)")
+                .c_str(),
+            {store_id, std::to_string(id), host_filter_}));
   if (libpq().PQntuples(found.get()) == 0) return std::optional<JobStory>();
   return story_of(job_summary_at(found.get(), 0), store_id);
 }

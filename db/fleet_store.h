@@ -60,8 +60,9 @@ class FleetStore : public JobReader {
   // Set by open_read_only when the role may write and that was allowed.
   const std::string& writer_role() const { return writer_role_; }
   // Retention (fleet: keep_days): deletes the jobs last seen before `before` (unix seconds) with
-  // all their rows, `batch_size` jobs per transaction. Returns how many jobs went.
-  Result<int64_t> prune(int64_t before, int batch_size = 200);
+  // all their rows, `batch_size` jobs per transaction and at most `max_batches` transactions a
+  // call, and then the nodes silent since then. Returns how many jobs went.
+  Result<int64_t> prune(int64_t before, int batch_size = 200, int max_batches = 50);
   // A name that several hosts use is refused with their names, unless a host filter picks one.
   using JobReader::job_story;
   Result<std::optional<JobStory>> job_story(const std::string& name,

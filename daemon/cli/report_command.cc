@@ -127,11 +127,20 @@ Result<JobsPage> find_jobs_page(db::JobReader& store, const std::string& host,
   query.trainer = filter.trainer;
   query.family = filter.family;
   query.text = filter.text;
-  if (filter.since_seconds) query.since = now - *filter.since_seconds;
-  query.limit = filter.limit;
+  // A century at most: "999999999w" is every job, not a time before the calendar.
+  constexpr int64_t kCentury = 100LL * 366 * 86400;
+  if (filter.since_seconds) query.since = now - std::min(*filter.since_seconds, kCentury);
+  // One more than asked says whether there is a next page.
+  query.limit = filter.limit ? filter.limit + 1 : 0;
   query.offset = filter.offset;
   JobsPage page;
   OOMTRIAGE_ASSIGN_OR_RETURN(page.jobs, store.find_jobs(query));
+  if (filter.limit && page.jobs.size() > filter.limit) {
+    page.more = true;
+    page.jobs.resize(filter.limit);
+  }
+  // Pages are cut before a node's older copy of a job is dropped, so that they never overlap;
+  // a page may then show fewer.
   keep_newest(page.jobs);
   if (page.jobs.empty()) return page;
   OOMTRIAGE_ASSIGN_OR_RETURN(page.names, shown_names(store, host, page.jobs));

@@ -41,6 +41,7 @@ Result<std::vector<std::string>> shown_names(db::JobReader& store, const std::st
 struct JobsPage {
   std::vector<db::JobSummary> jobs;
   std::vector<std::string> names;
+  bool more = false;  // the filter's limit cut the list: a next page exists
 };
 Result<JobsPage> find_jobs_page(db::JobReader& store, const std::string& host,
                                 const JobsFilter& filter, int64_t now);

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "daemon/cli/report_command.h"
@@ -180,7 +181,7 @@ class Site {
       filter.since_seconds = parse_duration(f.since);
       if (!filter.since_seconds) return error_page(400, "Bad filter", "since: " + f.since);
     }
-    filter.limit = options_.page_size + 1;
+    filter.limit = options_.page_size;
     filter.offset = (f.page - 1) * options_.page_size;
     auto lease = readers_.take();
     if (!lease) return unavailable(lease.error());
@@ -189,8 +190,8 @@ class Site {
       lease->discard();
       return unavailable(found.error());
     }
-    view.more = found->jobs.size() > options_.page_size;
-    for (size_t i = 0; i < found->jobs.size() && i < options_.page_size; ++i) {
+    view.more = found->more;
+    for (size_t i = 0; i < found->jobs.size(); ++i) {
       const db::JobSummary& job = found->jobs[i];
       const LastIncident last = last_incident(job);
       JobRow row{job.key,
@@ -264,7 +265,7 @@ class Site {
       if (!fleet_page_) {
         fleet_refreshing_ = true;
         lock.unlock();
-        auto made = make_fleet_page();
+        auto made = make_fleet_page_or_error();
         lock.lock();
         fleet_refreshing_ = false;
         fleet_made_cv_.notify_all();
@@ -275,17 +276,32 @@ class Site {
     } else if (!fleet_refreshing_ && unix_now() - fleet_made_ >= options_.fleet_cache_seconds) {
       fleet_refreshing_ = true;
       if (fleet_refresher_.joinable()) fleet_refresher_.join();  // it finished: refreshing was off
-      fleet_refresher_ = std::thread([this] {
-        auto made = make_fleet_page();
-        std::lock_guard done(fleet_mutex_);
-        // A failed refresh keeps the page before it; the next reader tries again.
-        if (made) fleet_page_ = std::make_shared<const std::string>(std::move(*made));
-        fleet_made_ = unix_now();
-        fleet_refreshing_ = false;
-        fleet_made_cv_.notify_all();
-      });
+      try {
+        fleet_refresher_ = std::thread([this] {
+          auto made = make_fleet_page_or_error();
+          std::lock_guard done(fleet_mutex_);
+          // A failed refresh keeps the page before it; the next reader tries again.
+          if (made) {
+            fleet_page_ = std::make_shared<const std::string>(std::move(*made));
+            fleet_made_ = unix_now();
+          }
+          fleet_refreshing_ = false;
+          fleet_made_cv_.notify_all();
+        });
+      } catch (const std::system_error&) {
+        fleet_refreshing_ = false;  // no thread now: a later reader starts one
+      }
     }
     return html_page(200, *fleet_page_);
+  }
+
+  // Never throws: a refresh that failed must not leave the flag set and its waiters stuck.
+  Result<std::string> make_fleet_page_or_error() {
+    try {
+      return make_fleet_page();
+    } catch (const std::exception& e) {
+      return make_error(ErrorCode::kIo, std::string("fleet overview: ") + e.what());
+    }
   }
 
   Result<std::string> make_fleet_page() {

@@ -410,8 +410,9 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
           const std::string fkey = f.first.as<std::string>();
           if (fkey != "keep_days") return bad(source, f.first, "unknown fleet key `" + fkey + "`");
           config.fleet_keep_days = f.second.as<int>();
-          if (config.fleet_keep_days < 0) {
-            return bad(source, f.second, "keep_days must be 0 (keep everything) or more");
+          if (config.fleet_keep_days < 0 || config.fleet_keep_days > 36500) {
+            return bad(source, f.second,
+                       "keep_days must be 0 (keep everything) or more, up to 36500");
           }
         }
       } else if (key == "metrics") {

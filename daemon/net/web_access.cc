@@ -47,6 +47,7 @@ struct WebAccess::Impl {
   std::vector<std::pair<std::string, std::string>> users;  // name, crypt hash
   std::mutex mutex;
   std::set<std::string> verified;  // Basic headers whose password checked out
+  std::set<std::string> refused;   // and those whose did not
 };
 
 WebAccess::WebAccess() : impl_(std::make_unique<Impl>()) {}
@@ -57,10 +58,11 @@ Result<std::unique_ptr<WebAccess>> WebAccess::load(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) {
     return make_error(ErrorCode::kIo, fmt::format("access file {}: cannot read it", path));
   }
-  if ((st.st_mode & 077) != 0) {
+  // Others, not the group: systemd's LoadCredential= grants the service's dynamic user read
+  // access through the group bits of an ACL.
+  if ((st.st_mode & 007) != 0) {
     return make_error(ErrorCode::kBadInput,
-                      fmt::format("access file {}: group or others may read it (mode {:04o}); "
-                                  "chmod 600 it",
+                      fmt::format("access file {}: others may read it (mode {:04o}); chmod 600 it",
                                   path, st.st_mode & 07777));
   }
   std::ifstream in(path);
@@ -108,24 +110,42 @@ bool WebAccess::allows(const std::string& authorization) {
   {
     std::lock_guard lock(impl_->mutex);
     if (impl_->verified.count(authorization)) return true;
+    // A header refused before is refused again without paying for crypt: guessing costs the
+    // guesser, not the server's threads.
+    if (impl_->refused.count(authorization)) return false;
   }
+  const auto refuse = [&] {
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->refused.size() >= 4096) impl_->refused.clear();
+    impl_->refused.insert(authorization);
+    return false;
+  };
   const auto decoded = base64_decode(trim(authorization.substr(6)));
-  if (!decoded) return false;
+  if (!decoded || impl_->users.empty()) return refuse();
   const size_t colon = decoded->find(':');
-  if (colon == std::string::npos) return false;
+  if (colon == std::string::npos) return refuse();
   const std::string name = decoded->substr(0, colon);
   const std::string password = decoded->substr(colon + 1);
-  for (const auto& [user, hash] : impl_->users) {
-    if (!same(name, user)) continue;
-    crypt_data data{};
-    const char* computed = crypt_r(password.c_str(), hash.c_str(), &data);
-    if (computed == nullptr || computed[0] == '*' || !same(computed, hash)) return false;
-    std::lock_guard lock(impl_->mutex);
-    if (impl_->verified.size() >= 256) impl_->verified.clear();
-    impl_->verified.insert(authorization);
-    return true;
+  // A password with a NUL in it is not the one crypt would see.
+  if (password.find('\0') != std::string::npos) return refuse();
+  // An unknown user costs the same crypt as a known one: timing does not tell names.
+  const std::string* hash = &impl_->users.front().second;
+  bool known = false;
+  for (const auto& [user, user_hash] : impl_->users) {
+    if (same(name, user)) {
+      hash = &user_hash;
+      known = true;
+    }
   }
-  return false;
+  crypt_data data{};
+  const char* computed = crypt_r(password.c_str(), hash->c_str(), &data);
+  if (!known || computed == nullptr || computed[0] == '*' || !same(computed, *hash)) {
+    return refuse();
+  }
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->verified.size() >= 256) impl_->verified.clear();
+  impl_->verified.insert(authorization);
+  return true;
 }
 
 std::string WebAccess::challenge() const {

@@ -5,7 +5,7 @@
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -197,7 +197,9 @@ Result<ListenAddress> parse_listen_address(const std::string& address) {
 struct WebServer::Impl {
   Impl(Handler handler, WebServerLimits limits,
        std::vector<std::pair<std::string, std::string>> headers)
-      : io(static_cast<int>(std::max(1u, limits.threads))), acceptor(asio::make_strand(io)) {
+      : io(static_cast<int>(std::max(1u, limits.threads))),
+        acceptor(asio::make_strand(io)),
+        retry(io) {
     shared.handler = std::move(handler);
     shared.limits = limits;
     shared.headers = std::move(headers);
@@ -205,16 +207,24 @@ struct WebServer::Impl {
   void accept() {
     acceptor.async_accept(asio::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
       if (ec == asio::error::operation_aborted) return;
-      if (!ec) {
-        const bool refuse = shared.connections.load() >= shared.limits.max_connections;
-        std::make_shared<Connection>(std::move(socket), shared)->start(refuse);
+      if (ec) {
+        // Out of descriptors (EMFILE) and the like: try again shortly, not in a busy loop.
+        retry.expires_after(std::chrono::milliseconds(100));
+        retry.async_wait([this](beast::error_code wait) {
+          if (!wait) accept();
+        });
+        return;
       }
+      const bool refuse = shared.connections.load() >= shared.limits.max_connections;
+      std::make_shared<Connection>(std::move(socket), shared)->start(refuse);
       accept();
     });
   }
+  // Destroyed last: the connections the io_context still holds when it goes use it.
+  Shared shared;
   asio::io_context io;
   tcp::acceptor acceptor;
-  Shared shared;
+  asio::steady_timer retry;
 };
 
 WebServer::WebServer(Handler handler, WebServerLimits limits,

@@ -68,7 +68,7 @@ TEST_SUITE("daemon::check_config") {
     // Retention of the fleet store.
     c = check_config(dir, watch + "fleet:\n  keep_days: -3\n");
     CHECK(c.exit_code == 1);
-    CHECK(c.err.find(file + ":4: keep_days must be 0 (keep everything) or more") !=
+    CHECK(c.err.find(file + ":4: keep_days must be 0 (keep everything) or more, up to 36500") !=
           std::string::npos);
     c = check_config(dir, watch + "fleet:\n  keep_dayz: 30\n");
     CHECK(c.exit_code == 1);

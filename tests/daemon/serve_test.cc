@@ -335,14 +335,14 @@ TEST_SUITE("daemon::serve") {
     const auto [rc, hash] = run_shell("openssl passwd -6 -salt s4ltS4lt 'hunter22'");
     REQUIRE(rc == 0);
     std::ofstream(access) << "# who may read\ntoken 0123456789abcdef0123\nalice:" << hash;
-    fs::permissions(access, fs::perms::owner_read | fs::perms::group_read);
+    fs::permissions(access, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
     {
       ServeProcess loose({"--state-dir", state.string(), "serve", "--listen", "127.0.0.1:0",
                           "--access-file", access.string()},
                          dir.path / "loose.err");
       CHECK(loose.exit_code() == 1);
       INFO(loose.stderr_text());
-      CHECK(loose.stderr_text().find("mode 0440") != std::string::npos);
+      CHECK(loose.stderr_text().find("mode 0444") != std::string::npos);
     }
     fs::permissions(access, fs::perms::owner_read | fs::perms::owner_write);
     ServeProcess serve({"--state-dir", state.string(), "serve", "--listen", "127.0.0.1:0",
@@ -361,6 +361,7 @@ TEST_SUITE("daemon::serve") {
     CHECK(get(serve.url(), "-u alice:hunter22").status == 200);
     CHECK(get(serve.url(), "-u alice:hunter22").status == 200);  // the cached check
     CHECK(get(serve.url(), "-u alice:hunter23").status == 401);
+    CHECK(get(serve.url(), "-u alice:hunter23").status == 401);  // the refusal remembered
     CHECK(get(serve.url(), "-u bob:hunter22").status == 401);
   }
 
@@ -485,5 +486,15 @@ TEST_SUITE("daemon::serve") {
     const Fetched fleet = get(serve.url("/fleet"));
     CHECK(fleet.body.find("<td>gpu-node-07</td>") != std::string::npos);
     CHECK(fleet.body.find("data-key=\"train_step\" data-count=\"1\"") != std::string::npos);
+
+    // `serve --host` shows that node only, whatever the URL asks.
+    ServeProcess other(
+        {"--store", url, "serve", "--listen", "127.0.0.1:0", "--host", "gpu-node-08"},
+        dir.path / "other.err");
+    REQUIRE(other.port() != 0);
+    CHECK(count(get(other.url("/?host=gpu-node-07")).body, "<a class=\"job\"") == 0);
+    CHECK(count(get(other.url("/")).body, "<a class=\"job\"") == 0);
+    CHECK(get(other.url("/job/" + key)).status == 404);
+    CHECK(get(other.url("/job/------------------------------------.1")).status == 404);
   }
 }
