@@ -250,19 +250,23 @@ CREATE TABLE gpu_memory (
 )sql",
 };
 
-}  // namespace
-
-Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_timeout_ms) {
+Result<sqlite3*> open_connection(const std::string& path, int flags) {
   sqlite3* db = nullptr;
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &db,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX, nullptr);
+  const int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string message =
         "cannot open store " + path + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
     sqlite3_close(db);
     return make_error(ErrorCode::kIo, message);
   }
+  return db;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_timeout_ms) {
+  OOMTRIAGE_ASSIGN_OR_RETURN(sqlite3 * db,
+                             open_connection(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE));
   std::unique_ptr<Store> store(new Store(db));
   sqlite3_busy_timeout(db, busy_timeout_ms);
   for (const char* pragma :
@@ -274,15 +278,7 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_tim
 }
 
 Result<std::unique_ptr<Store>> Store::open_read_only(const std::string& path, int busy_timeout_ms) {
-  sqlite3* db = nullptr;
-  const int rc =
-      sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_FULLMUTEX, nullptr);
-  if (rc != SQLITE_OK) {
-    std::string message =
-        "cannot open store " + path + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-    sqlite3_close(db);
-    return make_error(ErrorCode::kIo, message);
-  }
+  OOMTRIAGE_ASSIGN_OR_RETURN(sqlite3 * db, open_connection(path, SQLITE_OPEN_READONLY));
   std::unique_ptr<Store> store(new Store(db));
   sqlite3_busy_timeout(db, busy_timeout_ms);
   // Belt and braces: even a statement that would write (none does) is refused.

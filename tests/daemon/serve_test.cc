@@ -42,16 +42,8 @@ const std::string kHostileLine = "CUDA out of memory. <img src=x onerror=alert(2
 class ServeProcess {
  public:
   ServeProcess(std::vector<std::string> args, const fs::path& err) : err_(err) {
-    std::vector<std::string> argv = {OOMTRIAGE_BINARY};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> raw;
-    for (auto& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    REQUIRE(posix_spawn(&pid_, raw[0], &actions, nullptr, raw.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&actions);
+    fs::remove(err);
+    pid_ = spawn_oomtriage(std::move(args), err);
     const std::regex address(R"(http://127\.0\.0\.1:(\d+)/)");
     wait_until([&] {
       std::smatch m;

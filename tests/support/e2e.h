@@ -61,20 +61,27 @@ inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseco
   return done();
 }
 
+// Starts the oomtriage binary with `args`, its stderr appended to `err`; returns its pid.
+inline pid_t spawn_oomtriage(std::vector<std::string> args, const fs::path& err) {
+  args.insert(args.begin(), OOMTRIAGE_BINARY);
+  std::vector<char*> raw;
+  for (auto& a : args) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  pid_t pid = -1;
+  REQUIRE(posix_spawn(&pid, raw[0], &actions, nullptr, raw.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  return pid;
+}
+
 class DaemonProcess {
  public:
   DaemonProcess(const fs::path& state, std::vector<std::string> args, const fs::path& err)
       : err_(err) {
-    std::vector<std::string> argv = {OOMTRIAGE_BINARY, "--state-dir", state.string()};
-    argv.insert(argv.end(), args.begin(), args.end());
-    std::vector<char*> raw;
-    for (auto& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-    REQUIRE(posix_spawn(&pid_, raw[0], &actions, nullptr, raw.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&actions);
+    args.insert(args.begin(), {"--state-dir", state.string()});
+    pid_ = spawn_oomtriage(std::move(args), err);
     // Ready once it says so on stderr; a daemon that exited first is a failure, not readiness.
     const auto ready = [&] { return stderr_text().find("store ready") != std::string::npos; };
     wait_until([&] { return ready() || !alive(); });
