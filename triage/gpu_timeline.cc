@@ -106,6 +106,19 @@ void GpuTimeline::coarsen() {
   points_ = std::move(merged);
 }
 
+void GpuTimeline::add_gap(int64_t from, int64_t to) {
+  if (to < from) std::swap(from, to);
+  if (!gaps_.empty() && from <= gaps_.back().to) {
+    gaps_.back().to = std::max(gaps_.back().to, to);
+    return;
+  }
+  gaps_.push_back({from, to});
+  if (gaps_.size() > kMaxGpuGaps) {
+    gaps_[1].from = gaps_[0].from;
+    gaps_.erase(gaps_.begin());
+  }
+}
+
 const GpuPoint* GpuTimeline::peak() const {
   const GpuPoint* best = nullptr;
   for (const GpuPoint& point : points_) {
@@ -130,13 +143,18 @@ std::string GpuTimeline::to_json() const {
     points.push_back({p.at_from, p.at_to, step(p.step_from), step(p.step_to),
                       parsers::to_string(p.phase), p.peak_bytes, p.others_bytes});
   }
-  return json{{"gpu", gpu_},
-              {"total_bytes", total_bytes_},
-              {"others_peak_bytes", others_peak_},
-              {"step_window", step_window_},
-              {"second_window", second_window_},
-              {"points", std::move(points)}}
-      .dump();
+  json doc{{"gpu", gpu_},
+           {"total_bytes", total_bytes_},
+           {"others_peak_bytes", others_peak_},
+           {"step_window", step_window_},
+           {"second_window", second_window_},
+           {"points", std::move(points)}};
+  if (!gaps_.empty()) {
+    json gaps = json::array();
+    for (const GpuGap& gap : gaps_) gaps.push_back({gap.from, gap.to});
+    doc["gaps"] = std::move(gaps);
+  }
+  return doc.dump();
 }
 
 Result<GpuTimeline> GpuTimeline::from_json(std::string_view text) {
@@ -189,6 +207,16 @@ Result<GpuTimeline> GpuTimeline::from_json(std::string_view text) {
     point.peak_bytes = p[5].get<uint64_t>();
     point.others_bytes = p[6].get<uint64_t>();
     timeline.points_.push_back(point);
+  }
+  if (const auto gaps = doc.find("gaps"); gaps != doc.end()) {
+    if (!gaps->is_array() || gaps->size() > kMaxGpuGaps) return bad("gaps are not a short array");
+    for (const json& g : *gaps) {
+      if (!g.is_array() || g.size() != 2 || !in_range(g[0], kMaxStep) ||
+          !in_range(g[1], kMaxStep)) {
+        return bad("a gap is not [from, to]");
+      }
+      timeline.add_gap(g[0].get<int64_t>(), g[1].get<int64_t>());
+    }
   }
   return timeline;
 }

@@ -42,12 +42,23 @@ struct GpuPoint {
 // Points kept per run: the timeline coarsens (windows double) to stay within this.
 inline constexpr size_t kMaxGpuPoints = 2000;
 
+// A time the card did not answer NVML, so nothing was sampled (Unix seconds).
+struct GpuGap {
+  int64_t from = 0, to = 0;
+  bool operator==(const GpuGap&) const = default;
+};
+// Gaps kept per run: past it, the two oldest merge into one.
+inline constexpr size_t kMaxGpuGaps = 50;
+
 class GpuTimeline {
  public:
   explicit GpuTimeline(unsigned gpu = 0, size_t max_points = kMaxGpuPoints)
       : gpu_(gpu), max_points_(std::max<size_t>(max_points, 4)) {}
 
   void add(const GpuReading& reading);
+  // No sample from `from` to `to`: the card did not answer.
+  void add_gap(int64_t from, int64_t to);
+  const std::vector<GpuGap>& gaps() const { return gaps_; }
 
   unsigned gpu() const { return gpu_; }
   uint64_t total_bytes() const { return total_bytes_; }
@@ -62,8 +73,9 @@ class GpuTimeline {
   // daemon started mid-run, say), so a completed run's peak measures its config.
   bool from_start() const { return !points_.empty() && !points_.front().step_from; }
 
-  // {"gpu":0,"total_bytes":...,"points":[[at_from,at_to,step_from,step_to,"phase",peak,others]]}
-  // (a missing step is null): the store's and the fleet store's form.
+  // {"gpu":0,"total_bytes":...,"points":[[at_from,at_to,step_from,step_to,"phase",peak,others]],
+  // "gaps":[[from,to]]} (a missing step is null; no "gaps" when there are none): the store's and
+  // the fleet store's form.
   std::string to_json() const;
   static Result<GpuTimeline> from_json(std::string_view json);
 
@@ -78,6 +90,7 @@ class GpuTimeline {
   int64_t step_window_ = 1;     // steps per point in training
   int64_t second_window_ = 10;  // seconds per point before the first step
   std::vector<GpuPoint> points_;
+  std::vector<GpuGap> gaps_;
 };
 
 // When a run is near its card's limit: the peak reached `share` of the memory it may use (the

@@ -341,13 +341,15 @@ class Supervisor {
   const bool color_;
   // NVML, opened once for every attempt; none without it (then `run` says nothing of it: the
   // trainer's output is what its terminal is for, and the daemon logs the missing library).
-  std::unique_ptr<NvmlSampler> nvml_;
+  // Opened on its own thread: a wedged driver holds neither the launch nor the pass-through.
+  std::unique_ptr<GpuSampleWorker> nvml_;
+  GpuHealth gpu_health_{[](const std::string& line) { say(line); }};
 };
 
 int Supervisor::run() {
   warn_before_launch(options_, config_, job_, log_path_, alerts_);  // never blocks the launch
   if (options_.alerts.gpu_sample_ms > 0) {
-    if (auto opened = NvmlSampler::open()) nvml_ = std::move(*opened);
+    nvml_ = std::make_unique<GpuSampleWorker>();
   }
   for (int number = 1;; ++number) {
     Attempt attempt(number);
@@ -389,7 +391,9 @@ std::optional<int> Supervisor::run_child(Attempt& a) {
     say(child.error().message);
     return exit_code_for(child.error());
   }
-  if (nvml_) a.gpu.emplace(*nvml_, child->pid(), options_.alerts.near_oom_share);
+  if (nvml_ && nvml_->opened().error.empty()) {
+    a.gpu.emplace(*nvml_, gpu_health_, child->pid(), options_.alerts.near_oom_share);
+  }
   // The child leads its own process group: the GPU processes in it are the job's.
   const auto sample_gpu = [&] {
     if (!a.gpu) return;

@@ -7,10 +7,25 @@
 
 namespace oomtriage::daemon {
 
+AttemptGpu::AttemptGpu(GpuSampleWorker& worker, GpuHealth& health, pid_t process_group,
+                       double near_oom_share)
+    : worker_(worker), health_(health), group_(process_group), watch_(near_oom_share) {
+  (void)worker_.take();  // a sample asked for by the attempt before is not this one's
+}
+
 std::optional<AttemptWarning> AttemptGpu::sample(int64_t now, std::optional<int64_t> step,
                                                  parsers::Phase phase) {
+  std::optional<std::vector<GpuSample>> cards = worker_.take();
+  if (!worker_.request()) {
+    if (const auto stuck = worker_.stuck()) health_.not_answering(*stuck, now);
+  }
+  if (!cards) return std::nullopt;
+  if (const auto since = health_.answered(now)) {
+    for (auto& [gpu, timeline] : cards_) timeline.add_gap(*since, now);
+  }
+  health_.sampled(*cards);
   std::optional<AttemptWarning> warned;
-  for (const GpuSample& card : sampler_.sample()) {
+  for (const GpuSample& card : *cards) {
     uint64_t job = 0, others = 0;
     bool ours = false;
     for (const GpuProcess& process : card.processes) {

@@ -205,6 +205,7 @@ ReportView build_view(const db::JobStory& story) {
     // A timeline that does not read (a store edited by hand) leaves the peak without the curve.
     if (auto timeline = triage::GpuTimeline::from_json(row.timeline_json)) {
       gpu.points = timeline->points();
+      gpu.gaps = timeline->gaps();
       for (const triage::GpuPoint& point : gpu.points) {
         const std::string phase(parsers::to_string(point.phase));
         auto it = std::find_if(gpu.phase_peaks.begin(), gpu.phase_peaks.end(),

@@ -41,6 +41,20 @@ std::string Metrics::render() const {
   for (const auto& [gpu, bytes] : gpu_other_memory) {
     out += fmt::format("oomtriage_gpu_other_processes_bytes{{gpu=\"{}\"}} {}\n", gpu, bytes);
   }
+  family("oomtriage_gpu_not_answering", "gauge",
+         "1 while a card's NVML call has not returned past its deadline (a GPU off the bus or a "
+         "stuck driver): its memory timeline has a gap.");
+  for (const auto& [gpu, silent] : gpu_not_answering) {
+    out += fmt::format("oomtriage_gpu_not_answering{{gpu=\"{}\"}} {}\n", gpu, silent);
+  }
+  family("oomtriage_gpu_stalls_total", "counter",
+         "Times a card's NVML call did not return within its deadline.");
+  out += fmt::format("oomtriage_gpu_stalls_total {}\n", gpu_stalls);
+  family("oomtriage_reloads_total", "counter", "SIGHUP reloads run.");
+  out += fmt::format("oomtriage_reloads_total {}\n", reloads);
+  family("oomtriage_reloads_coalesced_total", "counter",
+         "SIGHUPs that came while a reload was pending: the pending one reads the file then.");
+  out += fmt::format("oomtriage_reloads_coalesced_total {}\n", reloads_coalesced);
   family("oomtriage_near_oom_warnings_total", "counter",
          "TrainingNearOOM warnings sent: a running job's GPU memory near its card's limit.");
   out += fmt::format("oomtriage_near_oom_warnings_total {}\n", near_oom_warnings);

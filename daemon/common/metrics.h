@@ -35,7 +35,13 @@ struct Metrics {
   std::map<std::pair<std::string, unsigned>, uint64_t> job_gpu_memory;  // (job, gpu)
   std::map<unsigned, uint64_t> gpu_other_memory;                        // gpu
   uint64_t near_oom_warnings = 0;
-  bool fleet_configured = false;  // the fleet figures are shown only with a fleet store
+  // Cards whose NVML call is in flight past its deadline now (1), and how often one stopped
+  // answering (daemon/common/gpu_sample_worker.h).
+  std::map<unsigned, int> gpu_not_answering;
+  uint64_t gpu_stalls = 0;
+  uint64_t reloads = 0;            // SIGHUP reloads run (each read the file once or twice)
+  uint64_t reloads_coalesced = 0;  // SIGHUPs that came while a reload was pending
+  bool fleet_configured = false;   // the fleet figures are shown only with a fleet store
   uint64_t fleet_backlog = 0;
   uint64_t fleet_shipped = 0;
   bool fleet_up = false;

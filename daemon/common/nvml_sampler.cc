@@ -143,19 +143,23 @@ std::vector<GpuSample> NvmlSampler::sample() {
     GpuSample& sample = samples.emplace_back();
     sample.index = index;
     NvmlDevice device = nullptr;
+    entering(index, "nvmlDeviceGetHandleByIndex_v2");
     if (const NvmlReturn rc = api_->handle(index, &device); rc != 0) {
       sample.error = fmt::format("nvmlDeviceGetHandleByIndex_v2: {}", api_->words(rc));
       continue;
     }
     NvmlMemory memory{};
+    entering(index, "nvmlDeviceGetMemoryInfo");
     if (const NvmlReturn rc = api_->memory(device, &memory); rc != 0) {
       sample.error = fmt::format("nvmlDeviceGetMemoryInfo: {}", api_->words(rc));
       continue;
     }
     sample.total_bytes = memory.total;
     sample.used_bytes = memory.used;
+    entering(index, process_query_.empty() ? "" : process_query_.c_str());
     read_processes(device, sample);
   }
+  call_name_.store(nullptr, std::memory_order_relaxed);
   return samples;
 }
 

@@ -11,6 +11,7 @@
 // under the same name (R535's is 32 bytes, others' 24), and every library with it has _v2.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -49,18 +50,29 @@ class NvmlSampler {
   // The per-process query in use (e.g. "nvmlDeviceGetComputeRunningProcesses_v2"), or empty
   // when the library has none.
   const std::string& process_query() const { return process_query_; }
-  // Every card's memory and compute processes now, in index order.
+  // Every card's memory and compute processes now, in index order. It may not return for as
+  // long as the driver does not (gpu_sample_worker.h calls it on a thread of its own).
   std::vector<GpuSample> sample();
+  // The card and NVML call that sample() is in now (another thread may ask); call is null
+  // between calls.
+  unsigned call_gpu() const { return call_gpu_.load(std::memory_order_relaxed); }
+  const char* call_name() const { return call_name_.load(std::memory_order_relaxed); }
 
  private:
   struct Api;
   NvmlSampler() = default;
   void read_processes(void* device, GpuSample& sample);
+  void entering(unsigned gpu, const char* call) {
+    call_gpu_.store(gpu, std::memory_order_relaxed);
+    call_name_.store(call, std::memory_order_relaxed);
+  }
 
   void* library_ = nullptr;
   std::unique_ptr<Api> api_;
   unsigned device_count_ = 0;
   std::string process_query_;
+  std::atomic<unsigned> call_gpu_{0};
+  std::atomic<const char*> call_name_{nullptr};
 };
 
 }  // namespace oomtriage::daemon

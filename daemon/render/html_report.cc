@@ -1,6 +1,7 @@
 // daemon/render/html_report.cc: the job's story as one HTML page with inline SVG charts.
 #include "daemon/render/html_report.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -439,6 +440,12 @@ void memory_timeline(std::string& out, const ReportView& r) {
     const GpuMemoryView& gpu = r.gpu_memory[c];
     out += fmt::format("<h3>Run {} · GPU {} · {}</h3>\n", gpu.run_number, gpu.gpu,
                        escape(gpu_peak_text(gpu)));
+    for (const triage::GpuGap& gap : gpu.gaps) {
+      out += fmt::format(
+          "<p class=\"gap\">Not sampled for {} s from {:%Y-%m-%d %H:%M:%S} UTC: GPU {} did not "
+          "answer NVML.</p>\n",
+          gap.to - gap.from, fmt::gmtime(static_cast<time_t>(gap.from)), gpu.gpu);
+    }
     size_t before_steps = 0;
     int64_t lo_step = 0, hi_step = 0;
     bool any_step = false;

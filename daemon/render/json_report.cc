@@ -76,6 +76,8 @@ ordered_json report_json(const db::JobStory& story, const ReportView& view) {
                         {"peak_bytes", p.peak_bytes},
                         {"others_bytes", p.others_bytes}});
     }
+    ordered_json gaps = ordered_json::array();
+    for (const triage::GpuGap& gap : gpu.gaps) gaps.push_back({{"from", gap.from}, {"to", gap.to}});
     gpu_memory.push_back(
         {{"run_id", gpu.run_id},
          {"gpu", gpu.gpu},
@@ -85,7 +87,8 @@ ordered_json report_json(const db::JobStory& story, const ReportView& view) {
          {"peak_step", gpu.peak_step ? ordered_json(*gpu.peak_step) : ordered_json(nullptr)},
          {"others_peak_bytes", gpu.others_peak_bytes},
          {"phase_peaks", std::move(phases)},
-         {"points", std::move(points)}});
+         {"points", std::move(points)},
+         {"gaps", std::move(gaps)}});
   }
   return {{"oomtriage", 1},
           {"job", job},

@@ -61,6 +61,7 @@ struct GpuMemoryView {
   uint64_t others_peak_bytes = 0;  // other processes on the card, at most
   std::vector<std::pair<std::string, uint64_t>> phase_peaks;  // in the order the run ran them
   std::vector<triage::GpuPoint> points;
+  std::vector<triage::GpuGap> gaps;  // times the card did not answer NVML
 };
 
 // "peak 22.08 GiB of 24.00 GiB (92%) in sampling at step 30": one line for every face.

@@ -2,6 +2,7 @@
 #include "daemon/render/text_report.h"
 
 #include <fmt/color.h>
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -55,6 +56,12 @@ std::string render_text_report(const ReportView& view, bool c) {
       if (gpu.others_peak_bytes > 0) {
         out += fmt::format("       other processes on GPU {} held up to {}\n", gpu.gpu,
                            format_bytes(gpu.others_peak_bytes));
+      }
+      for (const triage::GpuGap& gap : gpu.gaps) {
+        out += fmt::format(
+            "       gap: GPU {} did not answer NVML for {} s from {:%Y-%m-%dT%H:%M:%SZ}"
+            " (not sampled)\n",
+            gpu.gpu, gap.to - gap.from, fmt::gmtime(static_cast<time_t>(gap.from)));
       }
     }
   }

@@ -24,39 +24,45 @@ GpuMonitor::GpuMonitor(boost::asio::io_context& io, db::Store& store, Metrics& m
       runs_(std::move(runs)),
       warn_(std::move(warn)),
       say_(std::move(say)),
+      health_(say_),
       timer_(io) {
   std::error_code ec;
   self_exe_ = std::filesystem::read_symlink("/proc/self/exe", ec).string();
 }
 
-GpuMonitor::~GpuMonitor() { timer_.cancel(); }
+GpuMonitor::~GpuMonitor() {
+  timer_.cancel();
+  worker_.reset();  // no `ready` after this
+  alive_.reset();
+}
 
 void GpuMonitor::start(std::chrono::milliseconds interval, double near_oom_share,
-                       std::unique_ptr<NvmlSampler> sampler) {
+                       std::unique_ptr<NvmlSampler> sampler, std::chrono::milliseconds deadline) {
   interval_ = interval;
   share_ = near_oom_share;
   timer_.cancel();
   if (interval_.count() <= 0) {
-    sampler_.reset();
+    worker_.reset();
     metrics_.job_gpu_memory.clear();
     metrics_.gpu_other_memory.clear();
+    metrics_.gpu_not_answering.clear();
     return;
   }
-  if (sampler) sampler_ = std::move(sampler);
-  if (!sampler_) {
-    auto opened = NvmlSampler::open();
-    if (!opened) {
-      if (!said_unavailable_) {
-        say_(fmt::format("no GPU memory timeline: {}", opened.error().message));
-        said_unavailable_ = true;
-      }
-      return;
+  if (!worker_ || sampler) {
+    // NVML is opened on the worker's thread too: a wedged driver holds nvmlInit_v2 as well.
+    GpuSampleWorker::Open open;
+    if (sampler) {
+      open = [given = std::make_shared<std::unique_ptr<NvmlSampler>>(std::move(sampler))] {
+        return Result<std::unique_ptr<NvmlSampler>>(std::move(*given));
+      };
     }
-    sampler_ = std::move(*opened);
-    say_(fmt::format("sampling the memory of {} GPU(s) every {} ms ({})", sampler_->device_count(),
-                     interval_.count(),
-                     sampler_->process_query().empty() ? "no per-process query: cards only"
-                                                       : sampler_->process_query()));
+    const auto ready = [this, alive = std::weak_ptr<int>(alive_)] {
+      boost::asio::post(io_, [this, alive] {
+        if (alive.lock() && worker_) on_ready();
+      });
+    };
+    announced_ = false;
+    worker_ = std::make_unique<GpuSampleWorker>(ready, std::move(open), deadline);
   }
   // A reload may change the share; what was warned stays warned.
   for (auto& [run_id, state] : states_) {
@@ -80,10 +86,45 @@ void GpuMonitor::arm() {
   timer_.expires_after(wait);
   timer_.async_wait([this](const boost::system::error_code& error) {
     // A turn already due when a reload turned sampling off must not arm again.
-    if (error || !sampler_ || interval_.count() <= 0) return;
-    sample_once();
+    if (error || !worker_ || interval_.count() <= 0) return;
+    turn();
     arm();
   });
+}
+
+void GpuMonitor::on_ready() {
+  if (!announced_) {
+    const GpuSampleWorker::Opened opened = worker_->opened();
+    if (!opened.done) return;
+    announced_ = true;
+    if (!opened.error.empty()) {
+      if (!said_unavailable_) {
+        say_(fmt::format("no GPU memory timeline: {}", opened.error));
+        said_unavailable_ = true;
+      }
+      if (health_.answered(wall_clock_())) metrics_.gpu_not_answering.clear();
+      worker_.reset();
+      timer_.cancel();
+      return;
+    }
+    say_(fmt::format(
+        "sampling the memory of {} GPU(s) every {} ms ({})", opened.device_count, interval_.count(),
+        opened.process_query.empty() ? "no per-process query: cards only" : opened.process_query));
+  }
+  if (auto cards = worker_->take()) {
+    sampled(*cards);
+  } else if (health_.answered(wall_clock_())) {
+    metrics_.gpu_not_answering.clear();
+  }
+}
+
+void GpuMonitor::turn() {
+  if (worker_->request()) return;
+  const auto stuck = worker_->stuck();
+  if (stuck && health_.not_answering(*stuck, wall_clock_())) {
+    metrics_.gpu_not_answering[stuck->gpu.value_or(0)] = 1;
+    ++metrics_.gpu_stalls;
+  }
 }
 
 std::optional<int64_t> GpuMonitor::owner_of(pid_t pid, const std::vector<SampledRun>& runs,
@@ -141,9 +182,17 @@ GpuMonitor::RunState* GpuMonitor::state_of(int64_t run_id, const std::string& jo
   return &state;
 }
 
-void GpuMonitor::sample_once() {
-  if (!sampler_) return;
-  const std::vector<GpuSample> cards = sampler_->sample();
+void GpuMonitor::sampled(const std::vector<GpuSample>& cards) {
+  if (const auto since = health_.answered(wall_clock_())) {
+    // Every timeline being drawn now misses what the card held meanwhile: said in `report`.
+    const int64_t now = wall_clock_();
+    for (auto& [run_id, state] : states_) {
+      for (auto& [gpu, timeline] : state.cards) timeline.add_gap(*since, now);
+      state.dirty = true;
+    }
+    metrics_.gpu_not_answering.clear();
+  }
+  health_.sampled(cards);
   // The runs are asked for only when a card has a process: an idle machine costs one NVML call.
   const bool any_process = std::any_of(
       cards.begin(), cards.end(), [](const GpuSample& card) { return !card.processes.empty(); });

@@ -8,13 +8,16 @@
 // store every kStoreInterval and when the run leaves; one TrainingNearOOM warning when a run
 // nears its card's limit; the Prometheus gauges. A run's timeline and warning survive a restart
 // (read back from the store). A job under `oomtriage run` is sampled but warned by `run` alone.
-// Without NVML: one log line, nothing sampled, nothing else changes.
+// Without NVML: one log line, nothing sampled, nothing else changes. NVML is called on a thread
+// of its own (gpu_sample_worker.h): a card that does not answer leaves a gap in the timelines
+// and is said once, while tailing, storing and alerting go on.
 #pragma once
 
 #include <sys/types.h>
 
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
@@ -28,6 +31,7 @@
 
 #include "daemon/alerts/near_oom_alert.h"
 #include "daemon/common/metrics.h"
+#include "daemon/common/gpu_sample_worker.h"
 #include "daemon/common/nvml_sampler.h"
 #include "daemon/service/gpu_attribution.h"
 #include "db/store.h"
@@ -71,14 +75,13 @@ class GpuMonitor {
 
   // Samples every `interval` (0: off) through `sampler`, or NVML as nvml_library() finds it;
   // without it, says so in one line and samples nothing. Restarting with other settings keeps
-  // the runs' timelines.
+  // the runs' timelines. A call in flight past `deadline` is a card not answering.
   void start(std::chrono::milliseconds interval, double near_oom_share,
-             std::unique_ptr<NvmlSampler> sampler = nullptr);
+             std::unique_ptr<NvmlSampler> sampler = nullptr,
+             std::chrono::milliseconds deadline = GpuSampleWorker::kDefaultDeadline);
   // Writes every run's timeline and stops the timer.
   void stop();
-  // One sample now (the timer's turn).
-  void sample_once();
-  bool sampling() const { return sampler_ != nullptr; }
+  bool sampling() const { return worker_ != nullptr; }
 
  private:
   struct RunState {
@@ -98,6 +101,12 @@ class GpuMonitor {
   };
 
   void arm();
+  // The timer's turn: ask for a sample, or notice that the one asked for does not come.
+  void turn();
+  // The worker opened NVML or finished a sample (run on the loop).
+  void on_ready();
+  // A sample came back from the worker's thread.
+  void sampled(const std::vector<GpuSample>& cards);
   // `runs_seen`: a signature of `runs` (sample_once), which changes when a run comes or goes.
   std::optional<int64_t> owner_of(pid_t pid, const std::vector<SampledRun>& runs,
                                   const std::vector<JobFiles>& files, int64_t runs_seen);
@@ -114,7 +123,10 @@ class GpuMonitor {
   Runs runs_;
   std::function<void(AlertContent)> warn_;
   std::function<void(const std::string&)> say_;
-  std::unique_ptr<NvmlSampler> sampler_;
+  std::unique_ptr<GpuSampleWorker> worker_;
+  GpuHealth health_;
+  // Handlers the worker posted check it: they may run after a reload replaced the worker.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   GpuAttribution attribution_;
   std::string self_exe_;  // this binary: an `oomtriage run` above a process is ours
   boost::asio::steady_timer timer_;
@@ -122,6 +134,7 @@ class GpuMonitor {
   double share_ = 0.95;
   bool fast_ = false;  // a run is above 90% of what it may use: sample five times as often
   bool said_unavailable_ = false;
+  bool announced_ = false;  // what opening NVML came to was said
   std::map<int64_t, RunState> states_;
   std::map<pid_t, Owner> owners_;
 };

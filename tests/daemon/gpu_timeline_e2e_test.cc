@@ -58,9 +58,11 @@ struct Sleeper {
 struct FakeCards {
   fs::path path;
   explicit FakeCards(fs::path p) : path(std::move(p)) {}
-  void set(uint64_t total, const std::vector<std::pair<pid_t, uint64_t>>& processes) {
+  // `extra`: lines after the cards ("hang 0", "error 0 15").
+  void set(uint64_t total, const std::vector<std::pair<pid_t, uint64_t>>& processes,
+           const std::string& extra = "") {
     uint64_t used = 0;
-    std::string text;
+    std::string text = extra;
     for (const auto& [pid, bytes] : processes) {
       text += fmt::format("process 0 {} {}\n", pid, bytes);
       used += bytes;
@@ -278,6 +280,123 @@ TEST_SUITE("daemon::gpu timeline") {
     CHECK(row.peak_bytes == static_cast<uint64_t>(24 * kGiB * 0.96));
     CHECK(row.others_peak_bytes == 0);
     CHECK(row.warned_bytes == row.peak_bytes);
+  }
+
+  TEST_CASE(
+      "a card that does not answer holds nothing: OOMs are stored and alerted while NVML hangs, "
+      "the card is said once, and the gap shows in report") {
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; });
+    Rig rig(server.url());
+    FakeCards cards(rig.dir.path / "cards");
+    ScopedEnv library("OOMTRIAGE_NVML_LIBRARY", OOMTRIAGE_FAKE_NVML);
+    ScopedEnv state("FAKE_NVML_STATE", cards.path.string());
+    const uint64_t card = 24 * kGiB;
+    cards.set(card, {});
+    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
+                         rig.dir.path / "err");
+    INFO("the daemon's stderr: " << daemon.stderr_text());
+    Sleeper trainer(rig.log);
+    append(rig.log,
+           "Running 1 job\n# Running job: my_lora\n" + test::bar("my_lora", 1, 100) + "\n");
+    cards.set(card, {{trainer.pid, 10 * kGiB}});
+    StoreView view{rig.dir.path / "state" / "oomtriage.db"};
+    REQUIRE(wait_until([&] { return view.story("my_lora").has_value(); }));
+    std::this_thread::sleep_for(500ms);  // sampled a few times
+
+    // A lost card's error is said once, and its return once.
+    cards.set(card, {{trainer.pid, 10 * kGiB}}, "error 0 15\n");
+    const std::string lost =
+        "GPU 0: NVML error, its memory is not sampled: nvmlDeviceGetMemoryInfo: GPU is lost "
+        "(NVML error 15)";
+    REQUIRE(wait_until([&] { return daemon.stderr_text().find(lost) != std::string::npos; }));
+    std::this_thread::sleep_for(500ms);
+    cards.set(card, {{trainer.pid, 10 * kGiB}});
+    REQUIRE(wait_until([&] {
+      return daemon.stderr_text().find("GPU 0: NVML answers again") != std::string::npos;
+    }));
+    CHECK(daemon.stderr_text().find(lost) == daemon.stderr_text().rfind(lost));
+
+    // The driver wedges: nvmlDeviceGetMemoryInfo does not return until the test lets it.
+    cards.set(card, {{trainer.pid, 10 * kGiB}}, "hang 0\n");
+    const std::string silent = "GPU 0 is not answering: nvmlDeviceGetMemoryInfo has not returned";
+    REQUIRE(wait_until([&] { return daemon.stderr_text().find(silent) != std::string::npos; }));
+    // Three OOMs while it hangs, in three jobs, each stored and alerted while it still hangs.
+    for (int n = 1; n <= 3; ++n) {
+      const std::string job = n == 1 ? "my_lora" : fmt::format("job{}", n);
+      const fs::path log = rig.out / job / "log.txt";
+      fs::create_directories(log.parent_path());
+      append(log, (n == 1 ? "" : "Running 1 job\n# Running job: " + job + "\n") +
+                      test::bar(job, 10 * n, 100) + "\n" +
+                      test::traceback("  File \"run.py\", line 1, in <module>\n"));
+      REQUIRE(wait_until([&] {
+        return alerts_named(server, "TrainingOOM").size() == static_cast<size_t>(n);
+      }));
+      const auto story = view.story(job);
+      REQUIRE(story);
+      CHECK(story->events.size() == 1);
+    }
+    std::smatch port;
+    const std::string err = daemon.stderr_text();
+    REQUIRE(std::regex_search(err, port, std::regex(R"(serving /metrics on port (\d+))")));
+    const fs::path scraped = rig.dir.path / "metrics.txt";
+    REQUIRE(
+        run_shell("curl -sf http://127.0.0.1:" + port[1].str() + "/metrics > " + scraped.string())
+            .first == 0);
+    CHECK(slurp(scraped).find("oomtriage_gpu_not_answering{gpu=\"0\"} 1") != std::string::npos);
+    CHECK(daemon.stderr_text().find(silent) == daemon.stderr_text().rfind(silent));
+
+    cards.set(card, {{trainer.pid, 10 * kGiB}});
+    REQUIRE(wait_until([&] {
+      return daemon.stderr_text().find("GPU 0 answers again after") != std::string::npos;
+    }));
+    trainer.kill();
+    cards.set(card, {});
+    REQUIRE(wait_until([&] {
+      const auto story = view.story("my_lora");
+      if (!story || story->gpu_memory.empty()) return false;
+      const auto timeline = triage::GpuTimeline::from_json(story->gpu_memory[0].timeline_json);
+      return timeline && timeline->gaps().size() == 1;
+    }));
+    const auto report = rig.says("report my_lora");
+    const std::string text = report.second;
+    INFO("report: " << text);
+    CHECK(text.find("gap: GPU 0 did not answer NVML for") != std::string::npos);
+    const json doc = json::parse(rig.says("report my_lora --json").second, nullptr, false);
+    REQUIRE(doc.is_object());
+    CHECK(doc["gpu_memory"][0]["gaps"].size() == 1);
+    CHECK(daemon.stop(SIGTERM) == 0);
+  }
+
+  TEST_CASE("run: a card that does not answer never holds the trainer's output") {
+    TempDir dir;
+    FakeCards cards(dir.path / "cards");
+    ScopedEnv library("OOMTRIAGE_NVML_LIBRARY", OOMTRIAGE_FAKE_NVML);
+    ScopedEnv state("FAKE_NVML_STATE", cards.path.string());
+    cards.set(24 * kGiB, {});  // a card, no process yet
+    std::ofstream(dir.path / "daemon.yaml")
+        << "gpu_sample_ms: 50\nwatch:\n  - logs: " << (dir.path / "*.log").string() << "\n";
+    // The trainer wedges the card, writes far more than a pipe holds (the pass-through must keep
+    // reading), and lets the card go only after its last line: were `run` to wait for NVML, the
+    // trainer would block on its full pipe and never get there (`timeout` ends that case).
+    const std::string path = cards.path.string();
+    std::ofstream(dir.path / "train.sh")
+        << "printf 'gpu 0 " << 24 * kGiB << " 0\\nprocess 0 %d 1000\\nhang 0\\n' $$ > " << path
+        << "\nsleep 4\n"
+        << "i=0; while [ $i -lt 3000 ]; do echo \"line $i of filler text to fill a pipe buffer "
+           "quickly .......................................\"; i=$((i+1)); done\n"
+        << "echo done-writing\nprintf 'gpu 0 " << 24 * kGiB << " 0\\n' > " << path << "\n";
+    const auto said = run_shell(
+        "timeout 60 " + std::string(OOMTRIAGE_BINARY) + " --state-dir " +
+        (dir.path / "state").string() + " run --job hung_job --daemon-config " +
+        (dir.path / "daemon.yaml").string() + " --log " + (dir.path / "run.log").string() +
+        " -- sh " + (dir.path / "train.sh").string() + " 2>&1");
+    const int code = said.first;
+    const std::string& out = said.second;
+    INFO("run said: " << out.substr(out.size() > 4000 ? out.size() - 4000 : 0));
+    CHECK(code == 0);
+    CHECK(out.find("done-writing") != std::string::npos);
+    CHECK(out.find("oomtriage run: GPU 0 is not answering") != std::string::npos);
+    CHECK(slurp(dir.path / "run.log").find("line 2999 of filler") != std::string::npos);
   }
 
   TEST_CASE("without NVML the daemon says so once and alerts as before") {

@@ -6,10 +6,15 @@
 // that FAKE_NVML_STATE names. A test rewrites that file (write aside, rename) to script the cards:
 //   gpu <index> <total bytes> <used bytes>
 //   process <gpu index> <pid> <used bytes>
+//   hang <gpu index>           nvmlDeviceGetMemoryInfo on that card does not return while the
+//                              line is in the file (a GPU off the bus, a wedged driver)
+//   error <gpu index> <code>   nvmlDeviceGetMemoryInfo on that card fails with NVML's code
+//                              (15: NVML_ERROR_GPU_IS_LOST)
 // A missing or empty file is a machine with no GPU.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 namespace {
 
@@ -18,6 +23,8 @@ constexpr int kProcesses = 64;
 
 struct Card {
   unsigned long long total = 0, used = 0;
+  bool hang = false;
+  int error = 0;
   unsigned processes = 0;
   unsigned pid[kProcesses] = {};
   unsigned long long process_used[kProcesses] = {};
@@ -52,6 +59,15 @@ void read_state() {
         card.process_used[card.processes] = used;
         ++card.processes;
       }
+    } else if (std::strcmp(kind, "hang") == 0) {
+      unsigned index = 0;
+      if (std::fscanf(file, "%u", &index) != 1 || index >= kCards) break;
+      cards[index].hang = true;
+    } else if (std::strcmp(kind, "error") == 0) {
+      unsigned index = 0;
+      int code = 0;
+      if (std::fscanf(file, "%u %d", &index, &code) != 2 || index >= kCards) break;
+      cards[index].error = code;
     } else {
       break;
     }
@@ -81,7 +97,9 @@ __attribute__((visibility("default"))) int nvmlShutdown() {
   initialised = false;
   return 0;
 }
-__attribute__((visibility("default"))) const char* nvmlErrorString(int) { return "Unknown Error"; }
+__attribute__((visibility("default"))) const char* nvmlErrorString(int code) {
+  return code == 15 ? "GPU is lost" : "Unknown Error";
+}
 __attribute__((visibility("default"))) int nvmlDeviceGetCount_v2(unsigned* count) {
   if (!initialised) return 1;
   read_state();
@@ -97,6 +115,13 @@ __attribute__((visibility("default"))) int nvmlDeviceGetHandleByIndex_v2(unsigne
 }
 __attribute__((visibility("default"))) int nvmlDeviceGetMemoryInfo(void* device, Memory* memory) {
   const Card* card = static_cast<const Card*>(device);
+  // Held here, as a wedged driver holds the caller, until the test takes the line away.
+  while (card->hang) {
+    const timespec pause{0, 20 * 1000 * 1000};
+    nanosleep(&pause, nullptr);
+    read_state();
+  }
+  if (card->error != 0) return card->error;
   memory->total = card->total;
   memory->used = card->used;
   memory->free = card->total - card->used;
