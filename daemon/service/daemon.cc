@@ -686,9 +686,7 @@ class Daemon final : public LogHost {
     signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
       if (ec) return;
       if (signal == SIGHUP) {
-        notify_service_manager("RELOADING=1");
-        reload_config();
-        notify_service_manager(fmt::format("READY=1\nSTATUS=watching {} log(s)", logs_.size()));
+        request_reload();
         wait_signals();
         return;
       }
@@ -701,12 +699,48 @@ class Daemon final : public LogHost {
     });
   }
 
-  void reload_config() {
+  // --- reloads (SIGHUP), coalesced ---------------------------------------------------------
+  // A storm of SIGHUPs (a config-management loop gone wrong) must not hold the loop that stores
+  // and alerts: a signal while a reload is pending adds nothing (the pending one reads the file
+  // as it is when it runs), and reloads run at most every kReloadSpacing. A file that does not
+  // parse is read once more after kReloadRetry (it may be half-written) before the old config
+  // is kept.
+  static constexpr std::chrono::milliseconds kReloadSpacing{1000};
+  static constexpr std::chrono::milliseconds kReloadRetry{300};
+
+  void request_reload() {
+    if (reload_pending_) {
+      ++metrics_.reloads_coalesced;
+      return;
+    }
+    const auto due = std::max(std::chrono::steady_clock::now(), last_reload_ + kReloadSpacing);
+    schedule_reload(due, /*retry=*/false);
+  }
+
+  void schedule_reload(std::chrono::steady_clock::time_point due, bool retry) {
+    reload_pending_ = true;
+    reload_timer_.expires_at(due);
+    reload_timer_.async_wait([this, retry](const boost::system::error_code& ec) {
+      if (ec) return;
+      reload_pending_ = false;
+      last_reload_ = std::chrono::steady_clock::now();
+      ++metrics_.reloads;
+      notify_service_manager("RELOADING=1");
+      reload_config(retry);
+      notify_service_manager(fmt::format("READY=1\nSTATUS=watching {} log(s)", logs_.size()));
+    });
+  }
+
+  void reload_config(bool retry) {
     if (config_.source == "inline") {
       log_line(kNotice, "SIGHUP: the inline config has nothing to reload");
       return;
     }
     auto fresh = load_daemon_config(config_.source);
+    if (!fresh && !retry) {
+      schedule_reload(std::chrono::steady_clock::now() + kReloadRetry, /*retry=*/true);
+      return;
+    }
     if (!fresh) {
       log_line(kError, "SIGHUP: keeping the old config: {}", fresh.error().message);
       return;
@@ -787,6 +821,9 @@ class Daemon final : public LogHost {
   asio::steady_timer checkpoint_timer_{io_};
   bool checkpoint_armed_ = false;
   asio::signal_set signals_;
+  asio::steady_timer reload_timer_{io_};
+  bool reload_pending_ = false;
+  std::chrono::steady_clock::time_point last_reload_{};
   GpuMonitor gpu_;
   std::unique_ptr<WalCheckpointer> wal_checkpointer_;
   std::unique_ptr<FleetShipper> fleet_;  // `store: postgresql://...`

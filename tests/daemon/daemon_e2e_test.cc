@@ -19,6 +19,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -737,6 +738,77 @@ TEST_SUITE("daemon::e2e") {
         [&] { return daemon.stderr_text().find("config reloaded") != std::string::npos; }));
     write_slowly(b / "job2" / "log.txt", "Killed\n");
     REQUIRE(wait_until([&] { return view.events("job2") == 1; }));
+    CHECK(daemon.stop(SIGTERM) == 0);
+  }
+  TEST_CASE(
+      "a SIGHUP storm: reloads coalesce, OOMs are stored while it lasts, a file broken for a "
+      "moment is read again, and the last config written is the one in force") {
+    TempDir dir;
+    const fs::path a = dir.path / "a";
+    const fs::path b = dir.path / "b";
+    fs::create_directories(a);
+    fs::create_directories(b / "late");
+    const fs::path conf = dir.path / "oomtriage.yaml";
+    const auto write_config = [&](bool with_b) {
+      const fs::path tmp = dir.path / "oomtriage.yaml.tmp";
+      std::ofstream(tmp) << "watch:\n  - logs: " << (a / "*" / "log.txt").string() << "\n"
+                         << (with_b ? "  - logs: " + (b / "*" / "log.txt").string() + "\n" : "");
+      fs::rename(tmp, conf);
+    };
+    write_config(false);
+    DaemonProcess daemon(dir.path / "state", {"daemon", "--config", conf.string()},
+                         dir.path / "err");
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    const auto count = [&](const std::string& needle) {
+      const std::string text = daemon.stderr_text();
+      int n = 0;
+      for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1))
+        ++n;
+      return n;
+    };
+    // 100 signals a second, and the file rewritten between two versions all the while.
+    std::atomic<bool> storming{true};
+    std::atomic<int> sent{0};
+    std::thread storm([&] {
+      for (int i = 0; storming; ++i) {
+        ::kill(daemon.pid(), SIGHUP);
+        ++sent;
+        if (i % 10 == 0) write_config(i % 20 == 0);
+        std::this_thread::sleep_for(10ms);
+      }
+    });
+    // Each OOM is stored while the storm goes on.
+    for (int n = 0; n < 6; ++n) {
+      const std::string job = fmt::format("job{}", n);
+      fs::create_directories(a / job);
+      write_slowly(a / job / "log.txt", "Killed\n");
+      CHECK(wait_until([&] { return view.events(job) == 1; }));
+      std::this_thread::sleep_for(200ms);
+    }
+    // The last version written is the one in force once the signals stop.
+    storming = false;
+    storm.join();
+    write_config(true);
+    ::kill(daemon.pid(), SIGHUP);
+    const int reloads_then = count("SIGHUP: config reloaded");
+    REQUIRE(wait_until([&] { return count("SIGHUP: config reloaded") > reloads_then; }));
+    write_slowly(b / "late" / "log.txt", "Killed\n");
+    CHECK(wait_until([&] { return view.events("late") == 1; }));
+    const int reloads = count("SIGHUP: config reloaded");
+    INFO("signals sent: " << sent.load() << ", reloads: " << reloads);
+    CHECK(sent.load() > 100);
+    CHECK(reloads < sent.load() / 4);  // at most one a second, plus the one after the storm
+    CHECK(count("keeping the old config") == 0);  // every version written was whole
+
+    // A file caught half-written is read again a moment later, not refused.
+    std::this_thread::sleep_for(1100ms);  // past the spacing: the next reload runs at once
+    std::ofstream(conf) << "watch: [unclosed\n";
+    ::kill(daemon.pid(), SIGHUP);
+    std::this_thread::sleep_for(100ms);
+    write_config(false);
+    const int before = count("SIGHUP: config reloaded");
+    REQUIRE(wait_until([&] { return count("SIGHUP: config reloaded") > before; }));
+    CHECK(count("keeping the old config") == 0);
     CHECK(daemon.stop(SIGTERM) == 0);
   }
   TEST_CASE(
