@@ -3,7 +3,7 @@
 // The oomtriage command line: argv -> the subcommand the table in daemon/cli/command_table.h
 // names -> its exit code. Exit codes (daemon/common/exit_codes.h): 0 done, 1 bad input or usage,
 // 2 the environment failed, 3 `scan --fail-on-oom` found a fatal OOM or `check` predicts the job
-// will not fit; `run` exits with its trainer's code.
+// will not fit, 4 `check` cannot know; `run` exits with its trainer's code.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 

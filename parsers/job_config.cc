@@ -139,6 +139,19 @@ class Reader {
     }
   }
 
+  // A number no job has (a resolution of 0): a problem like any bad field, and listed apart in
+  // `implausible`, which `check` refuses where the daemon goes on without the value.
+  void implausible(const std::string& path, const std::string& reason, const ordered_json& value) {
+    const size_t before = problems_.size();
+    fail(path, reason, value);
+    if (implausible_ != nullptr && problems_.size() > before) {
+      std::string line = problems_.back();
+      line.resize(line.rfind("; the rest of the config is used"));
+      implausible_->push_back(std::move(line));
+    }
+  }
+  void set_implausible(std::vector<std::string>* to) { implausible_ = to; }
+
   void fail(const std::string& path, const std::string& reason, const ordered_json& value) {
     if (!failed_paths_.insert(path).second) return;
     auto it = lines_.find(path);
@@ -162,6 +175,7 @@ class Reader {
   std::string_view source_;
   std::vector<std::string>& problems_;
   std::set<std::string>& failed_paths_;
+  std::vector<std::string>* implausible_ = nullptr;
 };
 
 ModelFamily family_from_arch(std::string arch, const std::string& name_or_path) {
@@ -250,6 +264,13 @@ void read_sample(const ordered_json& s, const std::string& path, Reader& r, Samp
   }
 }
 
+// An image side in pixels: 1 to 65536 (a bucket of 0, or of 2^32 read as an int, is no size).
+constexpr int64_t kMaxSide = 65536;
+constexpr const char* kSideRange = "is not an image size (1 to 65536 pixels)";
+bool plausible_side(const ordered_json& value) {
+  return value.is_number_integer() && value.get<int64_t>() > 0 && value.get<int64_t>() <= kMaxSide;
+}
+
 void read_dataset(const ordered_json& d, const std::string& path, Reader& r, DatasetView& v) {
   if (d.contains("resolution")) {
     const ordered_json& res = d["resolution"];
@@ -257,15 +278,19 @@ void read_dataset(const ordered_json& d, const std::string& path, Reader& r, Dat
     if (res.is_array()) {
       v.resolution_is_list = true;
       for (size_t i = 0; i < res.size(); ++i) {
-        if (res[i].is_number_integer() && res[i].get<int64_t>() > 0) {
+        const std::string at = path + ".resolution[" + std::to_string(i) + "]";
+        if (plausible_side(res[i])) {
           distinct.insert(static_cast<int>(res[i].get<int64_t>()));
+        } else if (res[i].is_number()) {
+          r.implausible(at, kSideRange, res[i]);
         } else {
-          r.fail(path + ".resolution[" + std::to_string(i) + "]", "must be a positive integer",
-                 res[i]);
+          r.fail(at, "must be a positive integer", res[i]);
         }
       }
-    } else if (res.is_number_integer() && res.get<int64_t>() > 0) {
+    } else if (plausible_side(res)) {
       distinct.insert(static_cast<int>(res.get<int64_t>()));
+    } else if (res.is_number()) {
+      r.implausible(path + ".resolution", kSideRange, res);
     } else if (!res.is_null()) {
       r.fail(path + ".resolution", "must be an integer or a list of integers", res);
     }
@@ -515,6 +540,7 @@ Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
 
   std::set<std::string> failed_paths;
   Reader r(lines, source, config.problems, failed_paths);
+  r.set_implausible(&config.implausible);
   const std::string p = config.process_path;
   config.targets.push_back({format == ConfigFormat::kJson ? TargetKind::kJson : TargetKind::kYaml,
                             std::string(source), ""});
@@ -604,7 +630,10 @@ Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
     read_sample(process["sample"], p + ".sample", r, config.sample);
   }
   for (const std::string& path : failed_paths) {
-    if (const auto knob = knob_of_path(path)) config.forget(*knob);
+    if (const auto knob = knob_of_path(path)) {
+      config.forget(*knob);
+      config.unread.set(static_cast<size_t>(*knob));
+    }
   }
   return config;
 }

@@ -125,7 +125,12 @@ struct JobConfig {
   std::vector<ConfigTarget> targets;        // [0] is the main file
   std::map<std::string, NativeSlot> slots;  // other trainers: neutral path -> where it was read
   std::bitset<kKnobCount> unknown;          // knobs whose value the job does not show
-  std::vector<std::string> problems;        // "config.yaml:12: train.batch_size must be ..."
+  // Knobs the job sets to a value that could not be read (a wrong type, a number past any
+  // range): also `unknown`, and a pre-flight verdict that depends on one is "unknown".
+  std::bitset<kKnobCount> unread;
+  // Of `problems`, the numbers no job has (a resolution of 0): `check` refuses the config.
+  std::vector<std::string> implausible;
+  std::vector<std::string> problems;  // "config.yaml:12: train.batch_size must be ..."
   std::string name;
   std::string process_path = "config.process[0]";  // prefix of every change path
   ModelFamily family = ModelFamily::kOther;

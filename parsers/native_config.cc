@@ -265,7 +265,10 @@ void apply_rows(Trainer trainer, const Document& doc, bool complete,
   }
   config.unknown.set();
   for (const size_t k : known) config.unknown.reset(k);
-  for (const size_t k : bad) config.unknown.set(k);
+  for (const size_t k : bad) {
+    config.unknown.set(k);
+    config.unread.set(k);
+  }
 }
 
 }  // namespace

@@ -492,6 +492,7 @@ std::string_view to_string(Fit fit) {
     case Fit::kFits: return "fits";
     case Fit::kTight: return "tight";
     case Fit::kWillNotFit: return "will_not_fit";
+    case Fit::kUnknown: return "unknown";
   }
   return "fits";
 }

@@ -61,7 +61,9 @@ MemoryEstimate estimate_memory(const MemorySpec& spec, const MemoryCorrection& c
 // What a job can use of a card: its size less the CUDA context and the allocator's slack.
 uint64_t usable_bytes(uint64_t card_bytes);
 
-enum class Fit { kFits, kTight, kWillNotFit };
+// kUnknown: a value the verdict depends on could not be read (FitVerdict::unread says which);
+// never "fits" for a job whose batch, say, was refused.
+enum class Fit { kFits, kTight, kWillNotFit, kUnknown };
 std::string_view to_string(Fit fit);
 
 struct FitVerdict {
@@ -70,6 +72,8 @@ struct FitVerdict {
   // Caching phases over the usable memory: a warning, not the verdict, because trainers run
   // them in a pass of their own, on the CPU or with the encoder quantized.
   std::vector<parsers::Phase> caching_over;
+  // kUnknown: the knobs (parsers::to_string(Knob)) whose values could not be read.
+  std::vector<std::string> unread;
 };
 
 // kWillNotFit when a phase of the run (peak()) exceeds `usable`; kTight when the peak is within

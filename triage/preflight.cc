@@ -52,6 +52,22 @@ Preflight preflight_spec(const MemorySpec& spec, uint64_t usable_bytes,
 Preflight preflight_config(const parsers::JobConfig& config, uint64_t usable_bytes,
                            const MemoryCorrection& correction) {
   Preflight out = preflight_spec(spec_from_config(config), usable_bytes, correction);
+  // A value the job sets but that could not be read would be replaced by its default: a batch
+  // of 10^12 judged as a batch of 1 "fits". Every knob but the two that do not move the peak
+  // decides the verdict.
+  for (size_t k = 0; k < parsers::kKnobCount; ++k) {
+    const auto knob = static_cast<parsers::Knob>(k);
+    if (!config.unread.test(k) || knob == parsers::Knob::kNumWorkers ||
+        knob == parsers::Knob::kGradientAccumulation) {
+      continue;
+    }
+    out.verdict.unread.emplace_back(parsers::to_string(knob));
+  }
+  if (!out.verdict.unread.empty()) {
+    out.verdict.fit = Fit::kUnknown;
+    out.verdict.first_failing = parsers::Phase::kUnknown;
+    return out;
+  }
   if (out.verdict.fit == Fit::kFits) return out;
   // Priced without the fleet's factor, as a crash's fixes are; the card is scaled instead.
   const MemoryEstimate plain = estimate_memory(out.spec);

@@ -64,6 +64,63 @@ Result<CheckInput> read_input(const CheckOptions& options) {
   return read_command_input(options.command, trainer);
 }
 
+// Values that read but that no training job has: a batch past what any card holds, a
+// resolution of 0. An error, not a verdict: the model would price them (or their default) with
+// a straight face.
+constexpr int kMaxBatch = 65536;
+constexpr int kMaxSide = 65536;  // pixels
+constexpr int kMaxFrames = 100000;
+
+Result<Ok> within_reason(const CheckInput& input, const triage::MemorySpec& spec,
+                         const std::string& source) {
+  const auto absurd = [&](const std::string& what) {
+    return make_error(ErrorCode::kBadInput, fmt::format("{}: {}", source, what));
+  };
+  if (input.config) {
+    const parsers::JobConfig& c = *input.config;
+    if (!c.implausible.empty()) return make_error(ErrorCode::kBadInput, c.implausible.front());
+    if (c.knows(parsers::Knob::kBatchSize) &&
+        (c.batch_size <= 0 || c.effective_batch_size() > kMaxBatch)) {
+      return absurd(fmt::format("batch_size {} is not a batch any card trains (1 to {})",
+                                c.batch_size <= 0 ? c.batch_size : c.effective_batch_size(),
+                                kMaxBatch));
+    }
+    for (const parsers::DatasetView& d : c.datasets) {
+      if (d.batch_size && (*d.batch_size <= 0 || *d.batch_size > kMaxBatch)) {
+        return absurd(
+            fmt::format("a dataset's batch_size {} is not a batch any card trains "
+                        "(1 to {})",
+                        *d.batch_size, kMaxBatch));
+      }
+      for (const int side : d.resolutions) {
+        if (c.knows(parsers::Knob::kResolution) && (side <= 0 || side > kMaxSide)) {
+          return absurd(
+              fmt::format("resolution {} is not an image size (1 to {} pixels)", side, kMaxSide));
+        }
+      }
+      if (c.knows(parsers::Knob::kNumFrames) && (d.num_frames <= 0 || d.num_frames > kMaxFrames)) {
+        return absurd(
+            fmt::format("num_frames {} is not a clip length (1 to {})", d.num_frames, kMaxFrames));
+      }
+    }
+  }
+  if (spec.batch_size && (*spec.batch_size <= 0 || *spec.batch_size > kMaxBatch)) {
+    return absurd(fmt::format("batch_size {} is not a batch any card trains (1 to {})",
+                              *spec.batch_size, kMaxBatch));
+  }
+  for (const auto& side : {spec.width, spec.height}) {
+    if (side && (*side <= 0 || *side > kMaxSide)) {
+      return absurd(
+          fmt::format("resolution {} is not an image size (1 to {} pixels)", *side, kMaxSide));
+    }
+  }
+  if (spec.frames && (*spec.frames <= 0 || *spec.frames > kMaxFrames)) {
+    return absurd(
+        fmt::format("frames {} is not a clip length (1 to {})", *spec.frames, kMaxFrames));
+  }
+  return Ok{};
+}
+
 // What reading the input assumed comes before what the model assumed.
 void add_assumptions(std::vector<std::string>& to, const std::vector<std::string>& first) {
   to.insert(to.begin(), first.begin(), first.end());
@@ -79,6 +136,13 @@ int run_check(const CheckOptions& options) {
   }
   const triage::MemorySpec spec =
       input->spec ? *input->spec : triage::spec_from_config(*input->config);
+  const std::string source = options.spec     ? *options.spec
+                             : options.config ? *options.config
+                                              : std::string("the command line");
+  if (auto reasonable = within_reason(*input, spec, source); !reasonable) {
+    fmt::print(stderr, "oomtriage: {}\n", reasonable.error().message);
+    return exit_code_for(reasonable.error());
+  }
   if (options.explain) {
     triage::MemoryEstimate estimate = triage::estimate_memory(spec);
     add_assumptions(estimate.assumptions, input->assumptions);
@@ -113,7 +177,13 @@ int run_check(const CheckOptions& options) {
   } else {
     fmt::print("{}", render_preflight_text(result, *card, color_enabled(options.color)));
   }
-  return result.verdict.fit == triage::Fit::kWillNotFit ? kExitWillNotFit : kExitOk;
+  switch (result.verdict.fit) {
+    case triage::Fit::kWillNotFit: return kExitWillNotFit;
+    case triage::Fit::kUnknown: return kExitUnknown;
+    case triage::Fit::kFits:
+    case triage::Fit::kTight: return kExitOk;
+  }
+  return kExitOk;
 }
 
 }  // namespace oomtriage::daemon

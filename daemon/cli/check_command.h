@@ -27,7 +27,8 @@ struct CheckOptions {
   ColorMode color = ColorMode::kAuto;
 };
 
-// 0 the job fits (or is tight), 3 it will not fit, 1 bad input (exactly one of CONFIG, --spec
+// 0 the job fits (or is tight), 3 it will not fit, 4 unknown (a value the verdict depends on
+// could not be read: never "fits" in its place), 1 bad input (exactly one of CONFIG, --spec
 // and COMMAND is needed), 2 the environment failed (a file that cannot be read; `--gpu auto`
 // without NVML: there is no silent default card).
 int run_check(const CheckOptions& options);

@@ -6,7 +6,8 @@
 //   1  bad input or usage: an unknown option, a config that does not parse, a job or fix that
 //      does not exist; a one-line message names the file, line and reason;
 //   2  the environment failed: a file that cannot be read, a store that stays locked;
-//   3  `scan --fail-on-oom` found a fatal OOM; `check` predicts the job will not fit.
+//   3  `scan --fail-on-oom` found a fatal OOM; `check` predicts the job will not fit;
+//   4  `check` cannot know: a value the verdict depends on could not be read.
 // `run` exits with its trainer's code.
 #pragma once
 
@@ -20,6 +21,7 @@ enum ExitCode {
   kExitEnvironment = 2,
   kExitFatalOom = 3,
   kExitWillNotFit = 3,  // `check`: one code for "this job runs out of memory", found or foreseen
+  kExitUnknown = 4,     // `check`: no verdict, never "fits" in its place
 };
 
 // kBadInput and kNotFound are the caller's to fix (1); I/O and the store are the machine's (2).
@@ -39,6 +41,7 @@ inline int exit_code_for(const Error& error) {
 inline constexpr const char* kExitCodesHelp =
     "Exit codes: 0 done; 1 bad input or usage; 2 the environment failed (a file that cannot be "
     "read, a store that stays locked; --gpu auto without NVML); 3 scan --fail-on-oom found a fatal "
-    "OOM, or check predicts the job will not fit; run exits with its trainer's code.";
+    "OOM, or check predicts the job will not fit; 4 check cannot know (a value it depends on could "
+    "not be read); run exits with its trainer's code.";
 
 }  // namespace oomtriage::daemon

@@ -5,6 +5,7 @@
 
 #include <fmt/color.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "daemon/render/json_output.h"
 #include "daemon/render/text_output.h"
@@ -34,6 +35,12 @@ std::string verdict_line(const triage::Preflight& p, bool color) {
                          paint(color, fmt::fg(fmt::terminal_color::yellow), "tight"),
                          format_bytes(peak.peak_bytes), parsers::to_string(peak.phase),
                          format_bytes(p.usable_bytes));
+    case triage::Fit::kUnknown:
+      return fmt::format(
+          "{}: {} could not be read (below), so no verdict; the phases shown take the default "
+          "in its place\n",
+          paint(color, fmt::fg(fmt::terminal_color::yellow) | fmt::emphasis::bold, "unknown"),
+          fmt::join(p.verdict.unread, ", "));
     case triage::Fit::kWillNotFit: break;
   }
   const triage::PhaseEstimate* first = p.estimate.phase(p.verdict.first_failing);
@@ -60,6 +67,7 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
   nlohmann::ordered_json fixes = nlohmann::ordered_json::array();
   for (const triage::Fix& fix : p.fixes) fixes.push_back(fix_to_json(fix));
   const triage::PhaseEstimate& peak = p.estimate.peak();
+  const bool unknown = p.verdict.fit == triage::Fit::kUnknown;
   const bool fits = p.verdict.fit != triage::Fit::kWillNotFit;
   nlohmann::ordered_json out;
   out["family"] = p.estimate.family;
@@ -67,8 +75,9 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
   out["peak_phase"] = parsers::to_string(peak.phase);
   out["card_bytes"] = card_bytes;
   out["usable_bytes"] = p.usable_bytes;
-  out["fits"] = fits;
+  out["fits"] = unknown ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(fits);
   out["verdict"] = triage::to_string(p.verdict.fit);
+  if (unknown) out["unread"] = p.verdict.unread;
   out["first_failing_phase"] =
       fits ? nlohmann::ordered_json(nullptr)
            : nlohmann::ordered_json(parsers::to_string(p.verdict.first_failing));

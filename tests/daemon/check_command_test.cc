@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <numeric>
+#include <tuple>
 
 #include "tests/support/e2e.h"
 #include "tests/support/skip.h"
@@ -245,7 +246,9 @@ config:
     CHECK(sized.exit_code == (doc["fits"] == true ? 0 : 3));
   }
 
-  TEST_CASE("a config with a bad field is checked, and the field shows among the assumptions") {
+  TEST_CASE(
+      "a config with a field it cannot read is checked, the field shown, and the verdict is "
+      "unknown") {
     TempDir dir;
     write(dir, "job.yaml", R"(config:
   name: made_up
@@ -265,9 +268,74 @@ config:
 )");
     const Checked c = check(dir, {"job.yaml", "--gpu", "80GiB"});
     INFO("stderr: " << c.err);
-    CHECK(c.exit_code == 0);
+    CHECK(c.exit_code == 4);
+    CHECK(c.out.rfind("unknown: batch_size could not be read", 0) == 0);
     CHECK(c.out.find("assumed:\n  - job.yaml:12: ") != std::string::npos);
     CHECK(c.out.find("batch_size") != std::string::npos);
+  }
+
+  TEST_CASE(
+      "a batch it refuses to read is never judged as its default: unknown, exit 4; absurd values "
+      "that read are errors") {
+    TempDir dir;
+    const auto job = [&](const std::string& batch, const std::string& resolution) {
+      write(dir, "job.yaml",
+            "config:\n  name: made_up\n  process:\n    - type: sd_trainer\n"
+            "      network: {type: lora, linear: 16}\n"
+            "      datasets:\n        - folder_path: /data/a\n"
+            "          resolution: [" +
+                resolution +
+                "]\n"
+                "      train:\n        batch_size: " +
+                batch +
+                "\n        dtype: bf16\n"
+                "        gradient_checkpointing: true\n"
+                "      model:\n        name_or_path: black-forest-labs/FLUX.1-dev\n"
+                "        quantize: true\n");
+    };
+    // Batch 1 fits a 24 GiB card and batch 16 does not: a refused batch read as 1 would "fit".
+    job("1", "1024");
+    CHECK(check(dir, {"job.yaml", "--gpu", "24GiB"}).exit_code == 0);
+    job("16", "1024");
+    CHECK(check(dir, {"job.yaml", "--gpu", "24GiB"}).exit_code == 3);
+    for (const std::string batch :
+         {"1000000000000", "9223372036854775807", "1e30", ".inf", "-3", "many"}) {
+      CAPTURE(batch);
+      job(batch, "1024");
+      const Checked c = check(dir, {"job.yaml", "--gpu", "24GiB", "--json"});
+      CHECK(c.exit_code == 4);
+      const json doc = c.doc();
+      REQUIRE(doc.is_object());
+      CHECK(doc["fits"].is_null());
+      CHECK(doc["verdict"] == "unknown");
+      CHECK(doc["unread"] == json::array({"batch_size"}));
+      CHECK(doc["fixes"].empty());
+    }
+    for (const auto& [batch, resolution, says] :
+         std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"100000", "1024", " batch_size 100000 is not a batch any card trains"},
+             {"0", "1024", " batch_size 0 is not a batch any card trains"},
+             {"1", "0",
+              "8: datasets[0].resolution[0] is not an image size (1 to 65536 pixels), got 0"},
+             {"1", "4294968320", "8: datasets[0].resolution[0] is not an image size"}}) {
+      CAPTURE(batch);
+      CAPTURE(resolution);
+      job(batch, resolution);
+      const Checked c = check(dir, {"job.yaml", "--gpu", "24GiB"});
+      CHECK(c.exit_code == 1);
+      CHECK(c.err.find("oomtriage: job.yaml:" + says) == 0);
+      CHECK(c.out.empty());
+    }
+    // kohya's command line: the same.
+    const Checked kohya =
+        check(dir, {"--json", "--gpu", "24GiB", "--", "accelerate", "launch",
+                    "sdxl_train_network.py", "--pretrained_model_name_or_path",
+                    "stabilityai/stable-diffusion-xl-base-1.0", "--resolution", "1024,1024",
+                    "--train_batch_size", "1000000000000", "--network_module", "networks.lora",
+                    "--output_name", "made_up", "--mixed_precision", "bf16"});
+    INFO("kohya: " << kohya.out << kohya.err);
+    CHECK(kohya.exit_code == 4);
+    CHECK(kohya.doc()["fits"].is_null());
   }
 
   TEST_CASE("a config that does not parse exits 1 with its file, line and reason") {
