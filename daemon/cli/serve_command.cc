@@ -385,6 +385,8 @@ int run_serve(const ServeOptions& options) {
   WebServerLimits limits;
   limits.threads = std::max(1u, options.threads);
   limits.max_connections = options.max_connections;
+  limits.max_per_address = options.max_per_address;
+  limits.header_timeout = std::chrono::milliseconds(options.header_timeout_ms);
   limits.request_timeout = std::chrono::milliseconds(options.client_timeout_ms);
   WebServer server([&site](const WebRequest& request) { return site.handle(request); }, limits,
                    {{"Content-Security-Policy", kContentSecurityPolicy},
