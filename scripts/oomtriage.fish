@@ -74,6 +74,8 @@ complete -c oomtriage -n '__oomtriage_in serve' -l access-file -r -F -d 'Tokens 
 complete -c oomtriage -n '__oomtriage_in serve' -l allow-writer-role -d 'Serve a role that can write'
 complete -c oomtriage -n '__oomtriage_in serve' -l threads -x -d 'Requests at once'
 complete -c oomtriage -n '__oomtriage_in serve' -l max-connections -x -d 'Clients at once'
+complete -c oomtriage -n '__oomtriage_in serve' -l max-per-address -x -d 'Connections from one address'
+complete -c oomtriage -n '__oomtriage_in serve' -l header-timeout -x -d 'Seconds to send the headers'
 complete -c oomtriage -n '__oomtriage_in serve' -l client-timeout -x -d 'Seconds to send a request'
 complete -c oomtriage -n '__oomtriage_in serve' -l days -x -d 'Days /fleet draws'
 

@@ -37,7 +37,7 @@ _oomtriage() {
     jobs) compadd -- --json --since --outcome --phase --trainer --family --name --limit --host \
             --config $global ;;
     serve) compadd -- --listen --access-file --allow-writer-role --threads --max-connections \
-             --client-timeout --days --host --config $global ;;
+             --max-per-address --header-timeout --client-timeout --days --host --config $global ;;
     report)
       local -a jobs=(${(f)"$(oomtriage jobs --json 2>/dev/null | sed -n 's/^ *"name": "\(.*\)",$/\1/p')"})
       compadd -- --json --markdown --html --host --config $global $jobs ;;

@@ -350,6 +350,15 @@ class ServeCommand final : public StoreReaderCommand {
                    "Clients connected at once; the next is answered 503")
         ->check(CLI::Range(size_t{1}, size_t{10000}))
         ->capture_default_str();
+    app.add_option("--max-per-address", options_.max_per_address,
+                   "Connections from one address (an IPv6 /64) at once; the next is answered "
+                   "503 (0: no limit)")
+        ->check(CLI::Range(size_t{0}, size_t{10000}))
+        ->capture_default_str();
+    app.add_option("--header-timeout", header_timeout_seconds_,
+                   "Seconds a client has to send its request's line and headers")
+        ->check(CLI::Range(0.1, 300.0))
+        ->capture_default_str();
     app.add_option("--client-timeout", client_timeout_seconds_,
                    "Seconds a client has to send its whole request")
         ->check(CLI::Range(0.1, 300.0))
@@ -365,12 +374,14 @@ class ServeCommand final : public StoreReaderCommand {
     if (!store) return exit_code_for(store.error());
     options_.store = *store;
     options_.client_timeout_ms = static_cast<int>(client_timeout_seconds_ * 1000);
+    options_.header_timeout_ms = static_cast<int>(header_timeout_seconds_ * 1000);
     return run_serve(options_);
   }
 
  private:
   ServeOptions options_;
   double client_timeout_seconds_ = 10;
+  double header_timeout_seconds_ = 5;
 };
 
 class AlertCommand final : public Subcommand {

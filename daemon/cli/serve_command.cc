@@ -134,10 +134,28 @@ class Site {
   }
 
   WebResponse handle(const WebRequest& request) {
-    if (access_ && !access_->allows(request.authorization)) {
-      WebResponse refused = error_page(401, "Sign in", "this server needs a token or a user");
-      refused.headers.emplace_back("WWW-Authenticate", access_->challenge());
-      return refused;
+    if (access_) {
+      const AccessVerdict verdict = access_->check(request.authorization, request.peer_group);
+      switch (verdict.kind) {
+        case AccessVerdict::Kind::kAllowed: break;
+        case AccessVerdict::Kind::kRefused: {
+          WebResponse refused = error_page(401, "Sign in", "this server needs a token or a user");
+          refused.headers.emplace_back("WWW-Authenticate", access_->challenge());
+          return refused;
+        }
+        case AccessVerdict::Kind::kBackOff: {
+          WebResponse wait =
+              error_page(429, "Too many failed sign-ins",
+                         fmt::format("from this address; try again in {} s", verdict.retry_after));
+          wait.headers.emplace_back("Retry-After", std::to_string(verdict.retry_after));
+          return wait;
+        }
+        case AccessVerdict::Kind::kBusy: {
+          WebResponse busy = error_page(503, "Busy checking passwords", "try again in a moment");
+          busy.headers.emplace_back("Retry-After", std::to_string(verdict.retry_after));
+          return busy;
+        }
+      }
     }
     const Target target = parse_target(request.target);
     if (target.path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n", {}};
@@ -385,6 +403,8 @@ int run_serve(const ServeOptions& options) {
   WebServerLimits limits;
   limits.threads = std::max(1u, options.threads);
   limits.max_connections = options.max_connections;
+  limits.max_per_address = options.max_per_address;
+  limits.header_timeout = std::chrono::milliseconds(options.header_timeout_ms);
   limits.request_timeout = std::chrono::milliseconds(options.client_timeout_ms);
   WebServer server([&site](const WebRequest& request) { return site.handle(request); }, limits,
                    {{"Content-Security-Policy", kContentSecurityPolicy},

@@ -25,6 +25,8 @@ struct ServeOptions {
   int fleet_cache_seconds = 30;  // /fleet's figures are per day: recomputed at most this often
   size_t page_size = 50;
   size_t max_connections = 128;
+  size_t max_per_address = 16;    // connections from one address (IPv6: one /64); 0: no limit
+  int header_timeout_ms = 5000;   // a request's line and headers must arrive within this
   int client_timeout_ms = 10000;  // a request must arrive whole within this
 };
 

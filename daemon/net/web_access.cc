@@ -9,10 +9,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <fstream>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 namespace oomtriage::daemon {
@@ -40,20 +44,74 @@ std::optional<std::string> base64_decode(const std::string& text) {
   return std::string(reinterpret_cast<const char*>(out.data()), size);
 }
 
+// Headers are remembered by their SHA-256, never as the password they carry.
+using HeaderDigest = std::array<unsigned char, 32>;
+
+HeaderDigest digest_of(const std::string& header) {
+  HeaderDigest out{};
+  unsigned size = 0;
+  EVP_Digest(header.data(), header.size(), out.data(), &size, EVP_sha256(), nullptr);
+  return out;
+}
+
+using Clock = std::chrono::steady_clock;
+
+struct Failures {
+  unsigned count = 0;
+  Clock::time_point last;
+  Clock::time_point blocked_until;
+};
+
+// The groups remembered at most; past it the quiet ones are forgotten first.
+constexpr size_t kMaxGroups = 16384;
+
 }  // namespace
 
 struct WebAccess::Impl {
+  AccessLimits limits;
   std::vector<std::string> tokens;
   std::vector<std::pair<std::string, std::string>> users;  // name, crypt hash
   std::mutex mutex;
-  std::set<std::string> verified;  // Basic headers whose password checked out
-  std::set<std::string> refused;   // and those whose did not
+  std::set<HeaderDigest> verified;                     // Basic headers whose password checked out
+  std::set<HeaderDigest> refused;                      // and those whose did not
+  std::unordered_map<std::string, Failures> failures;  // by address group
+  std::atomic<unsigned> crypts_running{0};
+  std::atomic<size_t> crypt_calls{0};
+
+  // Under `mutex`: how long `group` must still wait, or 0.
+  int backing_off_locked(const std::string& group, Clock::time_point now) {
+    const auto it = failures.find(group);
+    if (it == failures.end() || it->second.blocked_until <= now) return 0;
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(it->second.blocked_until - now);
+    return static_cast<int>((left.count() + 999) / 1000);
+  }
+
+  // Under `mutex`: one more failure from `group`, and the wait it earns.
+  void failed_locked(const std::string& group, Clock::time_point now) {
+    if (failures.size() >= kMaxGroups && !failures.count(group)) {
+      std::erase_if(failures, [&](const auto& entry) {
+        return entry.second.blocked_until <= now && now - entry.second.last > limits.forget_after;
+      });
+      if (failures.size() >= kMaxGroups) failures.clear();
+    }
+    Failures& f = failures[group];
+    if (f.count > 0 && now - f.last > limits.forget_after) f = {};
+    ++f.count;
+    f.last = now;
+    if (f.count > limits.free_failures) {
+      const unsigned doublings = std::min(f.count - limits.free_failures - 1, 30u);
+      auto wait = limits.first_backoff * (int64_t{1} << std::min(doublings, 20u));
+      if (wait > limits.max_backoff || doublings >= 20) wait = limits.max_backoff;
+      f.blocked_until = now + wait;
+    }
+  }
 };
 
 WebAccess::WebAccess() : impl_(std::make_unique<Impl>()) {}
 WebAccess::~WebAccess() = default;
 
-Result<std::unique_ptr<WebAccess>> WebAccess::load(const std::string& path) {
+Result<std::unique_ptr<WebAccess>> WebAccess::load(const std::string& path, AccessLimits limits) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     return make_error(ErrorCode::kIo, fmt::format("access file {}: cannot read it", path));
@@ -68,6 +126,7 @@ Result<std::unique_ptr<WebAccess>> WebAccess::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) return make_error(ErrorCode::kIo, fmt::format("access file {}: cannot read it", path));
   std::unique_ptr<WebAccess> access(new WebAccess());
+  access->impl_->limits = limits;
   std::string raw;
   for (int number = 1; std::getline(in, raw); ++number) {
     const std::string line = trim(raw);
@@ -99,54 +158,86 @@ Result<std::unique_ptr<WebAccess>> WebAccess::load(const std::string& path) {
   return access;
 }
 
-bool WebAccess::allows(const std::string& authorization) {
+AccessVerdict WebAccess::check(const std::string& authorization, const std::string& group,
+                               Clock::time_point now) {
+  using Kind = AccessVerdict::Kind;
+  // A browser asks without credentials first: that is no failure.
+  if (authorization.empty()) return {Kind::kRefused, 0};
+  Impl& d = *impl_;
   if (authorization.starts_with("Bearer ")) {
+    // Cheap to check, so checked even while the address backs off (one that shares an address
+    // with a guesser, behind a NAT or a proxy, still gets in with its token).
     const std::string token = trim(authorization.substr(7));
     bool found = false;
-    for (const auto& known : impl_->tokens) found |= same(token, known);
-    return found;
+    for (const auto& known : d.tokens) found |= same(token, known);
+    if (found) return {Kind::kAllowed, 0};
+    std::lock_guard lock(d.mutex);
+    if (const int wait = d.backing_off_locked(group, now)) return {Kind::kBackOff, wait};
+    d.failed_locked(group, now);
+    return {Kind::kRefused, 0};
   }
-  if (!authorization.starts_with("Basic ")) return false;
+  if (!authorization.starts_with("Basic ")) return {Kind::kRefused, 0};
+  const HeaderDigest key = digest_of(authorization);
   {
-    std::lock_guard lock(impl_->mutex);
-    if (impl_->verified.count(authorization)) return true;
-    // A header refused before is refused again without paying for crypt: guessing costs the
-    // guesser, not the server's threads.
-    if (impl_->refused.count(authorization)) return false;
+    std::lock_guard lock(d.mutex);
+    // A header that passed is let in without crypt, whoever else guesses from its address.
+    if (d.verified.count(key)) return {Kind::kAllowed, 0};
+    if (const int wait = d.backing_off_locked(group, now)) return {Kind::kBackOff, wait};
+    // A header refused before is refused again without paying for crypt, and without counting
+    // again: repeating one wrong guess learns nothing.
+    if (d.refused.count(key)) return {Kind::kRefused, 0};
   }
-  const auto refuse = [&] {
-    std::lock_guard lock(impl_->mutex);
-    if (impl_->refused.size() >= 4096) impl_->refused.clear();
-    impl_->refused.insert(authorization);
-    return false;
+  const auto remember_refused = [&] {
+    std::lock_guard lock(d.mutex);
+    if (d.refused.size() >= 4096) d.refused.clear();
+    d.refused.insert(key);
   };
   const auto decoded = base64_decode(trim(authorization.substr(6)));
-  if (!decoded || impl_->users.empty()) return refuse();
+  if (!decoded || d.users.empty()) {
+    remember_refused();
+    return {Kind::kRefused, 0};
+  }
   const size_t colon = decoded->find(':');
-  if (colon == std::string::npos) return refuse();
+  // A password with a NUL in it is not the one crypt would see.
+  if (colon == std::string::npos || decoded->find('\0', colon) != std::string::npos) {
+    remember_refused();
+    return {Kind::kRefused, 0};
+  }
   const std::string name = decoded->substr(0, colon);
   const std::string password = decoded->substr(colon + 1);
-  // A password with a NUL in it is not the one crypt would see.
-  if (password.find('\0') != std::string::npos) return refuse();
   // An unknown user costs the same crypt as a known one: timing does not tell names.
-  const std::string* hash = &impl_->users.front().second;
+  const std::string* hash = &d.users.front().second;
   bool known = false;
-  for (const auto& [user, user_hash] : impl_->users) {
+  for (const auto& [user, user_hash] : d.users) {
     if (same(name, user)) {
       hash = &user_hash;
       known = true;
     }
   }
+  // A bounded number of crypt calls at once: past them the check is not queued (a queued check
+  // holds a server thread all the same) but answered busy.
+  if (d.crypts_running.fetch_add(1) >= std::max(1u, d.limits.crypt_budget)) {
+    --d.crypts_running;
+    return {Kind::kBusy, 1};
+  }
+  ++d.crypt_calls;
   crypt_data data{};
   const char* computed = crypt_r(password.c_str(), hash->c_str(), &data);
-  if (!known || computed == nullptr || computed[0] == '*' || !same(computed, *hash)) {
-    return refuse();
+  const bool passed = known && computed != nullptr && computed[0] != '*' && same(computed, *hash);
+  --d.crypts_running;
+  std::lock_guard lock(d.mutex);
+  if (!passed) {
+    if (d.refused.size() >= 4096) d.refused.clear();
+    d.refused.insert(key);
+    d.failed_locked(group, now);
+    return {Kind::kRefused, 0};
   }
-  std::lock_guard lock(impl_->mutex);
-  if (impl_->verified.size() >= 256) impl_->verified.clear();
-  impl_->verified.insert(authorization);
-  return true;
+  if (d.verified.size() >= 256) d.verified.clear();
+  d.verified.insert(key);
+  return {Kind::kAllowed, 0};
 }
+
+size_t WebAccess::crypt_calls() const { return impl_->crypt_calls.load(); }
 
 std::string WebAccess::challenge() const {
   return impl_->users.empty() ? "Bearer realm=\"oomtriage\""

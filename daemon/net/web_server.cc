@@ -10,11 +10,16 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cstdlib>
+#include <limits>
+#include <list>
+#include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 
 namespace oomtriage::daemon {
 namespace {
@@ -24,59 +29,215 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
+class Connection;
+
+// The slots: every open connection holds one, counted per address group too; those waiting for
+// a request (no head yet, idle between requests, lingering) are listed oldest first, so that a
+// full server makes room by closing the one that has waited longest.
 struct Shared {
   WebServer::Handler handler;
   WebServerLimits limits;
   std::vector<std::pair<std::string, std::string>> headers;
   std::atomic<size_t> connections{0};
+
+  std::mutex mutex;
+  size_t open = 0;
+  std::unordered_map<std::string, size_t> per_group;
+  std::list<Connection*> waiting;
 };
+
+// What a client is told when it is not let in: written at once without blocking, never queued,
+// and no slot held for it.
+void refuse(tcp::socket& socket) {
+  static const std::string kBody = "oomtriage serve: too many connections, try again shortly\n";
+  static const std::string kText =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+      "Retry-After: 5\r\nConnection: close\r\nContent-Length: " +
+      std::to_string(kBody.size()) + "\r\n\r\n" + kBody;
+  beast::error_code ec;
+  socket.non_blocking(true, ec);
+  socket.write_some(asio::buffer(kText), ec);
+  socket.shutdown(tcp::socket::shutdown_send, ec);
+  // What the client already sent is read off, so that the close is a FIN it reads the answer
+  // before, not a reset.
+  char scratch[4096];
+  for (size_t drained = 0; !ec && drained < 64 * 1024;)
+    drained += socket.read_some(asio::buffer(scratch), ec);
+  socket.close(ec);
+}
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, Shared& shared) : stream_(std::move(socket)), shared_(shared) {
+  // Holds the slot admit() counted for it.
+  Connection(tcp::socket socket, Shared& shared, std::string peer, std::string group)
+      : stream_(std::move(socket)),
+        shared_(shared),
+        peer_(std::move(peer)),
+        group_(std::move(group)) {
     ++shared_.connections;
-    beast::error_code ec;
-    const auto remote = stream_.socket().remote_endpoint(ec);
-    if (!ec) peer_ = remote.address().to_string();
   }
-  ~Connection() { --shared_.connections; }
-
-  void start(bool refuse) {
-    if (refuse) {
-      // Too many clients: told so at once, never queued.
-      res_.version(11);
-      res_.result(http::status::service_unavailable);
-      res_.set(http::field::content_type, "text/plain; charset=utf-8");
-      res_.set(http::field::retry_after, "5");
-      res_.body() = "oomtriage serve: too many connections, try again shortly\n";
-      res_.keep_alive(false);
-      res_.prepare_payload();
-      write();
-      return;
+  ~Connection() {
+    {
+      std::lock_guard lock(shared_.mutex);
+      stop_waiting_locked();
+      release_locked();
     }
-    read(shared_.limits.request_timeout);
+    --shared_.connections;
+  }
+
+  // Counts a new client in, or says why not: an address past its limit, or a server whose every
+  // slot is answering a request. A full server closes its longest-waiting connection instead.
+  static bool admit(Shared& shared, const std::string& group) {
+    std::shared_ptr<Connection> evicted;
+    {
+      std::lock_guard lock(shared.mutex);
+      const auto it = shared.per_group.find(group);
+      if (shared.limits.max_per_address != 0 && it != shared.per_group.end() &&
+          it->second >= shared.limits.max_per_address) {
+        return false;
+      }
+      if (shared.open >= shared.limits.max_connections) {
+        if (shared.waiting.empty()) return false;
+        Connection* oldest = shared.waiting.front();
+        oldest->stop_waiting_locked();
+        oldest->release_locked();
+        oldest->evicted_ = true;
+        // Empty when its last reference is gone and its destructor waits for this lock.
+        evicted = oldest->weak_from_this().lock();
+      }
+      ++shared.open;
+      ++shared.per_group[group];
+    }
+    if (evicted) {
+      asio::post(evicted->stream_.get_executor(), [evicted] { evicted->close(); });
+    }
+    return true;
+  }
+
+  void start() {
+    // A fresh connection has header_timeout from its accept to send its request's head.
+    read_head(std::min(shared_.limits.header_timeout, shared_.limits.request_timeout));
   }
 
  private:
-  void read(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+
+  void release_locked() {
+    if (released_) return;
+    released_ = true;
+    --shared_.open;
+    const auto it = shared_.per_group.find(group_);
+    if (it != shared_.per_group.end() && --it->second == 0) shared_.per_group.erase(it);
+  }
+  void stop_waiting_locked() {
+    if (!waiting_) return;
+    shared_.waiting.erase(waiting_at_);
+    waiting_ = false;
+  }
+  // Waiting: for a request, or lingering; the first to go when the server is full.
+  bool wait_for_client() {
+    std::lock_guard lock(shared_.mutex);
+    if (evicted_) return false;
+    stop_waiting_locked();
+    waiting_at_ = shared_.waiting.insert(shared_.waiting.end(), this);
+    waiting_ = true;
+    return true;
+  }
+  // Answering: no longer to be closed for room. False when it was, a moment ago.
+  bool start_answering() {
+    std::lock_guard lock(shared_.mutex);
+    if (evicted_) return false;
+    stop_waiting_locked();
+    return true;
+  }
+
+  void read_head(std::chrono::milliseconds timeout) {
+    if (!wait_for_client()) return close();
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(shared_.limits.max_request_bytes));
-    parser_->body_limit(0);
-    // One deadline for the whole request: a client that trickles a byte a second is still cut
-    // off (Beast re-arms nothing per byte).
+    // No body limit while the head is read (Beast would stop at a long Content-Length before
+    // the rest of the head): read_body() sets it. Not boost::none: Boost 1.74 compares a
+    // Content-Length with an empty limit as greater.
+    parser_->body_limit(std::numeric_limits<std::uint64_t>::max());
+    request_started_ = Clock::now();
+    // One deadline for the whole head: a client that trickles a byte a second is still cut off
+    // (Beast re-arms nothing per byte).
     stream_.expires_after(timeout);
+    http::async_read_header(
+        stream_, buffer_, *parser_, [self = shared_from_this()](beast::error_code ec, size_t) {
+          if (ec == http::error::header_limit) {
+            return self->refuse_request(http::status::request_header_fields_too_large,
+                                        "the request's line and headers are too long\n");
+          }
+          if (ec) return self->close();
+          self->read_body();
+        });
+  }
+
+  // A kept-alive connection: idle_timeout for its next request to begin, then header_timeout
+  // for the head.
+  void read_next() {
+    if (buffer_.size() > 0) return read_head(shared_.limits.header_timeout);
+    if (!wait_for_client()) return close();
+    stream_.expires_after(shared_.limits.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec || n == 0) return self->close();
+                              self->buffer_.commit(n);
+                              self->read_head(self->shared_.limits.header_timeout);
+                            });
+  }
+
+  // GET and HEAD carry no body, but a body sent is read off (to max_discarded_body) so that the
+  // connection can go on; a longer one, or one whose sender waits for 100-continue, is answered
+  // with the connection closed after it.
+  void read_body() {
+    auto& req = parser_->get();
+    if (parser_->is_done()) return answer();
+    const auto length = parser_->content_length();
+    if ((length && *length > shared_.limits.max_discarded_body) ||
+        beast::iequals(req[http::field::expect], "100-continue")) {
+      return refuse_body();
+    }
+    parser_->body_limit(shared_.limits.max_discarded_body);
+    stream_.expires_at(request_started_ + shared_.limits.request_timeout);
     http::async_read(stream_, buffer_, *parser_,
                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec == http::error::body_limit) return self->refuse_body();
                        if (ec) return self->close();
+                       self->parser_->get().body().clear();
                        self->answer();
                      });
   }
 
-  void answer() {
+  void refuse_body() {
+    const http::verb method = parser_->get().method();
+    if (method != http::verb::get && method != http::verb::head)
+      return answer(/*close_after=*/true);
+    refuse_request(http::status::payload_too_large, "a GET or HEAD request carries no body\n");
+  }
+
+  void refuse_request(http::status status, const char* why) {
+    if (!start_answering()) return close();
+    res_ = {};
+    res_.version(11);
+    res_.result(status);
+    res_.set(http::field::content_type, "text/plain; charset=utf-8");
+    res_.body() = std::string("oomtriage serve: ") + why;
+    for (const auto& [name, value] : shared_.headers) res_.set(name, value);
+    res_.keep_alive(false);
+    res_.prepare_payload();
+    linger_after_ = true;
+    write();
+  }
+
+  void answer(bool close_after = false) {
+    if (!start_answering()) return close();
     const auto& req = parser_->get();
     res_ = {};
     res_.version(req.version());
-    res_.keep_alive(req.keep_alive());
+    res_.keep_alive(req.keep_alive() && !close_after);
+    linger_after_ = close_after;
     if (req.method() != http::verb::get && req.method() != http::verb::head) {
       res_.result(http::status::method_not_allowed);
       res_.set(http::field::allow, "GET, HEAD");
@@ -88,6 +249,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       request.target = std::string(req.target());
       request.authorization = std::string(req[http::field::authorization]);
       request.peer = peer_;
+      request.peer_group = group_;
       WebResponse response;
       try {
         response = shared_.handler(request);
@@ -112,9 +274,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void write() {
     stream_.expires_after(shared_.limits.request_timeout);
     http::async_write(stream_, res_, [self = shared_from_this()](beast::error_code ec, size_t) {
-      if (ec || !self->res_.keep_alive()) return self->close();
-      self->read(self->shared_.limits.idle_timeout);
+      if (ec) return self->close();
+      if (self->linger_after_) return self->linger();
+      if (!self->res_.keep_alive()) return self->close();
+      self->read_next();
     });
+  }
+
+  // The answer is written and the connection is to close while the client may still be
+  // sending: our side is shut, and what it sends is read off for up to linger_timeout, so that
+  // its kernel does not get a reset that throws the answer away.
+  void linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    if (!wait_for_client()) return close();
+    stream_.expires_after(shared_.limits.linger_timeout);
+    drain();
+  }
+  void drain() {
+    stream_.async_read_some(asio::buffer(scratch_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->close();
+                              self->drain();
+                            });
   }
 
   void close() {
@@ -126,9 +308,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
   beast::tcp_stream stream_;
   Shared& shared_;
   std::string peer_;
+  std::string group_;
   beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::empty_body>> parser_;
+  std::optional<http::request_parser<http::string_body>> parser_;
   http::response<http::string_body> res_;
+  Clock::time_point request_started_;
+  bool linger_after_ = false;
+  std::array<char, 4096> scratch_{};
+  // Guarded by shared_.mutex.
+  bool waiting_ = false;
+  bool released_ = false;
+  bool evicted_ = false;
+  std::list<Connection*>::iterator waiting_at_;
 };
 
 }  // namespace
@@ -174,6 +365,17 @@ Target parse_target(std::string_view target) {
   return out;
 }
 
+std::string address_group(const std::string& address) {
+  beast::error_code ec;
+  const auto ip = asio::ip::make_address(address, ec);
+  if (ec || ip.is_v4()) return address;
+  const auto v6 = ip.to_v6();
+  if (v6.is_v4_mapped()) return asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string();
+  auto bytes = v6.to_bytes();
+  for (size_t i = 8; i < bytes.size(); ++i) bytes[i] = 0;
+  return asio::ip::address_v6(bytes).to_string() + "/64";
+}
+
 Result<ListenAddress> parse_listen_address(const std::string& address) {
   std::string host = "0.0.0.0";
   std::string port = address;
@@ -215,8 +417,16 @@ struct WebServer::Impl {
         });
         return;
       }
-      const bool refuse = shared.connections.load() >= shared.limits.max_connections;
-      std::make_shared<Connection>(std::move(socket), shared)->start(refuse);
+      beast::error_code peer_ec;
+      const auto remote = socket.remote_endpoint(peer_ec);
+      std::string peer = peer_ec ? std::string() : remote.address().to_string();
+      std::string group = address_group(peer);
+      if (!Connection::admit(shared, group)) {
+        refuse(socket);
+      } else {
+        std::make_shared<Connection>(std::move(socket), shared, std::move(peer), std::move(group))
+            ->start();
+      }
       accept();
     });
   }

@@ -19,8 +19,17 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <crypt.h>
+#include <poll.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <regex>
+#include <thread>
 
 #include "daemon/common/clock.h"
 #include "db/fleet_store.h"
@@ -171,6 +180,272 @@ std::string job_key(const std::string& list_page, const std::string& shown_name)
   return "";
 }
 
+// Raw HTTP over loopback, from a chosen address: on Linux all of 127.0.0.0/8 is loopback, so
+// peers bound to 127.0.0.2.. are other addresses to serve than the 127.0.0.1 a client uses.
+int connect_from(const std::string& from, unsigned short port, bool nonblocking = false) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | (nonblocking ? SOCK_NONBLOCK : 0), 0);
+  if (fd < 0) return -1;
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  ::inet_pton(AF_INET, from.c_str(), &local.sin_addr);
+  sockaddr_in remote{};
+  remote.sin_family = AF_INET;
+  remote.sin_port = htons(port);
+  remote.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) != 0 ||
+      (::connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof remote) != 0 &&
+       errno != EINPROGRESS)) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+struct Answer {
+  int status = 0;  // 0: no answer
+  std::string head;
+  std::string body;
+  bool whole = false;  // the body as long as Content-Length said
+  bool closed = false;
+};
+
+// Reads one answer on `fd` within `limit`.
+Answer read_answer(int fd, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::string data;
+  Answer out;
+  for (;;) {
+    const size_t end = data.find("\r\n\r\n");
+    if (end != std::string::npos) {
+      out.head = data.substr(0, end);
+      out.status = std::atoi(out.head.c_str() + 9);
+      std::smatch m;
+      static const std::regex length(R"(\r\n[Cc]ontent-[Ll]ength: *(\d+))");
+      if (std::regex_search(out.head, m, length)) {
+        const size_t want = std::stoul(m[1]);
+        if (data.size() - end - 4 >= want) {
+          out.body = data.substr(end + 4, want);
+          out.whole = true;
+          return out;
+        }
+      }
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+    char buffer[16384];
+    const ssize_t n = ::recv(fd, buffer, sizeof buffer, 0);
+    if (n <= 0) {
+      out.closed = true;
+      break;
+    }
+    data.append(buffer, static_cast<size_t>(n));
+  }
+  if (out.status == 0) out.head = data;
+  return out;
+}
+
+// One request on a connection of its own from `from`.
+Answer ask(const std::string& from, unsigned short port, const std::string& request,
+           std::chrono::milliseconds limit = std::chrono::milliseconds(5000)) {
+  const int fd = connect_from(from, port);
+  if (fd < 0) return {};
+  Answer out;
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == ssize_t(request.size())) {
+    out = read_answer(fd, limit);
+  }
+  ::close(fd);
+  return out;
+}
+
+std::string get_request(const std::string& path, const std::string& authorization = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: serve\r\n" +
+         (authorization.empty() ? "" : "Authorization: " + authorization + "\r\n") + "\r\n";
+}
+
+std::string basic(const std::string& user_password) {
+  static const char* kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  const std::string& in = user_password;
+  for (size_t i = 0; i < in.size(); i += 3) {
+    uint32_t n = static_cast<unsigned char>(in[i]) << 16;
+    if (i + 1 < in.size()) n |= static_cast<unsigned char>(in[i + 1]) << 8;
+    if (i + 2 < in.size()) n |= static_cast<unsigned char>(in[i + 2]);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < in.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? kAlphabet[n & 63] : '=';
+  }
+  return "Basic " + out;
+}
+
+// The descriptors a test with hundreds of sockets needs (the server inherits them).
+void raise_descriptor_limit() {
+  rlimit limit{};
+  ::getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+// `count` peers from `addresses` addresses (127.0.0.<first>..) that each connect, send half a
+// request line and hold; one that is closed or refused connects again after `pause`.
+class HalfOpenPeers {
+ public:
+  HalfOpenPeers(unsigned short port, int count, int addresses, int first = 2,
+                std::chrono::milliseconds pause = std::chrono::milliseconds(20))
+      : port_(port), count_(count), addresses_(addresses), first_(first), pause_(pause) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~HalfOpenPeers() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  int holding() const { return holding_.load(); }
+  int most_holding() const { return most_holding_.load(); }
+  int dropped() const { return dropped_.load(); }
+  int told_503() const { return told_503_.load(); }
+
+ private:
+  struct Peer {
+    int fd = -1;
+    bool sent = false;
+    std::string heard;
+    std::chrono::steady_clock::time_point again;
+  };
+  void run() {
+    std::vector<Peer> peers(static_cast<size_t>(count_));
+    std::vector<pollfd> polled(peers.size());
+    while (!stop_) {
+      const auto now = std::chrono::steady_clock::now();
+      int held = 0;
+      for (size_t i = 0; i < peers.size(); ++i) {
+        Peer& p = peers[i];
+        if (p.fd < 0 && now >= p.again) {
+          p = {};
+          p.fd = connect_from(fmt::format("127.0.0.{}", first_ + int(i) % addresses_), port_,
+                              /*nonblocking=*/true);
+          if (p.fd < 0) p.again = now + pause_;
+        }
+        held += p.fd >= 0 && p.sent;
+        polled[i] = {p.fd, static_cast<short>(p.fd < 0 ? 0 : p.sent ? POLLIN : POLLOUT), 0};
+      }
+      holding_ = held;
+      if (held > most_holding_) most_holding_ = held;
+      ::poll(polled.data(), polled.size(), 20);
+      for (size_t i = 0; i < peers.size(); ++i) {
+        Peer& p = peers[i];
+        if (p.fd < 0 || polled[i].revents == 0) continue;
+        bool gone = (polled[i].revents & (POLLERR | POLLHUP)) != 0 && !(polled[i].revents & POLLIN);
+        if (!gone && !p.sent && (polled[i].revents & POLLOUT)) {
+          p.sent = ::send(p.fd, "GET /healthz HT", 15, MSG_NOSIGNAL) == 15;
+          gone = !p.sent;
+        } else if (!gone && (polled[i].revents & POLLIN)) {
+          char buffer[4096];
+          const ssize_t n = ::recv(p.fd, buffer, sizeof buffer, 0);
+          if (n > 0) p.heard.append(buffer, static_cast<size_t>(n));
+          gone = n == 0 || (n < 0 && errno != EAGAIN);
+        }
+        if (gone) {
+          if (p.heard.starts_with("HTTP/1.1 503")) ++told_503_;
+          ++dropped_;
+          ::close(p.fd);
+          p.fd = -1;
+          p.again = std::chrono::steady_clock::now() + pause_;
+        }
+      }
+    }
+    for (auto& p : peers)
+      if (p.fd >= 0) ::close(p.fd);
+  }
+
+  unsigned short port_;
+  int count_;
+  int addresses_;
+  int first_;
+  std::chrono::milliseconds pause_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> holding_{0};
+  std::atomic<int> most_holding_{0};
+  std::atomic<int> dropped_{0};
+  std::atomic<int> told_503_{0};
+  std::thread thread_;
+};
+
+// Guessers of alice's password, one thread per address (127.0.1.<first>..), each asking as fast
+// as it is answered, whatever it is told.
+class Guessers {
+ public:
+  Guessers(unsigned short port, int addresses, int first = 1) {
+    for (int a = 0; a < addresses; ++a) {
+      threads_.emplace_back([this, port, from = fmt::format("127.0.1.{}", first + a), a] {
+        for (int n = 0; !stop_; ++n) {
+          const Answer answer =
+              ask(from, port, get_request("/", basic(fmt::format("alice:guess-{}-{}", a, n))),
+                  std::chrono::milliseconds(5000));
+          std::lock_guard lock(mutex_);
+          ++statuses_[answer.status];
+          if (answer.status == 429 && retry_after_.empty()) {
+            std::smatch m;
+            if (std::regex_search(answer.head, m, std::regex(R"(Retry-After: (\d+))")))
+              retry_after_ = m[1];
+          }
+        }
+      });
+    }
+  }
+  ~Guessers() { stop(); }
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_)
+      if (t.joinable()) t.join();
+  }
+  std::map<int, int> statuses() {
+    std::lock_guard lock(mutex_);
+    return statuses_;
+  }
+  std::string retry_after() {
+    std::lock_guard lock(mutex_);
+    return retry_after_;
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::mutex mutex_;
+  std::map<int, int> statuses_;
+  std::string retry_after_;
+  std::vector<std::thread> threads_;
+};
+
+// A legitimate client's `n` requests from 127.0.0.1, each on a new connection: how many were
+// answered 200 within `limit`, and the 99th percentile of the time to an answer.
+struct Served {
+  int ok = 0;
+  int asked = 0;
+  double p99_ms = 0;
+  std::map<int, int> statuses;
+};
+Served legitimate_client(unsigned short port, int n, const std::vector<std::string>& auths,
+                         std::chrono::milliseconds limit = std::chrono::milliseconds(1000)) {
+  Served out;
+  std::vector<double> took;
+  for (int i = 0; i < n; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    const Answer answer = ask(
+        "127.0.0.1", port, get_request(i % 2 ? "/healthz" : "/", auths[i % auths.size()]), limit);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    ++out.asked;
+    ++out.statuses[answer.status];
+    took.push_back(answer.status == 200 && answer.whole ? ms : 1e9);
+    if (answer.status == 200 && answer.whole && ms <= double(limit.count())) ++out.ok;
+  }
+  std::sort(took.begin(), took.end());
+  out.p99_ms = took[std::min(took.size() - 1, took.size() * 99 / 100)];
+  return out;
+}
 }  // namespace
 
 TEST_SUITE("daemon::serve") {
@@ -364,38 +639,47 @@ TEST_SUITE("daemon::serve") {
     const auto [rc_before, before] =
         run_shell("cd '" + state.string() + "' && sha256sum oomtriage.db");
     ServeProcess serve({"--state-dir", state.string(), "serve", "--listen", "127.0.0.1:0",
-                        "--max-connections", "8", "--client-timeout", "1", "--threads", "2"},
+                        "--max-connections", "8", "--max-per-address", "6", "--header-timeout", "1",
+                        "--client-timeout", "2", "--threads", "2"},
                        dir.path / "serve.err");
     REQUIRE(serve.port() != 0);
-    // Eight clients that connect and send half a request line, then nothing.
+    // Clients that connect and send half a request line, then nothing: six from 127.0.0.1 (its
+    // limit), two from 127.0.0.2. The server's eight slots are full.
     std::vector<int> silent;
     for (int i = 0; i < 8; ++i) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_port = htons(serve.port());
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+      const int fd = connect_from(i < 6 ? "127.0.0.1" : "127.0.0.2", serve.port());
+      REQUIRE(fd >= 0);
       REQUIRE(::send(fd, "GET / HT", 8, 0) == 8);
       silent.push_back(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    // Full: the next client hears 503 at once instead of waiting in line.
-    wait_until([&] { return get(serve.url("/healthz")).status == 503; }, std::chrono::seconds(2));
-    const Fetched full = get(serve.url());
+    const auto opened = std::chrono::steady_clock::now();
+    // 127.0.0.1 is at its limit: its next connection hears 503 at once, holding nothing.
+    const Fetched full = get(serve.url("/healthz"));
     CHECK(full.status == 503);
     CHECK(full.headers.find("Retry-After: 5") != std::string::npos);
-    // Within their timeout the silent ones are cut off, and the server answers again.
+    // Another address is let in: the silent client that waited longest is closed for it.
+    const Answer other = ask("127.0.0.3", serve.port(), get_request("/healthz"));
+    CHECK(other.status == 200);
+    CHECK(other.body == "ok\n");
+    timeval wait{3, 0};
+    char byte;
+    ::setsockopt(silent[0], SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+    CHECK(::recv(silent[0], &byte, 1, 0) == 0);
+    // Within --header-timeout the silent ones are cut off, and the server answers again.
     for (const int fd : silent) {
-      timeval wait{5, 0};
       ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-      char byte;
       CHECK(::recv(fd, &byte, 1, 0) == 0);
       ::close(fd);
     }
+    const double cut_after =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - opened).count();
+    MESSAGE("silent clients cut off after " << cut_after << " s (--header-timeout 1)");
+    CHECK(cut_after < 3.0);
     CHECK(wait_until([&] { return get(serve.url()).status == 200; }, std::chrono::seconds(3)));
-    // An oversized request is refused, and the server goes on.
+    // An oversized request is refused (431), and the server goes on.
     const std::string huge(20000, 'a');
-    CHECK(get(serve.url(), "-H 'X-Big: " + huge + "'").status != 200);
+    CHECK(get(serve.url(), "-H 'X-Big: " + huge + "'").status == 431);
     CHECK(get(serve.url()).status == 200);
     for (const char* path : {"/", "/fleet", "/job/1", "/job/1.json", "/?outcome=completed"})
       CHECK(get(serve.url(path)).status == 200);
@@ -412,6 +696,202 @@ TEST_SUITE("daemon::serve") {
     REQUIRE(reader);
     CHECK_FALSE((*reader)->upsert_job("new", "/out/new", "kohya", "/out", 1));
     CHECK_FALSE((*reader)->set_meta("k", "v"));
+  }
+
+  TEST_CASE("serve under hostile peers: 200 half-open connections and password guessers") {
+    raise_descriptor_limit();
+    TempDir dir;
+    const fs::path state = dir.path / "state";
+    fill_store(state);
+    // A bcrypt user at the cost htpasswd -B uses (tens of milliseconds a check) and a token.
+    crypt_data data{};
+    const char* salt = crypt_gensalt_rn("$2b$", 10, nullptr, 0, data.setting, sizeof data.setting);
+    REQUIRE(salt != nullptr);
+    const std::string hash = crypt_r("right-password", salt, &data);
+    REQUIRE(hash.starts_with("$2b$10$"));
+    const fs::path access = dir.path / "access";
+    std::ofstream(access) << "token 0123456789abcdef0123\nalice:" << hash << "\n";
+    fs::permissions(access, fs::perms::owner_read | fs::perms::owner_write);
+    // serve's defaults: 128 connections, 16 an address, 5 s for a request's head.
+    ServeProcess serve({"--state-dir", state.string(), "serve", "--listen", "127.0.0.1:0",
+                        "--access-file", access.string()},
+                       dir.path / "serve.err");
+    INFO("serve's stderr: " << serve.stderr_text());
+    REQUIRE(serve.port() != 0);
+    const unsigned short port = serve.port();
+    const std::string token = "Bearer 0123456789abcdef0123";
+    const std::string alice = basic("alice:right-password");
+    // Alice signs in once before the attack: her header is remembered, no crypt after.
+    REQUIRE(ask("127.0.0.1", port, get_request("/healthz", alice)).status == 200);
+
+    // 200 half-open peers: first from 4 addresses (50 each, past the 16 an address may hold),
+    // then from 50 (4 each, all within it, more than the 128 slots together), with 8 guessers.
+    for (const int addresses : {4, 50}) {
+      CAPTURE(addresses);
+      HalfOpenPeers peers(port, 200, addresses);
+      Guessers guessers(port, 8);
+      CHECK(wait_until([&] { return peers.most_holding() >= 150; }, std::chrono::seconds(10)));
+      const Served served = legitimate_client(port, 100, {token, alice});
+      // Each guesser gets 5 tries, then waits, longer at each failure (one crypt at a time, a
+      // bcrypt of cost 10 each: it takes some seconds before they are all waiting).
+      CHECK(wait_until([&] { return guessers.statuses().count(429) == 1; },
+                       std::chrono::seconds(60)));
+      const auto statuses = guessers.statuses();
+      guessers.stop();
+      peers.stop();
+      std::string told;
+      for (const auto& [status, n] : served.statuses) told += fmt::format(" {}x{}", n, status);
+      std::string guessed;
+      for (const auto& [status, n] : statuses) guessed += fmt::format(" {}x{}", n, status);
+      MESSAGE(addresses << " addresses: " << served.ok << "/" << served.asked
+                        << " answered 200 within 1 s, p99 " << served.p99_ms << " ms;" << told
+                        << "; half-open peers dropped " << peers.dropped() << " (503 "
+                        << peers.told_503() << "); guessers:" << guessed);
+      CHECK(served.ok >= 95);
+      CHECK(peers.dropped() > 0);
+      if (addresses == 4) CHECK(peers.told_503() > 0);  // past their address's 16
+      CHECK(statuses.count(200) == 0);
+      // What their guesses cost the server: a crypt for each 401, 6 an address and then one
+      // per wait (1, 2, 4, ... 32 s in the minute this may take) at most.
+      CHECK(statuses.count(401) == 1);
+      CHECK(statuses.at(401) <= 8 * 14);
+      CHECK(guessers.retry_after() != "");
+    }
+  }
+
+  TEST_CASE("serve: a guesser backs off with 429 while a valid token and a known user get in") {
+    TempDir dir;
+    const fs::path state = dir.path / "state";
+    fill_store(state);
+    crypt_data data{};
+    const char* salt = crypt_gensalt_rn("$2b$", 8, nullptr, 0, data.setting, sizeof data.setting);
+    REQUIRE(salt != nullptr);
+    const std::string hash = crypt_r("right-password", salt, &data);
+    const fs::path access = dir.path / "access";
+    std::ofstream(access) << "token 0123456789abcdef0123\nalice:" << hash << "\n";
+    fs::permissions(access, fs::perms::owner_read | fs::perms::owner_write);
+    ServeProcess serve({"--state-dir", state.string(), "serve", "--listen", "127.0.0.1:0",
+                        "--access-file", access.string()},
+                       dir.path / "serve.err");
+    INFO("serve's stderr: " << serve.stderr_text());
+    REQUIRE(serve.port() != 0);
+    const unsigned short port = serve.port();
+    const std::string token = "Bearer 0123456789abcdef0123";
+    const std::string alice = basic("alice:right-password");
+    REQUIRE(ask("127.0.0.9", port, get_request("/healthz", alice)).status == 200);
+    // Five wrong passwords are 401, as a typo is; the next ones wait.
+    for (int i = 0; i < 5; ++i) {
+      CHECK(
+          ask("127.0.0.9", port, get_request("/", basic(fmt::format("alice:wrong{}", i)))).status ==
+          401);
+    }
+    CHECK(ask("127.0.0.9", port, get_request("/", basic("alice:wrong5"))).status == 401);
+    const Answer waiting = ask("127.0.0.9", port, get_request("/", basic("alice:wrong6")));
+    CHECK(waiting.status == 429);
+    CHECK(waiting.head.find("Retry-After: 1") != std::string::npos);
+    // The right password is told to wait too (it would need crypt) unless it passed before...
+    CHECK(ask("127.0.0.9", port, get_request("/", basic("bob:right-password"))).status == 429);
+    CHECK(ask("127.0.0.9", port, get_request("/healthz", alice)).status == 200);
+    // ...and a token is checked all the same (cheap): another user behind the same address.
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(ask("127.0.0.9", port, get_request("/healthz", token)).status == 200);
+    CHECK(ask("127.0.0.1", port, get_request("/healthz", token)).status == 200);
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(1));
+    // Another address is not held to this one's failures.
+    CHECK(ask("127.0.0.10", port, get_request("/", basic("alice:wrong7"))).status == 401);
+    // After the wait one more guess is checked; it fails, and the wait doubles.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+    CHECK(ask("127.0.0.9", port, get_request("/", basic("alice:wrong8"))).status == 401);
+    const Answer longer = ask("127.0.0.9", port, get_request("/", basic("alice:wrong9")));
+    CHECK(longer.status == 429);
+    CHECK(longer.head.find("Retry-After: 2") != std::string::npos);
+  }
+
+  TEST_CASE(
+      "serve: a POST gets its 405 written whole, its body read off or the connection closed") {
+    TempDir dir;
+    const fs::path state = dir.path / "state";
+    fill_store(state);
+    ServeProcess serve({"--state-dir", state.string(), "serve", "--listen", "127.0.0.1:0"},
+                       dir.path / "serve.err");
+    INFO("serve's stderr: " << serve.stderr_text());
+    REQUIRE(serve.port() != 0);
+    const auto connection = [&] { return connect_from("127.0.0.1", serve.port()); };
+    const auto send_all = [](int fd, const std::string& text) {
+      for (size_t sent = 0; sent < text.size();) {
+        const ssize_t n = ::send(fd, text.data() + sent, text.size() - sent, MSG_NOSIGNAL);
+        if (n <= 0) return false;
+        sent += static_cast<size_t>(n);
+      }
+      return true;
+    };
+    const auto healthz = get_request("/healthz");
+    {
+      // A small body is read off: 405, and the connection goes on.
+      const int fd = connection();
+      REQUIRE(
+          send_all(fd, "POST / HTTP/1.1\r\nHost: serve\r\nContent-Length: 10\r\n\r\n0123456789"));
+      const Answer refused = read_answer(fd, std::chrono::milliseconds(5000));
+      CHECK(refused.status == 405);
+      CHECK(refused.whole);
+      CHECK(refused.head.find("Allow: GET, HEAD") != std::string::npos);
+      CHECK(refused.body == "oomtriage serve is read-only: GET and HEAD only\n");
+      REQUIRE(send_all(fd, healthz));
+      CHECK(read_answer(fd, std::chrono::milliseconds(5000)).status == 200);
+      ::close(fd);
+    }
+    {
+      // A chunked one too.
+      const int fd = connection();
+      REQUIRE(send_all(fd,
+                       "PUT /job/1 HTTP/1.1\r\nHost: serve\r\nTransfer-Encoding: chunked\r\n\r\n"
+                       "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"));
+      const Answer refused = read_answer(fd, std::chrono::milliseconds(5000));
+      CHECK(refused.status == 405);
+      CHECK(refused.whole);
+      REQUIRE(send_all(fd, healthz));
+      CHECK(read_answer(fd, std::chrono::milliseconds(5000)).status == 200);
+      ::close(fd);
+    }
+    {
+      // A body of 1 MiB is not read: 405 written whole, and the connection closed after it.
+      const int fd = connection();
+      const std::string body(1 << 20, 'x');
+      REQUIRE(send_all(fd, "POST / HTTP/1.1\r\nHost: serve\r\nContent-Length: " +
+                               std::to_string(body.size()) + "\r\n\r\n" + body));
+      const Answer refused = read_answer(fd, std::chrono::milliseconds(5000));
+      CHECK(refused.status == 405);
+      CHECK(refused.whole);
+      CHECK(refused.head.find("Connection: close") != std::string::npos);
+      CHECK(read_answer(fd, std::chrono::milliseconds(5000)).closed);
+      ::close(fd);
+    }
+    {
+      // Nor is a chunked one past 64 KiB, nor one whose sender waits for 100-continue.
+      const int fd = connection();
+      std::string request = "POST / HTTP/1.1\r\nHost: serve\r\nTransfer-Encoding: chunked\r\n\r\n";
+      for (int i = 0; i < 40; ++i) request += "1000\r\n" + std::string(4096, 'y') + "\r\n";
+      request += "0\r\n\r\n";
+      REQUIRE(send_all(fd, request));
+      const Answer refused = read_answer(fd, std::chrono::milliseconds(5000));
+      CHECK(refused.status == 405);
+      CHECK(refused.whole);
+      ::close(fd);
+      const Answer expecting =
+          ask("127.0.0.1", serve.port(),
+              "POST / HTTP/1.1\r\nHost: serve\r\nExpect: 100-continue\r\nContent-Length: "
+              "1000000\r\n\r\n");
+      CHECK(expecting.status == 405);
+      CHECK(expecting.whole);
+    }
+    // A GET that carries a small body is served; one that carries a large one is 413.
+    CHECK(ask("127.0.0.1", serve.port(),
+              "GET /healthz HTTP/1.1\r\nHost: serve\r\nContent-Length: 3\r\n\r\nabc")
+              .status == 200);
+    CHECK(ask("127.0.0.1", serve.port(),
+              "GET /healthz HTTP/1.1\r\nHost: serve\r\nContent-Length: 1000000\r\n\r\n")
+              .status == 413);
+    CHECK(get(serve.url("/healthz")).status == 200);
   }
 
   TEST_CASE("serve over the fleet store: a role that can write is refused, a read-only one reads") {
