@@ -422,5 +422,8 @@ TEST_CASE("pre-flight: bytes that are not UTF-8 and out-of-range numbers in a co
   CHECK(config->batch_size == 1);
   Preflight p;
   CHECK_NOTHROW(p = preflight_config(*config, usable_bytes(8ull << 30)));
-  CHECK(p.verdict.fit == Fit::kWillNotFit);
+  // The refused batch decides the verdict: unknown, never judged as its default of 1.
+  CHECK(p.verdict.fit == Fit::kUnknown);
+  CHECK(p.verdict.unread == std::vector<std::string>{"batch_size"});
+  CHECK(p.fixes.empty());
 }
