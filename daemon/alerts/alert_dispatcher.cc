@@ -133,6 +133,19 @@ void AlertDispatcher::arm_after(Lane& lane, Steady::duration delay) {
   });
 }
 
+void AlertDispatcher::take_over(const AlertDispatcher& old) {
+  for (auto& lane : lanes_) {
+    for (const auto& before : old.lanes_) {
+      if (before->receiver.name != lane->receiver.name) continue;
+      // When each row may go comes from the store again (a row in flight may have been given
+      // a new time since); how long it has waited and the open window carry over.
+      lane->waiting_since = before->waiting_since;
+      lane->storm_opened = before->storm_opened;
+      lane->logged = before->logged;
+    }
+  }
+}
+
 void AlertDispatcher::release() {
   held_ = false;
   poke();

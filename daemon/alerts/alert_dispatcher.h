@@ -51,6 +51,11 @@ class AlertDispatcher {
   // cannot send those rows a second time; release() lets it go.
   void hold() { held_ = true; }
   void release();
+  // Goes on where `old` (the dispatcher it replaces at a reload) was for each receiver of the
+  // same name: the storm window already open, how long each row has waited, what was logged.
+  // Without it a reload every second would open a new 2 s window every second, and no alert
+  // would ever leave.
+  void take_over(const AlertDispatcher& old);
   // Stops sending; `drained` is posted once no request is in flight (at once when none is). The
   // owner may destroy the dispatcher from `drained`, never before: a response still in flight
   // refers to it.

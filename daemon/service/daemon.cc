@@ -792,6 +792,7 @@ class Daemon final : public LogHost {
     }
     dispatcher->hold();
     if (dispatcher_) {
+      dispatcher->take_over(*dispatcher_);
       AlertDispatcher* old = dispatcher_.get();
       retired_dispatchers_.push_back(std::move(dispatcher_));
       old->retire([this, old] {
