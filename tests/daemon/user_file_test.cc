@@ -190,6 +190,16 @@ TEST_SUITE("daemon::user_file") {
       CHECK(count(r.err, message) == 1);
       CHECK(r.seconds < 20);
     }
+    // A config named on the command line that is refused: exit 1, as for one that does not parse.
+    const std::string log = quoted((dir.path / "job0" / "log.txt").string());
+    make_fifo(dir.path / "named.fifo");
+    for (const std::string command : {"scan --config /dev/zero ", "fix --config named.fifo "}) {
+      INFO(command);
+      const Ran named = run_oomtriage(dir, command + log);
+      CHECK(named.exit_code == 1);
+      CHECK(named.err.find(": refused: not a regular file") != std::string::npos);
+      CHECK(named.seconds < 20);
+    }
     // A FIFO or a /proc link where a config would be is passed over without being opened.
     const fs::path job = dir.path / "fifo_job";
     fs::create_directories(job);
