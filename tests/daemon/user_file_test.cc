@@ -6,10 +6,12 @@
 // arrays, YAML nested deep, a billion laughs, a TOML header of many segments, /dev/zero, a FIFO,
 // a /proc file, a 100 MiB sparse file): `check` exits 1 with the message, at once; `scan` of a
 // log beside such a config still finds its OOM; the daemon follows a folder holding them next to
-// a normal job, says each refusal once and stores every OOM.
+// a normal job, says each refusal once and stores every OOM. AI Toolkit UI's stored config is
+// read at most one character past the limit and refused by the patcher.
 #include "daemon/common/user_file.h"
 
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,8 +19,11 @@
 #include <array>
 #include <chrono>
 
+#include "daemon/service/aitk_ui.h"
+#include "db/aitk_database.h"
 #include "tests/support/e2e.h"
 #include "tests/support/hostile_configs.h"
+#include "triage/config_patch.h"
 
 using namespace oomtriage;
 using namespace oomtriage::testing;
@@ -210,6 +215,51 @@ TEST_SUITE("daemon::user_file") {
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("crashed_oom") != std::string::npos);
     CHECK(r.seconds < 20);
+  }
+
+  TEST_CASE("AI Toolkit UI's stored config: read at most one character past the limit, refused") {
+    TempDir dir;
+    const fs::path path = dir.path / "aitk_db.db";
+    sqlite3* raw = nullptr;
+    REQUIRE(sqlite3_open(path.c_str(), &raw) == SQLITE_OK);
+    sqlite3_stmt* insert = nullptr;
+    REQUIRE(sqlite3_exec(raw,
+                         "CREATE TABLE Job (id TEXT, name TEXT UNIQUE, gpu_ids TEXT, job_config "
+                         "TEXT, status TEXT, info TEXT)",
+                         nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_prepare_v2(raw, "INSERT INTO Job VALUES (?, ?, '0', ?, 'error', '')", -1,
+                               &insert, nullptr) == SQLITE_OK);
+    const std::string big = "{\"config\": \"" + std::string(5u << 20, 'x') + "\"}";
+    const std::string deep = deep_json_config();
+    for (const auto& [name, config] :
+         {std::pair<std::string, const std::string*>{"big", &big}, {"deep", &deep}}) {
+      sqlite3_bind_text(insert, 1, name.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(insert, 2, name.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(insert, 3, config->data(), static_cast<int>(config->size()),
+                        SQLITE_TRANSIENT);
+      REQUIRE(sqlite3_step(insert) == SQLITE_DONE);
+      sqlite3_reset(insert);
+    }
+    sqlite3_finalize(insert);
+    sqlite3_close(raw);
+
+    auto database = db::AitkDatabase::open(path.string());
+    REQUIRE(database);
+    auto row = (*database)->job_named("big");
+    REQUIRE(row);
+    REQUIRE(row->has_value());
+    CHECK((*row)->job_config.size() == parsers::kMaxDocumentBytes + 1);
+    CHECK(triage::patch_json((*row)->job_config, {}).error().message ==
+          "the config: refused: larger than 4 MiB");
+    row = (*database)->job_named("deep");
+    REQUIRE(row);
+    REQUIRE(row->has_value());
+    CHECK((*row)->job_config == deep);
+    CHECK(triage::patch_json((*row)->job_config, {}).error().message ==
+          "the config:1: nested deeper than 64 levels");
+    // The UI's own answer, nested deep, is an answer of another shape: an error, not a crash.
+    CHECK_FALSE(daemon::job_from_ui_list(
+        "{\"jobs\": " + std::string(1000000, '[') + std::string(1000000, ']') + "}", "x"));
   }
 
   TEST_CASE("the daemon config and its secret files are read within the limits") {
