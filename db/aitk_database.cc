@@ -2,6 +2,7 @@
 #include "db/aitk_database.h"
 
 #include "db/sqlite_statement.h"
+#include "parsers/bounded_document.h"
 
 namespace oomtriage::db {
 namespace {
@@ -39,10 +40,13 @@ Result<std::unique_ptr<AitkDatabase>> AitkDatabase::open(const std::string& path
 }
 
 Result<std::optional<AitkJob>> AitkDatabase::job_named(std::string_view name) {
+  // The config is a document a user controls: at most one character past the limit is read, so
+  // that its reader (triage/config_patch.h, parsers/bounded_document.h) refuses it as too large.
   Statement s(*statements_,
-              "SELECT id, name, gpu_ids, job_config, status, info FROM Job WHERE name = ?");
+              "SELECT id, name, gpu_ids, substr(job_config, 1, ?), status, info FROM Job "
+              "WHERE name = ?");
   if (!s.ok()) return s.error("read AI Toolkit's Job table");
-  s.bind(1, name);
+  s.bind(1, static_cast<int64_t>(parsers::kMaxDocumentBytes + 1)).bind(2, name);
   const int rc = s.step();
   if (rc == SQLITE_DONE) return std::optional<AitkJob>{};
   if (rc != SQLITE_ROW) return s.error("read AI Toolkit job " + std::string(name));

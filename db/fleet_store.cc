@@ -263,7 +263,7 @@ std::optional<std::string> number(std::optional<int64_t> value) {
 std::optional<std::string> config_json(const std::string& path, const std::string& content) {
   const std::string ext = std::filesystem::path(path).extension().string();
   if (ext != ".yaml" && ext != ".yml" && ext != ".json") return std::nullopt;
-  auto json = parsers::yaml_to_json(content);
+  auto json = parsers::yaml_to_json(content, path);
   if (!json || !json->is_object()) return std::nullopt;
   std::string text = json->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   // jsonb refuses the \u0000 escape that text allows.

@@ -1,10 +1,10 @@
-// parsers/job_config.cc: YAML/JSON to one JSON tree (with the line of every path), then the
-// typed view with AI Toolkit's defaults. A field of the wrong type is a problem that keeps its
-// default out (the knob becomes unknown) and the rest of the config in; nothing throws.
+// parsers/job_config.cc: YAML/JSON to one JSON tree (with the line of every path, within the
+// limits of parsers/bounded_document.h), then the typed view with AI Toolkit's defaults. A field of
+// the wrong type is a problem that keeps its default out (the knob becomes unknown) and the rest of
+// the config in; nothing throws.
 #include "parsers/job_config.h"
 
 #include <re2/re2.h>
-#include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <set>
@@ -18,47 +18,6 @@ RE2::Options quiet_options() {
   RE2::Options options;
   options.set_log_errors(false);
   return options;
-}
-
-ordered_json yaml_scalar(const YAML::Node& node) {
-  const std::string& text = node.Scalar();
-  if (node.Tag() == "!") return text;  // quoted: always a string
-  static const RE2 kInt(R"([-+]?\d+)", quiet_options());
-  static const RE2 kFloat(R"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)", quiet_options());
-  if (text.empty() || text == "~" || text == "null" || text == "Null" || text == "NULL") {
-    return nullptr;
-  }
-  if (text == "true" || text == "True" || text == "TRUE") return true;
-  if (text == "false" || text == "False" || text == "FALSE") return false;
-  if (RE2::FullMatch(text, kInt) && text.size() < 18) return std::stoll(text);
-  if (RE2::FullMatch(text, kFloat)) return std::stod(text);
-  return text;
-}
-
-ordered_json convert(const YAML::Node& node, const std::string& path,
-                     std::map<std::string, int>* lines) {
-  if (lines) (*lines)[path] = node.Mark().line + 1;
-  switch (node.Type()) {
-    case YAML::NodeType::Map: {
-      ordered_json object = ordered_json::object();
-      for (const auto& item : node) {
-        const std::string key = item.first.Scalar();
-        const std::string child = path.empty() ? key : path + "." + key;
-        object[key] = convert(item.second, child, lines);
-        if (lines) (*lines)[child] = item.first.Mark().line + 1;
-      }
-      return object;
-    }
-    case YAML::NodeType::Sequence: {
-      ordered_json array = ordered_json::array();
-      for (size_t i = 0; i < node.size(); ++i) {
-        array.push_back(convert(node[i], path + "[" + std::to_string(i) + "]", lines));
-      }
-      return array;
-    }
-    case YAML::NodeType::Scalar: return yaml_scalar(node);
-    default: return nullptr;
-  }
 }
 
 // The knob an AI Toolkit path sets, so that a bad value makes exactly that knob unknown.
@@ -429,84 +388,14 @@ int JobConfig::effective_batch_size() const {
   return best;
 }
 
-namespace {
-Error too_deep(int line, int max_depth) {
-  return make_error(ErrorCode::kBadInput, std::to_string(line) + ": nested deeper than " +
-                                              std::to_string(max_depth) + " levels");
-}
-}  // namespace
-
-Result<Ok> yaml_nesting_ok(std::string_view text) {
-  // A rough depth: indentation, "- " items opened on one line, and open flow brackets. Real
-  // configs stay far below the limit; a crafted one would otherwise exhaust the stack.
-  constexpr int kMaxDepth = 400;
-  int flow = 0;
-  int line = 1;
-  size_t i = 0;
-  while (i < text.size()) {
-    int indent = 0;
-    while (i < text.size() && text[i] == ' ') {
-      ++indent;
-      ++i;
-    }
-    int dashes = 0;
-    while (i + 1 < text.size() && text[i] == '-' && text[i + 1] == ' ') {
-      ++dashes;
-      i += 2;
-      while (i < text.size() && text[i] == ' ') ++i;
-    }
-    char quote = 0;
-    for (; i < text.size() && text[i] != '\n'; ++i) {
-      const char c = text[i];
-      if (quote) {
-        if (c == quote) quote = 0;
-      } else if (c == '"' || c == '\'') {
-        quote = c;
-      } else if (c == '[' || c == '{') {
-        ++flow;
-      } else if ((c == ']' || c == '}') && flow > 0) {
-        --flow;
-      } else if (c == '#') {
-        while (i < text.size() && text[i] != '\n') ++i;
-        break;
-      }
-      if (indent / 2 + dashes + flow > kMaxDepth) return too_deep(line, kMaxDepth);
-    }
-    if (indent / 2 + dashes + flow > kMaxDepth) return too_deep(line, kMaxDepth);
-    ++i;
-    ++line;
-  }
-  return Ok{};
-}
-
-Result<ordered_json> yaml_to_json(std::string_view text, std::map<std::string, int>* lines) {
-  OOMTRIAGE_TRY(yaml_nesting_ok(text));
-  try {
-    const YAML::Node root = YAML::Load(std::string(text));
-    return convert(root, "", lines);
-  } catch (const YAML::Exception& e) {
-    return make_error(ErrorCode::kBadInput, std::to_string(e.mark.line + 1) + ": " + e.msg);
-  } catch (const std::exception& e) {
-    return make_error(ErrorCode::kBadInput, std::string("1: ") + e.what());
-  }
-}
-
 Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
                                    std::string_view source) {
   std::map<std::string, int> lines;
   ordered_json doc;
   if (format == ConfigFormat::kYaml) {
-    auto converted = yaml_to_json(text, &lines);
-    if (!converted) {
-      return make_error(ErrorCode::kBadInput,
-                        std::string(source) + ":" + converted.error().message);
-    }
-    doc = std::move(*converted);
+    OOMTRIAGE_ASSIGN_OR_RETURN(doc, yaml_to_json(text, source, &lines));
   } else {
-    doc = ordered_json::parse(text, nullptr, false);
-    if (doc.is_discarded()) {
-      return make_error(ErrorCode::kBadInput, std::string(source) + ": not valid JSON");
-    }
+    OOMTRIAGE_ASSIGN_OR_RETURN(doc, parse_ordered_json(text, source));
   }
 
   JobConfig config;

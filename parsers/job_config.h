@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "parsers/bounded_document.h"
 #include "parsers/event.h"
 #include "parsers/result.h"
 
@@ -185,17 +186,9 @@ ModelFamily family_from_name(const std::string& name_or_path);
 
 // The config whenever the document itself parsed: bad fields are listed in its `problems` and
 // their knobs marked unknown. A kBadInput error ("config.yaml:3: mapping values are not allowed
-// here") when nothing could be read; `source` names the file in it.
+// here") when nothing could be read; `source` names the file in it. The document is read within
+// the limits of parsers/bounded_document.h ("config.yaml: refused: larger than 4 MiB").
 Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
                                    std::string_view source);
-
-// Refuses documents nested deeper than any config needs, before a recursive parser sees them: a
-// kBadInput error naming the line ("412: nested deeper than 400 levels").
-Result<Ok> yaml_nesting_ok(std::string_view text);
-
-// Converts a YAML document to JSON, remembering the line of every path ("config.process[0]...")
-// in `lines` when given. Throws nothing: a kBadInput error "line: reason".
-Result<nlohmann::ordered_json> yaml_to_json(std::string_view text,
-                                            std::map<std::string, int>* lines = nullptr);
 
 }  // namespace oomtriage::parsers

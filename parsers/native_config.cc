@@ -2,12 +2,11 @@
 // then the trainer's dialect rows pick the knobs out of it.
 #include "parsers/native_config.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
 #include <map>
 #include <set>
 
+#include "parsers/bounded_document.h"
 #include "parsers/trainer_dialect.h"
 
 namespace oomtriage::parsers {
@@ -21,6 +20,10 @@ struct Entry {
   std::string table;
   std::string key;  // as written
   int line = 0;
+  // A JSON file's text: its line is found when it is wanted (nlohmann keeps no marks, and
+  // searching for every key of a file with many is quadratic).
+  std::string_view json_text;
+  int line_of() const;
 };
 
 // Native key (without SimpleTuner's "--") -> where it is. Later files do not override earlier
@@ -55,8 +58,9 @@ void add_toml_table(const toml::table& table, const std::string& name, size_t ta
   for (const auto& [key, node] : table) {
     const std::string k(key.str());
     if (node.is_table() || node.is_array_of_tables()) continue;
-    flat.try_emplace(bare(k), Entry{from_toml(node), target, name, k,
-                                    static_cast<int>(node.source().begin.line)});
+    flat.try_emplace(
+        bare(k),
+        Entry{from_toml(node), target, name, k, static_cast<int>(node.source().begin.line), {}});
   }
 }
 
@@ -68,16 +72,14 @@ int json_line(std::string_view text, std::string_view key) {
   return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<long>(at), '\n'));
 }
 
+int Entry::line_of() const { return json_text.empty() ? line : json_line(json_text, key); }
+
 std::string read_file_into(const NativeFile& file, size_t target, bool dataset_file,
                            Document& doc) {
   if (file.kind == TargetKind::kToml) {
-    toml::table root;
-    try {
-      root = toml::parse(file.text, file.path);
-    } catch (const toml::parse_error& e) {
-      return file.path + ":" + std::to_string(e.source().begin.line) + ": " +
-             std::string(e.description());
-    }
+    Result<toml::table> parsed = parse_toml(file.text, file.path);
+    if (!parsed) return parsed.error().message;
+    const toml::table& root = *parsed;
     if (dataset_file) {
       // [general] applies to every dataset unless the dataset sets the key itself.
       Flat general;
@@ -106,17 +108,17 @@ std::string read_file_into(const NativeFile& file, size_t target, bool dataset_f
     }
     return "";
   }
-  const json root = json::parse(file.text, nullptr, false);
-  if (root.is_discarded() || !root.is_object()) {
-    return file.path + ": not a JSON object";
-  }
+  Result<json> parsed = parse_json(file.text, file.path);
+  if (!parsed) return parsed.error().message;
+  const json& root = *parsed;
+  if (!root.is_object()) return file.path + ": not a JSON object";
   for (const auto& [key, value] : root.items()) {
-    doc.flat.try_emplace(bare(key), Entry{value, target, "", key, json_line(file.text, key)});
+    doc.flat.try_emplace(bare(key), Entry{value, target, "", key, 0, file.text});
     if (value.is_object()) {
       // One level of nesting, as OneTrainer writes its optimizer: "optimizer.optimizer".
       for (const auto& [inner, inner_value] : value.items()) {
         doc.flat.try_emplace(bare(key) + "." + inner,
-                             Entry{inner_value, target, key, inner, json_line(file.text, inner)});
+                             Entry{inner_value, target, key, inner, 0, file.text});
       }
     }
   }
@@ -242,15 +244,16 @@ void apply_rows(Trainer trainer, const Document& doc, bool complete,
       }
       const std::optional<json> value = decode(row->codec, entry->value);
       if (!value) {
+        const int line = entry->line_of();
         const std::string where = files[std::min(entry->target, files.size() - 1)] +
-                                  (entry->line > 0 ? ":" + std::to_string(entry->line) : "");
+                                  (line > 0 ? ":" + std::to_string(line) : "");
         config.problems.push_back(problem(where, entry->key, entry->value));
         bad.insert(static_cast<size_t>(knob));
         continue;
       }
       set_neutral(config, row->neutral, i, *value);
       config.slots[neutral_path(row->neutral, i)] =
-          NativeSlot{entry->target, entry->table, entry->key, entry->value, entry->line};
+          NativeSlot{entry->target, entry->table, entry->key, entry->value, entry->line_of()};
       any = true;
     }
     if (any) {
@@ -334,10 +337,10 @@ std::optional<JobConfig> config_from_printed_arguments(
                text.back() == text.front()) {
       value = text.substr(1, text.size() - 2);
     } else {
-      value = json::parse(text, nullptr, false);
-      if (value.is_discarded()) value = text;
+      Result<json> parsed = parse_json(text, log);
+      value = parsed ? std::move(*parsed) : json(text);
     }
-    doc.flat.try_emplace(bare(key), Entry{value, 0, "", key, 0});
+    doc.flat.try_emplace(bare(key), Entry{value, 0, "", key, 0, {}});
   }
   JobConfig config;
   config.trainer = trainer;

@@ -524,17 +524,16 @@ Result<std::string> patch_file(parsers::TargetKind kind, std::string_view text,
   nlohmann::json doc;
   std::string error;
   if (kind == TargetKind::kToml) {
-    try {
-      doc = toml_to_json(toml::parse(*result));
-    } catch (const toml::parse_error& e) {
-      return make_error(ErrorCode::kBadInput,
-                        fmt::format("the patched file does not parse (line {}: {})",
-                                    e.source().begin.line, e.description()));
+    const Result<toml::table> parsed = parsers::parse_toml(*result, "line");
+    if (!parsed) {
+      return make_error(ErrorCode::kBadInput, fmt::format("the patched file does not parse ({})",
+                                                          parsed.error().message));
     }
+    doc = toml_to_json(*parsed);
   } else if (kind == TargetKind::kJson) {
-    doc = nlohmann::json::parse(*result, nullptr, false);
+    if (auto parsed = parsers::parse_json(*result, "the patched file")) doc = std::move(*parsed);
   } else {
-    auto parsed = parsers::yaml_to_json(*result);
+    auto parsed = parsers::yaml_to_json(*result, "line");
     // Config strings may hold any bytes: invalid UTF-8 is replaced, never thrown on.
     if (parsed) {
       doc = nlohmann::json::parse(
@@ -577,8 +576,10 @@ Result<std::string> patch_yaml(std::string_view text, const std::vector<ConfigCh
 }
 
 Result<std::string> patch_json(std::string_view text, const std::vector<ConfigChange>& changes) {
-  auto doc = nlohmann::ordered_json::parse(text, nullptr, false);
-  if (doc.is_discarded()) return make_error(ErrorCode::kBadInput, "not valid JSON");
+  // Within the limits of parsers/bounded_document.h before anything walks or dumps it.
+  auto parsed = parsers::parse_ordered_json(text, "the config");
+  if (!parsed) return parsed.error();
+  nlohmann::ordered_json doc = std::move(*parsed);
   for (const ConfigChange& change : changes) {
     if (!edits_file(change)) continue;
     const auto segments = split_path(key_path(change));

@@ -8,13 +8,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "daemon/cli/trainer_command.h"
+#include "daemon/common/user_file.h"
 #include "daemon/service/job_locator.h"
+#include "parsers/bounded_document.h"
 #include "parsers/log_analyzer.h"
 #include "parsers/native_config.h"
 #include "parsers/printed_arguments.h"
@@ -23,17 +21,6 @@ namespace oomtriage::daemon {
 namespace {
 
 namespace fs = std::filesystem;
-
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return make_error(ErrorCode::kIo,
-                      fmt::format("{}: cannot be read: {}", path, std::strerror(errno)));
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // Records where JSON stopped parsing; accepts everything else (nlohmann's SAX interface, which
 // reports a parse error to the handler instead of throwing).
@@ -114,10 +101,19 @@ std::vector<std::string> arguments_beside(const parsers::Arguments& arguments) {
 
 }  // namespace
 
+// JSON within the limits of parsers/bounded_document.h; where it stopped parsing when it does
+// not parse.
+Result<nlohmann::json> parse_json_file(const std::string& text, const std::string& path) {
+  Result<nlohmann::json> doc = parsers::parse_json(text, path);
+  if (!doc && parsers::size_ok(text, path) && parsers::json_nesting_ok(text)) {
+    return make_error(ErrorCode::kBadInput, json_error(text, path));
+  }
+  return doc;
+}
+
 Result<CheckInput> read_spec_input(const std::string& path) {
-  OOMTRIAGE_ASSIGN_OR_RETURN(const std::string text, read_text(path));
-  const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
-  if (doc.is_discarded()) return make_error(ErrorCode::kBadInput, json_error(text, path));
+  OOMTRIAGE_ASSIGN_OR_RETURN(const std::string text, read_user_file(path));
+  OOMTRIAGE_ASSIGN_OR_RETURN(const nlohmann::json doc, parse_json_file(text, path));
   // A row of the measured-jobs file carries its spec under "spec".
   const nlohmann::json& object = doc.is_object() && doc.contains("spec") ? doc["spec"] : doc;
   CheckInput input;
@@ -128,10 +124,8 @@ Result<CheckInput> read_spec_input(const std::string& path) {
 Result<CheckInput> read_config_input(const std::string& path, parsers::Trainer trainer) {
   std::error_code ec;
   if (fs::path(path).extension() == ".json" && fs::is_regular_file(path, ec)) {
-    OOMTRIAGE_ASSIGN_OR_RETURN(const std::string text, read_text(path));
-    if (nlohmann::json::parse(text, nullptr, false).is_discarded()) {
-      return make_error(ErrorCode::kBadInput, json_error(text, path));
-    }
+    OOMTRIAGE_ASSIGN_OR_RETURN(const std::string text, read_user_file(path));
+    OOMTRIAGE_TRY(parse_json_file(text, path));
   }
   OOMTRIAGE_ASSIGN_OR_RETURN(ConfigFile read, read_config_file(path, trainer, std::nullopt));
   return from_config_file(std::move(read));

@@ -115,7 +115,7 @@ int run_fix(const FixOptions& options) {
   std::optional<std::filesystem::path> explicit_config;
   if (options.config) explicit_config = *options.config;
   auto located = locate_job(options.log, explicit_config, analysis.trainer, analysis);
-  if (!located) return fail(kExitEnvironment, located.error().message);
+  if (!located) return fail(exit_code_for(located.error()), located.error().message);
   JobLookup& lookup = *located;
   if (!lookup.warning.empty()) fmt::print(stderr, "oomtriage: {}\n", lookup.warning);
 

@@ -4,12 +4,11 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "daemon/alerts/predicted_alert.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/digest.h"
+#include "daemon/common/user_file.h"
 #include "daemon/service/fleet_memory.h"
 #include "daemon/service/preflight_alerts.h"
 #include "parsers/job_config.h"
@@ -34,13 +33,11 @@ void warn_before_launch(const RunOptions& options, const std::optional<std::stri
   if (options.alerts.preflight == "off" || !config_path) return;
   const std::optional<uint64_t> card = card_bytes(options);
   if (!card) return;
-  std::ifstream in(*config_path, std::ios::binary);
-  if (!in) return;
-  std::stringstream text;
-  text << in.rdbuf();
+  const Result<std::string> text = read_user_file(*config_path);
+  if (!text) return;  // the trainer says what is wrong with its config
   const std::string ext = fs::path(*config_path).extension().string();
   const auto format = ext == ".json" ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml;
-  const auto config = parsers::parse_job_config(text.str(), format, *config_path);
+  const auto config = parsers::parse_job_config(*text, format, *config_path);
   if (!config) return;
   const triage::MemorySpec spec = triage::spec_from_config(*config);
   const triage::Architecture* arch = triage::find_architecture(spec.model_family);
@@ -61,7 +58,7 @@ void warn_before_launch(const RunOptions& options, const std::optional<std::stri
     const std::string folder = fs::path(log_path).parent_path().string();
     auto job_id = (*store)->upsert_job(job, folder, trainer, folder, now);
     if (job_id) {
-      const PreflightJob checked{*job_id, job, trainer, log_path, sha256_hex(text.str()), &*config};
+      const PreflightJob checked{*job_id, job, trainer, log_path, sha256_hex(*text), &*config};
       auto result = preflight_job(**store, checked, *card, correction, now);
       if (result && result->judged) {
         preflight = result->preflight;

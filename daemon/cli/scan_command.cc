@@ -151,7 +151,7 @@ int run_scan(const ScanOptions& options) {
     auto located = locate_job(path, explicit_config, a.trainer, a);
     if (!located) {
       report(located.error().message);
-      return kExitEnvironment;
+      return exit_code_for(located.error());  // 1 for a config refused, 2 for one not readable
     }
     JobLookup& lookup = *located;
     if (!lookup.warning.empty()) report(lookup.warning);

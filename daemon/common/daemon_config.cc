@@ -1,10 +1,11 @@
 // daemon/common/daemon_config.cc: YAML in, validated config out (line numbers from yaml-cpp marks).
 #include "daemon/common/daemon_config.h"
 
+#include "daemon/common/user_file.h"
 #include "daemon/render/did_you_mean.h"
 #include "db/fleet_store.h"
 
-#include "parsers/job_config.h"
+#include "parsers/bounded_document.h"
 #include "parsers/sizes.h"
 #include "triage/heal_plan.h"
 
@@ -18,8 +19,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 namespace oomtriage::daemon {
 namespace fs = std::filesystem;
@@ -86,12 +85,10 @@ void check_glob_folder(const std::string& source, const YAML::Node& node, const 
   }
 }
 
-std::optional<std::string> read_secret(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string secret = text.str();
+// A secret file: a token or a URL, a line of text (64 KiB is far more than any).
+Result<std::string> read_secret(const std::string& path) {
+  constexpr size_t kMaxSecretBytes = 64 << 10;
+  OOMTRIAGE_ASSIGN_OR_RETURN(std::string secret, read_user_file(path, kMaxSecretBytes));
   while (!secret.empty() &&
          (secret.back() == '\n' || secret.back() == '\r' || secret.back() == ' ')) {
     secret.pop_back();
@@ -117,11 +114,7 @@ Result<Receiver> parse_receiver(const YAML::Node& a, const std::string& source, 
     r.url = a["url"].as<std::string>();
   } else if (a["url_file"]) {
     auto secret = read_secret(a["url_file"].as<std::string>());
-    if (!secret) {
-      return bad(source, a["url_file"],
-                 fmt::format("cannot read url_file {}: {}", a["url_file"].as<std::string>(),
-                             std::strerror(errno)));
-    }
+    if (!secret) return bad(source, a["url_file"], "url_file " + secret.error().message);
     r.url = *secret;
   } else if (a["url_env"]) {
     const char* value = std::getenv(a["url_env"].as<std::string>().c_str());
@@ -138,9 +131,10 @@ Result<Receiver> parse_receiver(const YAML::Node& a, const std::string& source, 
   }
   if (a["hmac_secret_file"]) {
     auto secret = read_secret(a["hmac_secret_file"].as<std::string>());
-    if (!secret || secret->empty()) {
-      return bad(source, a["hmac_secret_file"], "cannot read hmac_secret_file");
+    if (!secret) {
+      return bad(source, a["hmac_secret_file"], "hmac_secret_file " + secret.error().message);
     }
+    if (secret->empty()) return bad(source, a["hmac_secret_file"], "hmac_secret_file is empty");
     r.hmac_secret = *secret;
   }
   if (a["ca_file"]) r.ca_file = a["ca_file"].as<std::string>();
@@ -247,9 +241,8 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
   DaemonConfig config;
   config.source = source;
   YAML::Node root;
-  if (auto nesting = parsers::yaml_nesting_ok(text); !nesting) {
-    return make_error(ErrorCode::kBadInput, source + ":" + nesting.error().message);
-  }
+  // Within the limits (size, nesting, the nodes aliases expand to) before the walk below.
+  if (auto bounded = parsers::yaml_to_json(text, source); !bounded) return bounded.error();
   try {
     root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
@@ -448,13 +441,8 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
 }
 
 Result<DaemonConfig> load_daemon_config(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return make_error(ErrorCode::kIo,
-                      fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_daemon_config(text.str(), path);
+  OOMTRIAGE_ASSIGN_OR_RETURN(const std::string text, read_user_file(path));
+  return parse_daemon_config(text, path);
 }
 
 DaemonConfig inline_watch_config(const std::vector<std::string>& dirs) {

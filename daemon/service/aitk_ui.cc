@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon/net/http_client.h"
+#include "parsers/bounded_document.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -49,7 +50,8 @@ std::optional<db::AitkJob> job_from_json(const json& job) {
 
 Result<std::optional<db::AitkJob>> job_from_ui_list(const std::string& body,
                                                     const std::string& name) {
-  const json list = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  Result<json> parsed = parsers::parse_json(body, "the UI's answer", kMaxAnswer);
+  const json list = parsed ? std::move(*parsed) : json(json::value_t::discarded);
   const auto jobs = list.is_object() ? list.find("jobs") : list.end();
   if (list.is_discarded() || !list.is_object() || jobs == list.end() || !jobs->is_array()) {
     return make_error(ErrorCode::kBadInput,
@@ -170,7 +172,8 @@ void AitkUi::requeue(const db::AitkJob& job, std::string job_config, std::string
     });
     return;
   }
-  json config = json::parse(job_config, nullptr, /*allow_exceptions=*/false);
+  Result<json> parsed = parsers::parse_json(job_config, "the patched job config");
+  json config = parsed ? std::move(*parsed) : json(json::value_t::discarded);
   if (config.is_discarded()) {
     asio::post(io_, [done] {
       done(make_error(ErrorCode::kBadInput, "the patched job config is not JSON"));
@@ -182,7 +185,8 @@ void AitkUi::requeue(const db::AitkJob& job, std::string job_config, std::string
   call(true, "/api/jobs?id=" + id, "", [=](Answer answer) {
     if (self->use_database(answer)) return self->requeue_in_database(job, job_config, info, done);
     if (answer.error) return done(*answer.error);
-    const json current = json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
+    Result<json> answered = parsers::parse_json(answer.body, "the UI's answer", kMaxAnswer);
+    const json current = answered ? std::move(*answered) : json(json::value_t::discarded);
     const auto row = job_from_json(current);
     if (!row || row->status != "error") return done(false);
     // The UI's edit (config), then its "Start" (queued), then its queue's "Start" (running).

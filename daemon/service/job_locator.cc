@@ -5,30 +5,19 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
-#include <toml++/toml.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fstream>
-#include <sstream>
 
 #include "daemon/common/digest.h"
+#include "daemon/common/user_file.h"
+#include "parsers/bounded_document.h"
 #include "parsers/cri_log.h"
 #include "parsers/log_analyzer.h"
 
 namespace oomtriage::daemon {
 namespace fs = std::filesystem;
 namespace {
-
-std::optional<std::string> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream out;
-  out << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return out.str();
-}
 
 using parsers::TargetKind;
 using parsers::Trainer;
@@ -43,13 +32,14 @@ TargetKind kind_for(const fs::path& path) {
 // Which trainer wrote a config file, from its content; nullopt when none is recognised.
 std::optional<Trainer> sniff_trainer(const std::string& text, TargetKind kind) {
   if (kind == TargetKind::kYaml) {
-    const auto doc = parsers::yaml_to_json(text);
+    const auto doc = parsers::yaml_to_json(text, "");
     if (doc && doc->is_object() && doc->contains("config")) return Trainer::kAiToolkit;
     return std::nullopt;
   }
   if (kind == TargetKind::kJson) {
-    const auto doc = nlohmann::json::parse(text, nullptr, false);
-    if (doc.is_discarded() || !doc.is_object()) return std::nullopt;
+    const Result<nlohmann::json> parsed = parsers::parse_json(text, "");
+    if (!parsed || !parsed->is_object()) return std::nullopt;
+    const nlohmann::json& doc = *parsed;
     if (doc.contains("config") && doc["config"].is_object()) return Trainer::kAiToolkit;
     for (const auto& [key, value] : doc.items()) {
       if (key.rfind("--", 0) == 0) return Trainer::kSimpleTuner;
@@ -62,8 +52,9 @@ std::optional<Trainer> sniff_trainer(const std::string& text, TargetKind kind) {
     if (doc.contains("model_family")) return Trainer::kSimpleTuner;
     return std::nullopt;
   }
-  try {
-    const toml::table doc = toml::parse(text);
+  const Result<toml::table> parsed = parsers::parse_toml(text, "");
+  if (parsed) {
+    const toml::table& doc = *parsed;
     if (doc.contains("model_family") || doc.contains("--model_family")) {
       return Trainer::kSimpleTuner;
     }
@@ -79,7 +70,6 @@ std::optional<Trainer> sniff_trainer(const std::string& text, TargetKind kind) {
         }
       }
     }
-  } catch (const toml::parse_error&) {
   }
   return std::nullopt;
 }
@@ -94,15 +84,13 @@ fs::path resolve(const std::string& named, const fs::path& near) {
 
 // The dataset config a kohya/musubi TOML names (`dataset_config = "dataset.toml"`).
 std::optional<std::string> dataset_config_of(const std::string& text) {
-  try {
-    const toml::table doc = toml::parse(text);
-    if (const auto* value = doc["dataset_config"].as_string()) return value->get();
-    for (const auto& [key, node] : doc) {
-      if (const toml::table* t = node.as_table()) {
-        if (const auto* value = (*t)["dataset_config"].as_string()) return value->get();
-      }
+  const Result<toml::table> doc = parsers::parse_toml(text, "");
+  if (!doc) return std::nullopt;
+  if (const auto* value = (*doc)["dataset_config"].as_string()) return value->get();
+  for (const auto& [key, node] : *doc) {
+    if (const toml::table* t = node.as_table()) {
+      if (const auto* value = (*t)["dataset_config"].as_string()) return value->get();
     }
-  } catch (const toml::parse_error&) {
   }
   return std::nullopt;
 }
@@ -180,13 +168,11 @@ Result<parsers::JobConfig> read_as(Trainer owner, const fs::path& path, const st
   if (!dataset && named_dataset) dataset = named_dataset;
   if (dataset && owner == Trainer::kSdScripts) {
     const fs::path dataset_path = resolve(*dataset, path);
-    if (auto dataset_text = read_file(dataset_path)) {
+    if (auto dataset_text = read_user_file(dataset_path.string())) {
       files.push_back({TargetKind::kToml, dataset_path.string(), std::move(*dataset_text)});
     } else {
-      warnings.push_back(
-          fmt::format("cannot read the dataset config {}: {}; its settings "
-                      "are unknown",
-                      dataset_path.string(), std::strerror(errno)));
+      warnings.push_back(fmt::format("the dataset config {}; its settings are unknown",
+                                     dataset_text.error().message));
     }
   }
   return parsers::read_native_config(owner, files);
@@ -221,15 +207,10 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
   for (const Candidate& candidate : candidates) {
     std::error_code ec;
     if (!candidate.explicit_file && !fs::is_regular_file(candidate.path, ec)) continue;
-    const std::optional<std::string> text = read_file(candidate.path);
+    const Result<std::string> text = read_user_file(candidate.path.string());
     if (!text) {
-      const std::string reason = std::strerror(errno);
-      if (candidate.explicit_file) {
-        return make_error(ErrorCode::kIo, fmt::format("cannot read config {}: {}",
-                                                      candidate.path.string(), reason));
-      }
-      warnings.push_back(
-          fmt::format("cannot read {}: {}; triaging without it", candidate.path.string(), reason));
+      if (candidate.explicit_file) return text.error();
+      warnings.push_back(text.error().message + "; triaging without it");
       continue;
     }
     const std::optional<Trainer> owner =
@@ -297,15 +278,11 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
 
 Result<ConfigFile> read_config_file(const fs::path& path, Trainer trainer,
                                     const std::optional<std::string>& named_dataset_config) {
-  const std::optional<std::string> text = read_file(path);
-  if (!text) {
-    return make_error(ErrorCode::kIo, fmt::format("cannot read config {}: {}", path.string(),
-                                                  std::strerror(errno)));
-  }
+  OOMTRIAGE_ASSIGN_OR_RETURN(const std::string text, read_user_file(path.string()));
   ConfigFile read;
-  const std::optional<Trainer> owner = config_owner(path, *text, trainer, true);
+  const std::optional<Trainer> owner = config_owner(path, text, trainer, true);
   OOMTRIAGE_ASSIGN_OR_RETURN(
-      read.config, read_as(*owner, path, *text, named_dataset_config, read.files, read.warnings));
+      read.config, read_as(*owner, path, text, named_dataset_config, read.files, read.warnings));
   return read;
 }
 

@@ -15,9 +15,9 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   using namespace oomtriage;
-  const auto doc = nlohmann::json::parse(text, nullptr, false);
-  if (!doc.is_discarded()) {
-    if (const auto spec = triage::parse_memory_spec(doc, "fuzz")) {
+  // As `check --spec` reads it: within the limits of parsers/bounded_document.h.
+  if (const auto doc = parsers::parse_json(text, "fuzz")) {
+    if (const auto spec = triage::parse_memory_spec(*doc, "fuzz")) {
       const auto estimate = triage::estimate_memory(*spec, {1.1, 3, "fuzz"});
       (void)triage::judge(estimate, triage::usable_bytes(24ull << 30));
       (void)triage::preflight_spec(*spec, triage::usable_bytes(16ull << 30));

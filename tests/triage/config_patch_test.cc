@@ -202,7 +202,7 @@ TEST_SUITE("triage::config_patch") {
     for (const fs::path& path : files) {
       const std::string text = slurp(path);
       std::string error;
-      const auto doc = parsers::yaml_to_json(text);
+      const auto doc = parsers::yaml_to_json(text, "config.yaml");
       REQUIRE(doc);
       const nlohmann::json original = nlohmann::json::parse(doc->dump());
       const nlohmann::json flat = original.flatten();
@@ -260,7 +260,7 @@ TEST_SUITE("triage::config_patch") {
           continue;
         }
         ++patched;
-        const auto after = parsers::yaml_to_json(*result);
+        const auto after = parsers::yaml_to_json(*result, "config.yaml");
         REQUIRE(after);
         nlohmann::json expected = original;
         expected[nlohmann::json::json_pointer(pointer)] = next;
