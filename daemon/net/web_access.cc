@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <unordered_map>
 #include <vector>
+
+#include "daemon/common/user_file.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -123,8 +125,10 @@ Result<std::unique_ptr<WebAccess>> WebAccess::load(const std::string& path, Acce
                       fmt::format("access file {}: others may read it (mode {:04o}); chmod 600 it",
                                   path, st.st_mode & 07777));
   }
-  std::ifstream in(path);
-  if (!in) return make_error(ErrorCode::kIo, fmt::format("access file {}: cannot read it", path));
+  // Bounded and regular files only, as every file a user writes (daemon/common/user_file.h).
+  auto text = read_user_file(path, 1 << 20);
+  if (!text) return make_error(text.error().code, "access file " + text.error().message);
+  std::istringstream in(*text);
   std::unique_ptr<WebAccess> access(new WebAccess());
   access->impl_->limits = limits;
   std::string raw;

@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "tests/support/e2e.h"
+#include "tests/support/http_test_server.h"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -741,9 +742,11 @@ TEST_SUITE("daemon::e2e") {
     CHECK(daemon.stop(SIGTERM) == 0);
   }
   TEST_CASE(
-      "a SIGHUP storm: reloads coalesce, OOMs are stored while it lasts, a file broken for a "
-      "moment is read again, and the last config written is the one in force") {
+      "a SIGHUP storm: reloads coalesce, OOMs are stored and alerted while it lasts, a file "
+      "broken for a moment is read again, and the last config written is the one in force") {
     TempDir dir;
+    // A webhook with its 2 s storm window: a reload every second must not reopen it each time.
+    HttpTestServer server([](const ReceivedRequest&, size_t) { return ScriptedResponse{}; });
     const fs::path a = dir.path / "a";
     const fs::path b = dir.path / "b";
     fs::create_directories(a);
@@ -752,7 +755,9 @@ TEST_SUITE("daemon::e2e") {
     const auto write_config = [&](bool with_b) {
       const fs::path tmp = dir.path / "oomtriage.yaml.tmp";
       std::ofstream(tmp) << "watch:\n  - logs: " << (a / "*" / "log.txt").string() << "\n"
-                         << (with_b ? "  - logs: " + (b / "*" / "log.txt").string() + "\n" : "");
+                         << (with_b ? "  - logs: " + (b / "*" / "log.txt").string() + "\n" : "")
+                         << "alerts:\n  - name: hook\n    type: webhook\n    url: "
+                         << server.url("/oom") << "\n";
       fs::rename(tmp, conf);
     };
     write_config(false);
@@ -777,13 +782,13 @@ TEST_SUITE("daemon::e2e") {
         std::this_thread::sleep_for(10ms);
       }
     });
-    // Each OOM is stored while the storm goes on.
+    // Each OOM is stored, and its alert sent, while the storm goes on.
     for (int n = 0; n < 6; ++n) {
       const std::string job = fmt::format("job{}", n);
       fs::create_directories(a / job);
       write_slowly(a / job / "log.txt", "Killed\n");
       CHECK(wait_until([&] { return view.events(job) == 1; }));
-      std::this_thread::sleep_for(200ms);
+      CHECK(wait_until([&] { return server.count() == static_cast<size_t>(n + 1); }));
     }
     // The last version written is the one in force once the signals stop.
     storming = false;

@@ -307,6 +307,13 @@ TEST_SUITE("daemon::user_file") {
                          ":1: nested deeper than 64 levels") == 1);
     CHECK(count(err, (out / "laughs" / "config.yaml").string() +
                          ": refused: YAML aliases expand past 100000 nodes") == 1);
+    // Its peak memory stayed far under the unit's MemoryHigh=256M (systemd/oomtriage.service).
+    const std::string status = slurp(fs::path("/proc") / std::to_string(daemon.pid()) / "status");
+    const size_t hwm = status.find("VmHWM:");
+    REQUIRE(hwm != std::string::npos);
+    const long peak_kib = std::stol(status.substr(hwm + 6));
+    INFO("peak RSS " << peak_kib << " KiB");
+    CHECK(peak_kib < 128 * 1024);
     CHECK(daemon.stop(SIGTERM) == 0);
   }
 }
