@@ -328,9 +328,8 @@ TEST_SUITE("daemon::gpu timeline") {
       append(log, (n == 1 ? "" : "Running 1 job\n# Running job: " + job + "\n") +
                       test::bar(job, 10 * n, 100) + "\n" +
                       test::traceback("  File \"run.py\", line 1, in <module>\n"));
-      REQUIRE(wait_until([&] {
-        return alerts_named(server, "TrainingOOM").size() == static_cast<size_t>(n);
-      }));
+      REQUIRE(wait_until(
+          [&] { return alerts_named(server, "TrainingOOM").size() == static_cast<size_t>(n); }));
       const auto story = view.story(job);
       REQUIRE(story);
       CHECK(story->events.size() == 1);
