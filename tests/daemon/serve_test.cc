@@ -446,6 +446,20 @@ Served legitimate_client(unsigned short port, int n, const std::vector<std::stri
   out.p99_ms = took[std::min(took.size() - 1, took.size() * 99 / 100)];
   return out;
 }
+// An access file of serve's, mode 600: the token 0123456789abcdef0123 and the user alice
+// (password right-password) as a bcrypt hash of `cost`.
+fs::path write_access_file(const TempDir& dir, int cost) {
+  crypt_data data{};
+  const char* salt = crypt_gensalt_rn("$2b$", cost, nullptr, 0, data.setting, sizeof data.setting);
+  REQUIRE(salt != nullptr);
+  const std::string hash = crypt_r("right-password", salt, &data);
+  REQUIRE(hash.starts_with("$2b$"));
+  const fs::path access = dir.path / "access";
+  std::ofstream(access) << "token 0123456789abcdef0123\nalice:" << hash << "\n";
+  fs::permissions(access, fs::perms::owner_read | fs::perms::owner_write);
+  return access;
+}
+
 }  // namespace
 
 TEST_SUITE("daemon::serve") {
@@ -704,14 +718,7 @@ TEST_SUITE("daemon::serve") {
     const fs::path state = dir.path / "state";
     fill_store(state);
     // A bcrypt user at the cost htpasswd -B uses (tens of milliseconds a check) and a token.
-    crypt_data data{};
-    const char* salt = crypt_gensalt_rn("$2b$", 10, nullptr, 0, data.setting, sizeof data.setting);
-    REQUIRE(salt != nullptr);
-    const std::string hash = crypt_r("right-password", salt, &data);
-    REQUIRE(hash.starts_with("$2b$10$"));
-    const fs::path access = dir.path / "access";
-    std::ofstream(access) << "token 0123456789abcdef0123\nalice:" << hash << "\n";
-    fs::permissions(access, fs::perms::owner_read | fs::perms::owner_write);
+    const fs::path access = write_access_file(dir, 10);
     // serve's defaults: 128 connections, 16 an address, 5 s for a request's head.
     ServeProcess serve({"--state-dir", state.string(), "serve", "--listen", "127.0.0.1:0",
                         "--access-file", access.string()},
@@ -763,13 +770,7 @@ TEST_SUITE("daemon::serve") {
     TempDir dir;
     const fs::path state = dir.path / "state";
     fill_store(state);
-    crypt_data data{};
-    const char* salt = crypt_gensalt_rn("$2b$", 8, nullptr, 0, data.setting, sizeof data.setting);
-    REQUIRE(salt != nullptr);
-    const std::string hash = crypt_r("right-password", salt, &data);
-    const fs::path access = dir.path / "access";
-    std::ofstream(access) << "token 0123456789abcdef0123\nalice:" << hash << "\n";
-    fs::permissions(access, fs::perms::owner_read | fs::perms::owner_write);
+    const fs::path access = write_access_file(dir, 8);
     ServeProcess serve({"--state-dir", state.string(), "serve", "--listen", "127.0.0.1:0",
                         "--access-file", access.string()},
                        dir.path / "serve.err");
