@@ -88,18 +88,29 @@ printf '%s\n' "2026-11-30T10:15:00.000000001Z stderr P \rmy_lora:  16%|#  | 500/
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-status=0
-for target in analyzer cri_log job_config config_patch daemon_config preflight bounded_document \
-  native_config; do
-  echo "fuzz: ${target}_fuzz for ${seconds}s"
+# One fuzzer per core: each is single-threaded, so on 2 cores two run at once.
+fuzz_one() {  # fuzz_one TARGET: runs it, prints its summary; non-zero on a finding
+  local target=$1
   if ! ./build-fuzz/${target}_fuzz -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -max_len=65536 -artifact_prefix=build-fuzz/findings/${target}- "$work/$target" \
       >"$work/$target.log" 2>&1; then
     echo "fuzz: ${target}_fuzz FAILED" >&2
     tail -n 40 "$work/$target.log" >&2
-    status=1
-  else
-    grep -E "^Done [0-9]+ runs" "$work/$target.log" | sed "s/^/fuzz: ${target}_fuzz: /"
+    return 1
+  fi
+  grep -E "^Done [0-9]+ runs" "$work/$target.log" | sed "s/^/fuzz: ${target}_fuzz: /"
+}
+status=0
+running=()
+for target in analyzer cri_log job_config config_patch daemon_config preflight bounded_document \
+  native_config; do
+  echo "fuzz: ${target}_fuzz for ${seconds}s"
+  fuzz_one "$target" &
+  running+=($!)
+  if ((${#running[@]} >= ${OOMTRIAGE_JOBS:-2})); then
+    wait "${running[0]}" || status=1
+    running=("${running[@]:1}")
   fi
 done
+for pid in "${running[@]}"; do wait "$pid" || status=1; done
 exit $status
