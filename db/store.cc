@@ -12,6 +12,8 @@
 #include <sqlite3.h>
 
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace oomtriage::db {
 namespace {
@@ -248,7 +250,36 @@ CREATE TABLE gpu_memory (
   UNIQUE (run_id, gpu)
 ) STRICT;
 )sql",
+    // 13: the id of each event's top fix, written with the event (db/store_progress.cc), so that
+    // the jobs list and amendments read a column and no SQL reads the fixes' JSON. The rows stored
+    // before it are filled in C++ by fill_top_fix() below, from their fixes_json.
+    R"sql(
+ALTER TABLE events ADD COLUMN top_fix TEXT NOT NULL DEFAULT '';
+)sql",
 };
+
+// The migration after which the events' top_fix column is filled (migration 13).
+constexpr int kTopFixVersion = 13;
+
+// Fills top_fix for the events stored before the column existed, by the one fix decoder.
+Result<Ok> fill_top_fix(StatementCache& statements) {
+  std::vector<std::pair<int64_t, std::string>> filled;
+  {
+    Statement read(statements, "SELECT id, fixes_json FROM events");
+    int rc;
+    while ((rc = read.step()) == SQLITE_ROW) {
+      std::string top_fix = top_fix_of(read.text(1));
+      if (!top_fix.empty()) filled.emplace_back(read.integer(0), std::move(top_fix));
+    }
+    if (rc != SQLITE_DONE) return read.error("read the events' fixes");
+  }
+  for (const auto& [id, top_fix] : filled) {
+    Statement write(statements, "UPDATE events SET top_fix = ?2 WHERE id = ?1");
+    write.bind(1, id).bind(2, top_fix);
+    if (write.step() != SQLITE_DONE) return write.error("fill the events' top fix");
+  }
+  return Ok{};
+}
 
 Result<sqlite3*> open_connection(const std::string& path, int flags) {
   sqlite3* db = nullptr;
@@ -347,6 +378,9 @@ Result<Ok> Store::migrate() {
     // what is still missing runs.
     if (schema_version() > version) continue;
     if (auto r = exec(kMigrations[version]); !r) return r.error();
+    if (version + 1 == kTopFixVersion) {
+      if (auto r = fill_top_fix(*statements_); !r) return r.error();
+    }
     const std::string bump = "PRAGMA user_version=" + std::to_string(version + 1);
     if (auto r = exec(bump.c_str()); !r) return r.error();
     if (!tx.commit()) return busy_or_database(db_, "migrate");

@@ -2,9 +2,12 @@
 //
 // What the Store's source files share and callers of db/store.h never see: the SQL that makes an
 // event's UUID, spliced into the schema's migration (db/store.cc) and into the event insert
-// (db/store_progress.cc), and the reader of a GPU memory row that the store's reads and the
-// fleet outbox share. Internal to db/.
+// (db/store_progress.cc), an event's top fix (written at insert, filled by a migration), and the
+// reader of a GPU memory row that the store's reads and the fleet outbox share. Internal to db/.
 #pragma once
+
+#include <string>
+#include <string_view>
 
 #include "db/sqlite_statement.h"
 #include "db/store.h"
@@ -16,6 +19,10 @@
   "'-' || hex(randomblob(6)))"
 
 namespace oomtriage::db {
+
+// The id of the first fix in an event's fixes_json, read by the fix decoder (triage/fix_codec.h);
+// "" when it has none or does not decode (a row edited by hand). The events' top_fix column.
+std::string top_fix_of(std::string_view fixes_json);
 
 // The columns a GpuMemoryRow is read from, in the order gpu_memory_row() reads them.
 #define OOMTRIAGE_GPU_MEMORY_COLUMNS                                          \

@@ -10,13 +10,14 @@
 
 #include <sqlite3.h>
 
-// The id of an event's top fix, or '': a row edited by hand into JSON that does not parse must
-// not make json_extract() fail every commit that amends it.
-#define OOMTRIAGE_TOP_FIX_SQL                                                                     \
-  "CASE WHEN json_valid(fixes_json) THEN COALESCE(json_extract(fixes_json, '$[0].id'), '') ELSE " \
-  "'' END"
+#include "triage/fix_codec.h"
 
 namespace oomtriage::db {
+
+std::string top_fix_of(std::string_view fixes_json) {
+  const auto fixes = triage::decode_fixes(fixes_json);
+  return fixes && !fixes->empty() ? fixes->front().id : "";
+}
 
 Result<int64_t> Store::commit_progress(const Progress& progress, int64_t now) {
   return commit_progress(std::vector<Progress>{progress}, now);
@@ -50,8 +51,8 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
         *statements_,
         "INSERT INTO events (job_id, run_id, file_id, snapshot_id, offset, kind, phase, "
         "step, recovered, event_json, fixes_json, created_at, generation, model_family, "
-        "revision, resent, uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, "
-        "?13, ?14, ?15, ?16, " OOMTRIAGE_UUID_SQL
+        "revision, resent, top_fix, uuid) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
+        "?12, ?13, ?14, ?15, ?16, ?17, " OOMTRIAGE_UUID_SQL
         ") ON CONFLICT (file_id, generation, offset) DO NOTHING "
         "RETURNING id");
     s.bind(1, p.job_id)
@@ -69,7 +70,8 @@ Result<int64_t> Store::write_progress(const Progress& p, int64_t now) {
         .bind(13, p.generation)
         .bind(14, e.model_family)
         .bind(15, e.revision)
-        .bind(16, int64_t{e.resent});
+        .bind(16, int64_t{e.resent})
+        .bind(17, top_fix_of(e.fixes_json));
     const int rc = s.step();
     if (rc == SQLITE_DONE) continue;  // already stored: the same bytes were read again
     if (rc != SQLITE_ROW) return s.error("insert event");
@@ -114,9 +116,9 @@ Result<std::optional<int64_t>> Store::amend_event(const Progress& p, const Event
   int64_t stored_revision = 0;
   std::string stored_top_fix;
   {
-    Statement find(*statements_, "SELECT id, revision, " OOMTRIAGE_TOP_FIX_SQL
-                                 " FROM "
-                                 "events WHERE file_id = ?1 AND generation = ?2 AND offset = ?3");
+    Statement find(*statements_,
+                   "SELECT id, revision, top_fix FROM events WHERE file_id = ?1 AND generation = "
+                   "?2 AND offset = ?3");
     find.bind(1, p.file_id).bind(2, p.generation).bind(3, static_cast<int64_t>(e.offset));
     const int rc = find.step();
     if (rc == SQLITE_DONE) return std::optional<int64_t>();
@@ -128,12 +130,11 @@ Result<std::optional<int64_t>> Store::amend_event(const Progress& p, const Event
   // The same amendment read again (a rewind), or an older one: the store keeps the newest.
   if (stored_revision >= e.revision) return std::optional<int64_t>(0);
 
-  std::string top_fix;
+  const std::string top_fix = top_fix_of(e.fixes_json);
   {
     Statement update(*statements_,
                      "UPDATE events SET kind = ?2, phase = ?3, step = ?4, recovered = ?5, "
-                     "event_json = ?6, fixes_json = ?7, revision = ?8 WHERE id = ?1 "
-                     "RETURNING " OOMTRIAGE_TOP_FIX_SQL);
+                     "event_json = ?6, fixes_json = ?7, revision = ?8, top_fix = ?9 WHERE id = ?1");
     update.bind(1, event_id)
         .bind(2, e.kind)
         .bind(3, e.phase)
@@ -141,9 +142,9 @@ Result<std::optional<int64_t>> Store::amend_event(const Progress& p, const Event
         .bind(5, int64_t{e.recovered})
         .bind(6, e.event_json)
         .bind(7, e.fixes_json)
-        .bind(8, e.revision);
-    if (update.step() != SQLITE_ROW) return update.error("amend event");
-    top_fix = update.text(0);
+        .bind(8, e.revision)
+        .bind(9, top_fix);
+    if (update.step() != SQLITE_DONE) return update.error("amend event");
   }
   // An alert not sent yet carries the amended event when it goes; one sent is sent again only
   // when its advice changed (a new phase with the same top fix is not worth a second message).

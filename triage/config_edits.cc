@@ -103,9 +103,7 @@ parsers::JobConfig with_changes(parsers::JobConfig config,
                                 const std::vector<ConfigChange>& changes) {
   for (const ConfigChange& change : changes) {
     if (!change.neutral) continue;  // already in a trainer's syntax: not this vocabulary
-    const json value = json::parse(change.to_json, nullptr, false);
-    if (value.is_discarded()) continue;
-    edit(config, change.path, value);
+    edit(config, change.path, change.to);
   }
   return config;
 }

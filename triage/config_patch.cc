@@ -14,6 +14,8 @@
 #include <tuple>
 #include <variant>
 
+#include "triage/fix_codec.h"
+
 namespace oomtriage::triage {
 namespace {
 
@@ -152,8 +154,8 @@ class YamlEditor {
 
   bool apply(const ConfigChange& change) {
     const auto segments = split_path(change.path);
-    const auto value = nlohmann::json::parse(change.to_json, nullptr, false);
-    if (!segments || segments->empty() || value.is_discarded()) {
+    const nlohmann::json& value = change.to;
+    if (!segments || segments->empty()) {
       error = change.path + ": not a config path";
       return false;
     }
@@ -392,11 +394,7 @@ class TomlEditor {
   std::string error;
 
   bool apply(const ConfigChange& change) {
-    const auto value = nlohmann::json::parse(change.to_json, nullptr, false);
-    if (value.is_discarded()) {
-      error = change.path + ": not a value";
-      return false;
-    }
+    const nlohmann::json& value = change.to;
     size_t begin = 0, end = lines_.size();
     if (!region(change.table, begin, end)) {
       error = fmt::format("[{}] is not in the file", change.table);
@@ -549,7 +547,7 @@ Result<std::string> patch_file(parsers::TargetKind kind, std::string_view text,
   for (const ConfigChange& change : changes) {
     if (!edits_file(change)) continue;
     const auto segments = split_path(key_path(change));
-    const auto want = nlohmann::json::parse(change.to_json, nullptr, false);
+    const nlohmann::json& want = change.to;
     if (!segments) continue;
     const nlohmann::json* got = at_path(doc, *segments);
     const bool ok = want.is_null() ? got == nullptr || got->is_null()
@@ -558,7 +556,7 @@ Result<std::string> patch_file(parsers::TargetKind kind, std::string_view text,
       return make_error(
           ErrorCode::kBadInput,
           fmt::format("{}: the patched file does not hold {} (holds {})", key_path(change),
-                      change.to_json,
+                      value_text(change.to),
                       got ? got->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)
                           : "nothing"));
     }
@@ -583,9 +581,8 @@ Result<std::string> patch_json(std::string_view text, const std::vector<ConfigCh
   for (const ConfigChange& change : changes) {
     if (!edits_file(change)) continue;
     const auto segments = split_path(key_path(change));
-    const auto value = nlohmann::ordered_json::parse(change.to_json, nullptr, false);
-    if (!segments || value.is_discarded())
-      return make_error(ErrorCode::kBadInput, change.path + ": not a config path");
+    const nlohmann::ordered_json value = change.to;
+    if (!segments) return make_error(ErrorCode::kBadInput, change.path + ": not a config path");
     std::string error;
     if (value.is_null() && std::holds_alternative<std::string>(segments->back())) {
       // Removing a key: erase it from its parent, if it is there at all.

@@ -5,6 +5,8 @@
 // where the memory model can tell, the predicted peak.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,12 +22,13 @@ namespace oomtriage::triage {
 //   toml/json (others)      "gradient_checkpointing", in `table` ("datasets[0]", "general")
 //   args                    "--train_batch_size"
 //   env                     "env.PYTORCH_CUDA_ALLOC_CONF"
-// Values are JSON text so that null, numbers, strings and lists keep their type; a `to` of
-// null removes the key (or the flag).
+// Values are typed (null, a bool, a number, text, a list), as a config file holds them, so that
+// they keep their type from the planner to the file they are written to; a `to` of null removes
+// the key (or the flag).
 struct ConfigChange {
   std::string path;
-  std::string from_json;  // the current value as JSON text ("false"; "null" when absent)
-  std::string to_json;
+  nlohmann::json from;  // the current value; null when absent
+  nlohmann::json to;
   parsers::TargetKind kind = parsers::TargetKind::kYaml;
   std::string file;      // the file it is written to; "" when the config was only printed
   std::string table;     // TOML: the table holding the key ("" at the root)

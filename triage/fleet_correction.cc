@@ -88,32 +88,8 @@ MemoryCorrection fleet_correction(const std::vector<FleetRun>& history, const st
   return correction;
 }
 
-std::optional<uint64_t> oom_need_bytes(const nlohmann::json& event) {
-  if (!event.is_object()) return std::nullopt;
-  const auto size = [&](const char* key) -> std::optional<uint64_t> {
-    const auto it = event.find(key);
-    if (it == event.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
-      return std::nullopt;
-    }
-    return it->get<uint64_t>();
-  };
-  parsers::OomEvent oom;
-  parsers::MemoryFigures& f = oom.figures;
-  f.tried_to_allocate_bytes = size("tried_to_allocate_bytes");
-  f.total_capacity_bytes = size("total_capacity_bytes");
-  f.free_bytes = size("free_bytes");
-  f.allocated_by_pytorch_bytes = size("allocated_by_pytorch_bytes");
-  f.reserved_unallocated_bytes = size("reserved_unallocated_bytes");
-  f.this_process_in_use_bytes = size("this_process_in_use_bytes");
-  if (const auto others = event.find("other_processes");
-      others != event.end() && others->is_array()) {
-    for (const auto& p : *others) {
-      if (p.is_object() && p.contains("bytes") && p["bytes"].is_number_unsigned()) {
-        f.other_processes.push_back({0, p["bytes"].get<uint64_t>()});
-      }
-    }
-  }
-  const auto calibration = calibrate(oom, nullptr);
+std::optional<uint64_t> oom_need_bytes(const parsers::OomEvent& event) {
+  const auto calibration = calibrate(event, nullptr);
   if (!calibration || calibration->need_bytes == 0) return std::nullopt;
   return calibration->need_bytes;
 }

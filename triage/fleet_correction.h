@@ -52,10 +52,9 @@ inline constexpr int kMinRuns = 3;
 MemoryCorrection fleet_correction(const std::vector<FleetRun>& history, const std::string& family,
                                   std::optional<uint64_t> card_bytes = std::nullopt);
 
-// What an OOM needed from its stored event (the `scan --json` event object): the process's
-// memory in use plus the failed request (triage/crash_figures.h calibrate()); nullopt without
-// the figures. A field of the wrong type counts as absent.
-std::optional<uint64_t> oom_need_bytes(const nlohmann::json& event);
+// What an OOM needed, from its figures: the process's memory in use plus the failed request
+// (triage/crash_figures.h calibrate()); nullopt without the figures.
+std::optional<uint64_t> oom_need_bytes(const parsers::OomEvent& event);
 
 // "adjusted +7% from 12 runs of flux1-dev on this fleet", "no adjustment (2 runs of flux1-dev on
 // this fleet, 3 needed)", "no fleet history for flux1-dev".

@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 
+#include "triage/fix_codec.h"
+
 namespace oomtriage::triage {
 namespace {
 
@@ -96,7 +98,7 @@ std::string describe_changes(const Fix& fix) {
       path.remove_prefix(path.find("].") + 2);
     }
     if (!text.empty()) text += ", ";
-    text += fmt::format("{} {} -> {}", path, change.from_json, change.to_json);
+    text += fmt::format("{} {} -> {}", path, value_text(change.from), value_text(change.to));
   }
   return text;
 }
@@ -160,8 +162,7 @@ std::vector<std::string> apply_argument_changes(std::vector<std::string> argv,
                                                 const std::vector<ConfigChange>& changes) {
   for (const ConfigChange& change : changes) {
     if (change.kind != parsers::TargetKind::kArgs) continue;
-    const auto to = nlohmann::json::parse(change.to_json, nullptr, false);
-    if (to.is_discarded()) continue;
+    const nlohmann::json& to = change.to;
     if (to.is_null() || to == false) {
       remove_flag(argv, change.path);
     } else if (to == true) {

@@ -12,10 +12,6 @@ namespace {
 using nlohmann::json;
 using parsers::TargetKind;
 
-std::string dump(const json& value) {
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
 // Changes that come with a fix but are not what it is for: accumulation keeps the effective
 // batch of a smaller batch; previews less often do not make one preview cheaper.
 bool essential(const std::string& neutral) {
@@ -80,7 +76,7 @@ bool to_native(Fix& fix, const parsers::JobConfig& config) {
       const bool shown_command_line = where.kind == TargetKind::kArgs && !where.path.empty();
       if (!shown_command_line) {
         // The trainer's own spelling when the value is its default ("AdamW"), else the value.
-        const json neutral_from = json::parse(change.from_json, nullptr, false);
+        const json& neutral_from = change.from;
         const json default_value =
             row->default_json.empty() ? json() : json::parse(row->default_json);
         const auto decoded_default = parsers::decode(row->codec, default_value);
@@ -92,13 +88,12 @@ bool to_native(Fix& fix, const parsers::JobConfig& config) {
     }
     if (current.is_null() && table.empty()) key = where.key_prefix + key;
     if (where.kind == TargetKind::kArgs && key.rfind("--", 0) != 0) key = "--" + key;
-    const json to =
-        parsers::encode(row->codec, json::parse(change.to_json, nullptr, false), to_shape);
+    const json to = parsers::encode(row->codec, change.to, to_shape);
     if (to == current) continue;
     ConfigChange native;
     native.path = key;
-    native.from_json = dump(current);
-    native.to_json = dump(to);
+    native.from = current;
+    native.to = to;
     native.kind = where.kind;
     native.file = where.path;
     native.table = table;

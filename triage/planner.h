@@ -40,10 +40,10 @@ inline constexpr uint64_t kGiB = 1ull << 30;
 
 inline std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", bytes / double(kGiB)); }
 
+// A change's value (triage/fix.h ConfigChange).
 template <class T>
-std::string js(const T& value) {
-  // Config strings may hold any bytes: invalid UTF-8 is replaced, never thrown on.
-  return nlohmann::json(value).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+nlohmann::json js(const T& value) {
+  return nlohmann::json(value);
 }
 
 // How a fix changes the memory model's two parts.
@@ -104,11 +104,11 @@ class Planner {
     return fix;
   }
   // A change in the ranker's vocabulary; triage/native_changes.h writes it in the job's syntax.
-  void change(Fix& fix, const std::string& path, std::string from, std::string to) {
+  void change(Fix& fix, const std::string& path, nlohmann::json from, nlohmann::json to) {
     ConfigChange c;
     c.path = path;
-    c.from_json = std::move(from);
-    c.to_json = std::move(to);
+    c.from = std::move(from);
+    c.to = std::move(to);
     c.neutral = true;
     fix.changes.push_back(std::move(c));
   }

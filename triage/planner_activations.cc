@@ -18,7 +18,7 @@ void Planner::plan_gradient_checkpointing(int priority, int priority_if_unknown)
                                parsers::to_string(e_.phase), step_words()),
                    "If it was off: steps get roughly 20-30% slower, results are the same", 0.5);
     fix.check = fmt::format("Check whether {} is on; if it is, this fix does nothing", name);
-    change(fix, "train.gradient_checkpointing", "null", js(true));
+    change(fix, "train.gradient_checkpointing", nullptr, js(true));
     add(priority_if_unknown, std::move(fix), unmodelled());
     return;
   }
@@ -133,9 +133,8 @@ void Planner::plan_lower_resolution(int priority) {
   for (size_t i = 0; i < c_.datasets.size(); ++i) {
     const auto& d = c_.datasets[i];
     if (d.resolutions.empty()) continue;
-    const std::string from = d.resolution_is_list ? nlohmann::json(d.resolutions).dump() : js(r);
-    const std::string to =
-        d.resolution_is_list ? nlohmann::json(std::vector<int>{lower}).dump() : js(lower);
+    const nlohmann::json from = d.resolution_is_list ? js(d.resolutions) : js(r);
+    const nlohmann::json to = d.resolution_is_list ? js(std::vector<int>{lower}) : js(lower);
     change(fix, fmt::format("datasets[{}].resolution", i), from, to);
   }
   const double scale = double(lower) * lower / (double(r) * r);

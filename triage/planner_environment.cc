@@ -80,8 +80,7 @@ void Planner::plan_expandable_segments(int priority, int priority_if_short) {
       "None measurable; set it in the job's environment", covers ? 0.7 : 0.4);
   ConfigChange env;
   env.path = "env.PYTORCH_CUDA_ALLOC_CONF";
-  env.from_json = "null";
-  env.to_json = js("expandable_segments:True");
+  env.to = js("expandable_segments:True");
   env.kind = parsers::TargetKind::kEnv;
   fix.changes.push_back(std::move(env));
   add(covers ? priority : priority_if_short, std::move(fix),

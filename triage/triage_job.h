@@ -25,6 +25,14 @@ struct JobView {
   const std::vector<parsers::NativeFile>* files = nullptr;
 };
 
+// The job a log belongs to, as the registry names it (daemon/service/job_locator.h); `scan
+// --json` prints it with the log.
+struct JobInfo {
+  std::string name;
+  std::optional<std::string> config_path;
+  std::optional<std::string> config_sha256;
+};
+
 // The previous run's last crash that was not recovered, as the store keeps it.
 struct StoredCrash {
   std::string phase;       // parsers::to_string(Phase)

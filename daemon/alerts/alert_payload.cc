@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include "daemon/render/text_output.h"
+#include "parsers/event_codec.h"
+#include "triage/fix_codec.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -134,7 +136,8 @@ std::string AlertContent::webhook_id() const {
 }
 
 namespace {
-void fill_from_json(AlertContent& a, const std::string& event_json, const std::string& fixes_json);
+void fill_from_record(AlertContent& a, const std::string& event_json,
+                      const std::string& fixes_json);
 }  // namespace
 
 AlertContent alert_content(int64_t event_id, const std::string& job, const std::string& host,
@@ -149,69 +152,51 @@ AlertContent alert_content(int64_t event_id, const std::string& job, const std::
   a.model_family = family;
   a.log_path = valid_utf8(log_path);
   a.starts_at = starts_at;
-  // The rows are the daemon's own JSON, but a store edited by hand must not throw into the loop:
-  // a field of the wrong type leaves the rest of the alert as it is.
-  try {
-    fill_from_json(a, event_json, fixes_json);
-  } catch (const json::exception&) {
-  }
+  fill_from_record(a, event_json, fixes_json);
   return a;
 }
 
 namespace {
 
-void fill_from_json(AlertContent& a, const std::string& event_json, const std::string& fixes_json) {
-  const json e = json::parse(event_json, nullptr, false);
-  if (e.is_object()) {
-    a.kind = e.value("kind", "cuda");
-    a.phase = e.value("phase", "unknown");
-    a.recovered = e.value("recovered", false);
-    a.line = e.value("line", int64_t{0});
-    a.message = valid_utf8(e.value("message", ""));
-    if (e.contains("step") && e["step"].is_number()) {
-      a.step = e["step"].dump();
-      if (e.contains("total_steps") && e["total_steps"].is_number()) {
-        a.step += " of " + e["total_steps"].dump();
-      }
-    } else {
-      a.step = "unknown";
+// The stored event and its fixes, read by their decoders. A row that does not decode (a store
+// edited by hand) leaves its part of the alert as it is.
+void fill_from_record(AlertContent& a, const std::string& event_json,
+                      const std::string& fixes_json) {
+  if (const auto e = parsers::decode_event(event_json)) {
+    a.kind = parsers::to_string(e->kind);
+    a.phase = parsers::to_string(e->phase);
+    a.recovered = e->recovered;
+    a.line = e->line;
+    a.message = valid_utf8(e->message);
+    a.step = "unknown";
+    if (e->step) {
+      a.step = std::to_string(*e->step);
+      if (e->total_steps) a.step += " of " + std::to_string(*e->total_steps);
     }
+    const parsers::MemoryFigures& f = e->figures;
     std::vector<std::string> parts;
-    const auto size = [&](const char* key) -> std::optional<uint64_t> {
-      if (e.contains(key) && e[key].is_number_unsigned()) return e[key].get<uint64_t>();
-      if (e.contains(key) && e[key].is_number_integer() && e[key].get<int64_t>() >= 0) {
-        return static_cast<uint64_t>(e[key].get<int64_t>());
-      }
-      return std::nullopt;
-    };
-    if (auto t = size("tried_to_allocate_bytes")) parts.push_back("tried " + format_bytes(*t));
-    if (auto f = size("free_bytes"); f && size("total_capacity_bytes")) {
-      parts.push_back(format_bytes(*f) + " free of " + format_bytes(*size("total_capacity_bytes")));
-    } else if (auto c = size("total_capacity_bytes")) {
-      parts.push_back("capacity " + format_bytes(*c));
+    if (f.tried_to_allocate_bytes)
+      parts.push_back("tried " + format_bytes(*f.tried_to_allocate_bytes));
+    if (f.free_bytes && f.total_capacity_bytes) {
+      parts.push_back(format_bytes(*f.free_bytes) + " free of " +
+                      format_bytes(*f.total_capacity_bytes));
+    } else if (f.total_capacity_bytes) {
+      parts.push_back("capacity " + format_bytes(*f.total_capacity_bytes));
     }
-    if (auto p = size("allocated_by_pytorch_bytes"))
-      parts.push_back(format_bytes(*p) + " allocated by PyTorch");
-    if (e.contains("gpu_index") && e["gpu_index"].is_number())
-      parts.push_back("GPU " + e["gpu_index"].dump());
+    if (f.allocated_by_pytorch_bytes)
+      parts.push_back(format_bytes(*f.allocated_by_pytorch_bytes) + " allocated by PyTorch");
+    if (f.gpu_index) parts.push_back("GPU " + std::to_string(*f.gpu_index));
     a.figures = fmt::format("{}", fmt::join(parts, "; "));
   }
-  const json fixes = json::parse(fixes_json, nullptr, false);
-  if (fixes.is_array()) {
-    for (const auto& f : fixes) {
-      AlertFix fix{f.value("id", ""), f.value("title", ""), {}, f.value("cost", "")};
-      if (f.contains("changes")) {
-        for (const auto& c : f["changes"]) {
-          fix.changes.push_back(
-              fmt::format("{}: {} -> {}", c.value("path", ""),
-                          c["from"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                          c["to"].dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
-        }
+  if (const auto fixes = triage::decode_fixes(fixes_json)) {
+    for (const triage::Fix& f : *fixes) {
+      AlertFix fix{f.id, f.title, {}, f.cost};
+      for (const triage::ConfigChange& c : f.changes) {
+        fix.changes.push_back(fmt::format("{}: {} -> {}", c.path, triage::value_text(c.from),
+                                          triage::value_text(c.to)));
       }
       // A fix that depends on a value the job does not show says what to check.
-      if (f.contains("check") && f["check"].is_string()) {
-        fix.changes.push_back("check: " + f["check"].get<std::string>());
-      }
+      if (!f.check.empty()) fix.changes.push_back("check: " + f.check);
       a.fixes.push_back(std::move(fix));
     }
   }

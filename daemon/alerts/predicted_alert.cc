@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "daemon/render/text_output.h"
+#include "triage/fix_codec.h"
 #include "triage/fleet_correction.h"
 
 namespace oomtriage::daemon {
@@ -37,7 +38,8 @@ std::string first_failure_when(const parsers::JobConfig& c, parsers::Phase phase
 std::string change_text(const triage::Fix& fix) {
   std::vector<std::string> changes;
   for (const triage::ConfigChange& change : fix.changes) {
-    changes.push_back(fmt::format("{}: {} -> {}", change.path, change.from_json, change.to_json));
+    changes.push_back(fmt::format("{}: {} -> {}", change.path, triage::value_text(change.from),
+                                  triage::value_text(change.to)));
   }
   std::string text = fix.title.empty() ? fix.id : fix.title;
   if (!changes.empty()) text += fmt::format(" ({})", fmt::join(changes, ", "));
@@ -50,8 +52,8 @@ std::string change_text(const triage::Fix& fix) {
 AlertFix alert_fix(const triage::Fix& fix) {
   AlertFix top{fix.id, fix.title, {}, fix.cost};
   for (const triage::ConfigChange& change : fix.changes) {
-    top.changes.push_back(
-        fmt::format("{}: {} -> {}", change.path, change.from_json, change.to_json));
+    top.changes.push_back(fmt::format("{}: {} -> {}", change.path, triage::value_text(change.from),
+                                      triage::value_text(change.to)));
   }
   return top;
 }

@@ -10,6 +10,7 @@
 #include "daemon/cli/log_reader.h"
 #include "daemon/common/clock.h"
 #include "db/store.h"
+#include "parsers/event_codec.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -20,12 +21,11 @@ std::string when(int64_t unix_seconds) { return utc_time(unix_seconds, "%Y-%m-%d
 
 // "cuda in sampling, step 500": the event the alert is about.
 std::string event_text(const std::string& event_json) {
-  const auto event = nlohmann::json::parse(event_json, nullptr, false);
-  if (!event.is_object()) return "?";
-  std::string text = event.value("kind", "?") + " in " + event.value("phase", "?");
-  if (event.contains("step") && event["step"].is_number_integer()) {
-    text += fmt::format(", step {}", event["step"].get<int64_t>());
-  }
+  const auto event = parsers::decode_event(event_json);
+  if (!event) return "?";
+  std::string text =
+      fmt::format("{} in {}", parsers::to_string(event->kind), parsers::to_string(event->phase));
+  if (event->step) text += fmt::format(", step {}", *event->step);
   return text;
 }
 

@@ -14,8 +14,9 @@
 #include "daemon/common/digest.h"
 #include "daemon/service/job_history.h"
 #include "daemon/service/job_locator.h"
-#include "daemon/render/json_output.h"
 #include "db/store.h"
+#include "parsers/event_codec.h"
+#include "triage/fix_codec.h"
 #include "triage/history.h"
 #include "daemon/cli/log_reader.h"
 #include "daemon/render/text_output.h"
@@ -55,9 +56,8 @@ AlreadyApplied already_applied(const FixOptions& options, const JobLookup& looku
   const std::string log = std::filesystem::absolute(options.log).lexically_normal().string();
   if (auto records = (*store)->applied_fixes(log, incident_offset)) {
     for (const db::AppliedFix& record : *records) {
-      const auto carried =
-          triage::carried_fixes(fixes_from_json("[" + record.fix_json + "]"), lookup.files);
-      if (!carried.empty()) {
+      const auto fix = triage::decode_fix(record.fix_json);
+      if (fix && !triage::carried_fixes({*fix}, lookup.files).empty()) {
         out.ids.push_back(record.fix_id);
         out.how = "with `oomtriage fix --write`";
       }
@@ -65,15 +65,16 @@ AlreadyApplied already_applied(const FixOptions& options, const JobLookup& looku
   }
   if (auto story = (*store)->job_story_of_log(log); story && *story) {
     for (const db::StoredEvent& event : (*story)->events) {
-      const auto json = nlohmann::json::parse(event.event_json, nullptr, false);
-      if (!json.is_object() || json.value("offset", uint64_t{0}) != incident_offset) continue;
+      const auto decoded = parsers::decode_event(event.event_json);
+      if (!decoded || decoded->offset != incident_offset) continue;
+      const auto fixes = triage::decode_fixes(event.fixes_json);
+      if (!fixes) continue;
       std::string crash_sha;
       for (const auto& snapshot : (*story)->snapshots) {
         if (event.snapshot_id && snapshot.id == *event.snapshot_id) crash_sha = snapshot.sha256;
       }
       if (crash_sha.empty() || !lookup.job || crash_sha == lookup.job->config_sha256) continue;
-      for (const std::string& id :
-           triage::carried_fixes(fixes_from_json(event.fixes_json), lookup.files)) {
+      for (const std::string& id : triage::carried_fixes(*fixes, lookup.files)) {
         if (std::find(out.ids.begin(), out.ids.end(), id) == out.ids.end()) {
           out.ids.push_back(id);
           if (out.how.empty()) out.how = "since the daemon's snapshot of the config at the crash";
@@ -97,7 +98,7 @@ void record_applied(const FixOptions& options, uint64_t incident_offset, const t
       config_path,
       sha256_hex(before),
       sha256_hex(after),
-      fix_to_json(fix).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+      triage::encode_fix(fix).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
       static_cast<int64_t>(std::time(nullptr))};
   if (!store || !(*store)->record_applied_fix(record)) {
     fmt::print(stderr, "oomtriage: note: could not record the applied fix in {}\n", options.store);
@@ -173,7 +174,7 @@ int run_fix(const FixOptions& options) {
     if (change.kind == TargetKind::kArgs) argument_lines.push_back(argument_line(change));
     if (change.kind == TargetKind::kEnv) {
       fmt::print(stderr, "oomtriage: also set {} to {} (not part of the config)\n", change.path,
-                 change.to_json);
+                 triage::value_text(change.to));
     }
   }
   if (!chosen->changes_config()) {
@@ -196,7 +197,7 @@ int run_fix(const FixOptions& options) {
     }
     std::string action = chosen->check.empty() ? chosen->why : chosen->check;
     for (const auto& change : chosen->changes) {
-      action += fmt::format("; set {} to {}", change.path, change.to_json);
+      action += fmt::format("; set {} to {}", change.path, triage::value_text(change.to));
     }
     return fail(kExitBadInput,
                 fmt::format("{} is not a config change: {}. Pick another with --fix ID or --rank N",

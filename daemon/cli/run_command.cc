@@ -31,6 +31,7 @@
 #include "parsers/bar_start.h"
 #include "parsers/log_analyzer.h"
 #include "triage/config_patch.h"
+#include "triage/fix_codec.h"
 #include "triage/heal_plan.h"
 #include "triage/triage_job.h"
 
@@ -196,7 +197,7 @@ class RunStore {
         config_path,
         sha256_hex(before),
         sha256_hex(after),
-        fix_to_json(fix).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+        triage::encode_fix(fix).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
         unix_now()};
     if (auto recorded = store_->record_applied_fix(record); !recorded) {
       fail(recorded.error().message);
@@ -531,10 +532,10 @@ std::optional<int> Supervisor::apply_fix(Attempt& a, const triage::Fix& fix) {
   argv_ = triage::apply_argument_changes(argv_, fix.changes);
   for (const auto& change : fix.changes) {
     if (change.kind != parsers::TargetKind::kEnv) continue;
-    const auto value = nlohmann::json::parse(change.to_json, nullptr, false);
     std::string name = change.path;
     if (name.rfind("env.", 0) == 0) name = name.substr(4);
-    env_[name] = value.is_string() ? value.get<std::string>() : value.dump();
+    env_[name] =
+        change.to.is_string() ? change.to.get<std::string>() : triage::value_text(change.to);
   }
   if (!fix.changes_config()) store_.record_fix(log_path_, incident_offset, fix, "", "", "");
   const triage::ResumeArguments resume =

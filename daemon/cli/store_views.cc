@@ -11,14 +11,15 @@
 
 #include "daemon/cli/log_reader.h"
 #include "daemon/common/clock.h"
-#include "daemon/render/json_output.h"
 #include "db/fleet_store.h"
 #include "db/loss_log.h"
 #include "db/store.h"
 #include "db/store_recovery.h"
+#include "parsers/event_codec.h"
 #include "parsers/job_config.h"
 #include "parsers/loss_curve.h"
 #include "triage/config_patch.h"
+#include "triage/fix_codec.h"
 #include "triage/history.h"
 
 namespace oomtriage::daemon {
@@ -46,11 +47,19 @@ Carried carried_by(const db::JobStory& story, size_t run_index) {
   // The previous crash: the newest fatal event of an earlier run.
   const db::StoredEvent* previous = nullptr;
   const db::StoredEvent* own = nullptr;
+  parsers::Phase previous_phase = parsers::Phase::kUnknown;
+  parsers::Phase own_phase = parsers::Phase::kUnknown;
   for (const auto& event : story.events) {
-    const auto json = nlohmann::json::parse(event.event_json, nullptr, false);
-    if (!json.is_object() || json.value("recovered", false)) continue;
-    if (event.run_id < run.id) previous = &event;
-    if (event.run_id == run.id && own == nullptr) own = &event;
+    const auto decoded = parsers::decode_event(event.event_json);
+    if (!decoded || decoded->recovered) continue;
+    if (event.run_id < run.id) {
+      previous = &event;
+      previous_phase = decoded->phase;
+    }
+    if (event.run_id == run.id && own == nullptr) {
+      own = &event;
+      own_phase = decoded->phase;
+    }
   }
   // The config the run ran with: its first crash's snapshot, else the one taken at its start.
   std::optional<int64_t> snapshot_id = own && own->snapshot_id ? own->snapshot_id : run.snapshot_id;
@@ -63,18 +72,16 @@ Carried carried_by(const db::JobStory& story, size_t run_index) {
   const parsers::TargetKind kind = ext == ".json"   ? parsers::TargetKind::kJson
                                    : ext == ".toml" ? parsers::TargetKind::kToml
                                                     : parsers::TargetKind::kYaml;
-  out.ids = triage::carried_fixes(fixes_from_json(previous->fixes_json),
-                                  {{kind, snapshot->path, snapshot->content}});
+  const auto fixes = triage::decode_fixes(previous->fixes_json);
+  if (!fixes) return out;
+  out.ids = triage::carried_fixes(*fixes, {{kind, snapshot->path, snapshot->content}});
   if (out.ids.empty()) return out;
-  const std::string before =
-      nlohmann::json::parse(previous->event_json, nullptr, false).value("phase", "");
   if (run.outcome == "completed") {
     out.verdict = "worked: the run completed";
   } else if (own != nullptr) {
-    const std::string phase =
-        nlohmann::json::parse(own->event_json, nullptr, false).value("phase", "");
-    out.verdict = phase == before ? "did not work: crashed again in " + phase
-                                  : "crashed again, in " + phase + " this time";
+    const std::string phase(parsers::to_string(own_phase));
+    out.verdict = own_phase == previous_phase ? "did not work: crashed again in " + phase
+                                              : "crashed again, in " + phase + " this time";
   } else {
     out.verdict = "no crash so far (" + run.outcome + ")";
   }
@@ -177,16 +184,20 @@ ReportView build_view(const db::JobStory& story) {
                                                             s.content, "previous", "this")});
   }
   for (const auto& e : story.events) {
-    ordered_json event = ordered_json::parse(e.event_json, nullptr, false);
-    if (event.is_discarded()) continue;
+    // A row that does not decode (a store edited by hand) is left out of the story.
+    const auto decoded = parsers::decode_event(e.event_json);
+    if (!decoded) continue;
+    ordered_json event = parsers::encode_event(*decoded);
     event["run_id"] = e.run_id;
     event["snapshot_id"] = e.snapshot_id ? ordered_json(*e.snapshot_id) : ordered_json(nullptr);
     event["stored_at"] = when(e.created_at);
     view.events.push_back(std::move(event));
   }
   if (!story.events.empty()) {
-    ordered_json fixes = ordered_json::parse(story.events.back().fixes_json, nullptr, false);
-    if (fixes.is_array()) view.fixes = std::move(fixes);
+    if (const auto fixes = triage::decode_fixes(story.events.back().fixes_json)) {
+      view.fixes = ordered_json::array();
+      for (const triage::Fix& fix : *fixes) view.fixes.push_back(triage::encode_fix(fix));
+    }
   }
   // A job that went on to complete (healed, or fixed by hand) no longer needs them: said, so that
   // the fix which worked is not read as still to do.

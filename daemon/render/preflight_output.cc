@@ -1,5 +1,5 @@
 // daemon/render/preflight_output.cc: the pre-flight's text and JSON. The fixes are drawn by the
-// same code as scan's (render_fixes_text(), fix_to_json()), so a fix reads the same before a
+// same code as scan's (render_fixes_text(), triage::encode_fix()), so a fix reads the same before a
 // job starts as after it crashed.
 #include "daemon/render/preflight_output.h"
 
@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "daemon/render/json_output.h"
 #include "daemon/render/text_output.h"
+#include "triage/fix_codec.h"
 #include "triage/fleet_correction.h"
 
 namespace oomtriage::daemon {
@@ -65,7 +65,7 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
   for (const triage::PhaseEstimate& phase : p.estimate.phases)
     phases.push_back(phase_to_json(phase));
   nlohmann::ordered_json fixes = nlohmann::ordered_json::array();
-  for (const triage::Fix& fix : p.fixes) fixes.push_back(fix_to_json(fix));
+  for (const triage::Fix& fix : p.fixes) fixes.push_back(triage::encode_fix(fix));
   const triage::PhaseEstimate& peak = p.estimate.peak();
   const bool unknown = p.verdict.fit == triage::Fit::kUnknown;
   const bool fits = p.verdict.fit != triage::Fit::kWillNotFit;

@@ -9,6 +9,8 @@
 #include <fmt/color.h>
 #include <fmt/format.h>
 
+#include "triage/fix_codec.h"
+
 namespace oomtriage::daemon {
 namespace {
 
@@ -165,7 +167,8 @@ std::string render_fixes_text(const std::vector<triage::Fix>& fixes, bool color)
                                    ? fmt::format(" (in {})", printable(change.file, 200))
                                    : "";
       out += fmt::format("       {}{}: {} -> {}{}\n", where, printable(change.path, 200),
-                         printable(change.from_json, 120), printable(change.to_json, 120), file);
+                         printable(triage::value_text(change.from), 120),
+                         printable(triage::value_text(change.to), 120), file);
     }
     if (!fix.check.empty()) out += fmt::format("       check: {}\n", printable(fix.check, 400));
     out += fmt::format("       why: {}\n", printable(fix.why, 400));
@@ -183,10 +186,10 @@ std::string render_fixes_text(const std::vector<triage::Fix>& fixes, bool color)
 }
 
 std::string argument_line(const triage::ConfigChange& change) {
-  const auto from = nlohmann::json::parse(change.from_json, nullptr, false);
-  const auto to = nlohmann::json::parse(change.to_json, nullptr, false);
+  const nlohmann::json& from = change.from;
+  const nlohmann::json& to = change.to;
   const auto shown = [](const nlohmann::json& v) {
-    return v.is_string() ? v.get<std::string>() : v.dump();
+    return v.is_string() ? v.get<std::string>() : triage::value_text(v);
   };
   if (to.is_null() || to == false) return "- " + change.path;
   if (to == true) return from == true ? "  " + change.path : "+ " + change.path;

@@ -2,13 +2,13 @@
 #include "daemon/service/event_sink.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 
 #include "daemon/render/journal_log.h"
-#include "daemon/render/json_output.h"
 #include "daemon/render/text_output.h"
+#include "parsers/event_codec.h"
+#include "triage/fix_codec.h"
 
 namespace oomtriage::daemon {
 
@@ -102,11 +102,6 @@ std::chrono::milliseconds EventSink::next_retry_delay() {
 
 db::EventRow event_row(const parsers::OomEvent& event, const std::vector<triage::Fix>& fixes,
                        const std::string& model_family) {
-  nlohmann::ordered_json fixes_json = nlohmann::ordered_json::array();
-  for (const auto& fix : fixes) fixes_json.push_back(fix_to_json(fix));
-  const auto dump = [](const nlohmann::ordered_json& j) {
-    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  };
   db::EventRow row;
   row.offset = event.offset;
   row.model_family = model_family;
@@ -114,8 +109,8 @@ db::EventRow event_row(const parsers::OomEvent& event, const std::vector<triage:
   row.phase = parsers::to_string(event.phase);
   row.step = event.step;
   row.recovered = event.recovered;
-  row.event_json = dump(event_to_json(event));
-  row.fixes_json = dump(fixes_json);
+  row.event_json = parsers::encode_event_text(event);
+  row.fixes_json = triage::encode_fixes_text(fixes);
   row.revision = event.revision;
   return row;
 }

@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "parsers/event_codec.h"
 #include "parsers/job_config.h"
 #include "triage/architectures.h"
 #include "triage/spec_from_config.h"
@@ -27,23 +28,16 @@ std::optional<triage::FleetRun> fleet_run(const db::FleetHistoryRow& row) {
   if (row.outcome == "completed") run.measured_peak = row.measured_peak;
   if (row.outcome == "crashed_oom") {
     run.oom = true;
-    const auto event = nlohmann::json::parse(row.oom_event_json, nullptr, false);
-    if (event.is_object()) {
-      // A store edited by hand must not throw: a phase that is not a string matches none.
-      const auto named = event.find("phase");
-      const std::string phase =
-          named != event.end() && named->is_string() ? named->get<std::string>() : "unknown";
+    // A row that does not decode (a store edited by hand) tells nothing of the crash.
+    if (const auto event = parsers::decode_event(row.oom_event_json)) {
       for (const triage::PhaseEstimate& p : estimate.phases) {
-        if (parsers::to_string(p.phase) == phase) {
+        if (p.phase == event->phase) {
           run.oom_phase = p.phase;
           run.predicted_peak = p.peak_bytes;
         }
       }
-      run.need_bytes = triage::oom_need_bytes(event);
-      if (const auto total = event.find("total_capacity_bytes");
-          total != event.end() && total->is_number_unsigned()) {
-        run.card_bytes = total->get<uint64_t>();
-      }
+      run.need_bytes = triage::oom_need_bytes(*event);
+      if (event->figures.total_capacity_bytes) run.card_bytes = event->figures.total_capacity_bytes;
     }
   }
   return run;

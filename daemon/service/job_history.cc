@@ -1,24 +1,29 @@
 // daemon/service/job_history.cc: the previous run's last fatal crash and its stored fixes.
 #include "daemon/service/job_history.h"
 
-#include <nlohmann/json.hpp>
-
 #include <filesystem>
 
-#include "daemon/render/json_output.h"
+#include "parsers/event_codec.h"
+#include "triage/fix_codec.h"
 
 namespace oomtriage::daemon {
 
 std::optional<triage::StoredCrash> previous_crash(const db::JobStory& story, int64_t run_id) {
   const db::StoredEvent* previous = nullptr;
+  parsers::Phase phase = parsers::Phase::kUnknown;
   for (const auto& stored : story.events) {
     if (stored.run_id == 0 || stored.run_id >= run_id) continue;
-    const auto json = nlohmann::json::parse(stored.event_json, nullptr, false);
-    if (json.is_object() && !json.value("recovered", false)) previous = &stored;
+    // A row that does not decode (edited by hand) is no crash to learn from.
+    const auto event = parsers::decode_event(stored.event_json);
+    if (event && !event->recovered) {
+      previous = &stored;
+      phase = event->phase;
+    }
   }
   if (previous == nullptr) return std::nullopt;
-  const auto json = nlohmann::json::parse(previous->event_json, nullptr, false);
-  return triage::StoredCrash{json.value("phase", ""), fixes_from_json(previous->fixes_json)};
+  auto fixes = triage::decode_fixes(previous->fixes_json);
+  return triage::StoredCrash{std::string(parsers::to_string(phase)),
+                             fixes ? std::move(*fixes) : std::vector<triage::Fix>()};
 }
 
 triage::History history_of_log(const std::string& store_path, const std::string& log,

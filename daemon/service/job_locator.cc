@@ -259,7 +259,7 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
     lookup.warning += (i ? "\n" : "") + warnings[i];
   }
 
-  JobInfo job;
+  triage::JobInfo job;
   if (!lookup.files.empty()) {
     std::string all;
     for (const auto& file : lookup.files) all += file.text + '\0';

@@ -19,14 +19,14 @@
 
 #include "parsers/event.h"
 #include "parsers/job_config.h"
-#include "daemon/render/json_output.h"
 #include "parsers/native_config.h"
 #include "parsers/result.h"
+#include "triage/triage_job.h"
 
 namespace oomtriage::daemon {
 
 struct JobLookup {
-  std::optional<JobInfo> job;
+  std::optional<triage::JobInfo> job;
   std::optional<parsers::JobConfig> config;  // the typed view, when a config was read
   std::vector<parsers::NativeFile> files;    // the config files read, main first (for `fix`)
   std::string config_text;                   // the main config file's bytes (snapshots)

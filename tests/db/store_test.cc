@@ -65,11 +65,11 @@ db::EventRow event_at(uint64_t offset) {
 TEST_SUITE("db::store") {
   TEST_CASE("a new store is migrated to the current schema, and reopening keeps it") {
     TempStore t;
-    CHECK(t.store->schema_version() == 12);
+    CHECK(t.store->schema_version() == 13);
     t.store.reset();
     auto again = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(again);
-    CHECK((*again)->schema_version() == 12);
+    CHECK((*again)->schema_version() == 13);
   }
   TEST_CASE("a store from a newer oomtriage is refused, not damaged") {
     TempStore t;
@@ -112,13 +112,14 @@ TEST_SUITE("db::store") {
                 "DROP TABLE jobs; ALTER TABLE jobs_v7 RENAME TO jobs; DROP TABLE preflight_checks;"
                 "ALTER TABLE events DROP COLUMN revision; ALTER TABLE outbox DROP COLUMN revision;"
                 "ALTER TABLE events DROP COLUMN resent; DROP TABLE gpu_memory;"
+                "ALTER TABLE events DROP COLUMN top_fix;"
                 "PRAGMA user_version=7; COMMIT;",
                 nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
     auto reopened = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(reopened);
     t.store = std::move(*reopened);
-    CHECK(t.store->schema_version() == 12);
+    CHECK(t.store->schema_version() == 13);
     const auto story = *t.store->job_story("my_lora");
     REQUIRE(story);
     CHECK(story->job.id == a);

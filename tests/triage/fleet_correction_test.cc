@@ -96,12 +96,16 @@ TEST_CASE("a card's own runs are used when there are enough of them") {
 }
 
 TEST_CASE("an OOM's need from its stored figures") {
-  const auto event = nlohmann::json::parse(
-      R"({"tried_to_allocate_bytes": 1073741824, "total_capacity_bytes": 25769803776,
-          "free_bytes": 0, "this_process_in_use_bytes": 24696061952})");
+  parsers::OomEvent event;
+  event.figures.tried_to_allocate_bytes = 1073741824;
+  event.figures.total_capacity_bytes = 25769803776;
+  event.figures.free_bytes = 0;
+  event.figures.this_process_in_use_bytes = 24696061952;
   CHECK(triage::oom_need_bytes(event) == 24696061952ull + 1073741824ull);
-  CHECK_FALSE(triage::oom_need_bytes(nlohmann::json::parse(R"({"tried_to_allocate_bytes": 5})")));
-  CHECK_FALSE(triage::oom_need_bytes(nlohmann::json::parse(R"({"total_capacity_bytes": "x"})")));
+  parsers::OomEvent request_only;
+  request_only.figures.tried_to_allocate_bytes = 5;
+  CHECK_FALSE(triage::oom_need_bytes(request_only));
+  CHECK_FALSE(triage::oom_need_bytes(parsers::OomEvent{}));
 }
 
 TEST_CASE("one measured peak is enough: a measurement, not a bound") {

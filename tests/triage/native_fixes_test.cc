@@ -75,15 +75,14 @@ TEST_SUITE("triage::native fixes") {
     CHECK(gc.changes[0].path == "gradient_checkpointing");
     CHECK(gc.changes[0].kind == TargetKind::kToml);
     CHECK(gc.target().path == (kConfigs / "kohya_flux_lora.toml").string());
-    CHECK(gc.changes[0].to_json == "true");
+    CHECK(gc.changes[0].to == true);
     // Batch: the datasets' own batch sizes, in the dataset config, in their tables.
     const triage::Fix* batch = find(fixes, "lower_batch_size");
     REQUIRE(batch);
     bool general = false, second = false;
     for (const auto& change : batch->changes) {
-      if (change.table == "general") general = change.path == "batch_size" && change.to_json == "1";
-      if (change.table == "datasets[1]")
-        second = change.path == "batch_size" && change.to_json == "2";
+      if (change.table == "general") general = change.path == "batch_size" && change.to == 1;
+      if (change.table == "datasets[1]") second = change.path == "batch_size" && change.to == 2;
     }
     CHECK(general);
     CHECK(second);
@@ -126,7 +125,7 @@ TEST_SUITE("triage::native fixes") {
     REQUIRE(off);
     REQUIRE(off->changes.size() == 1);
     CHECK(off->changes[0].path == "sample_prompts");
-    CHECK(off->changes[0].to_json == "null");  // the key goes
+    CHECK(off->changes[0].to.is_null());  // the key goes
     const auto patched = triage::patch_file(
         TargetKind::kToml, load->targets[0].path.empty() ? "" : slurp(load->targets[0].path),
         off->changes);
@@ -165,7 +164,7 @@ TEST_SUITE("triage::native fixes") {
     const auto fixes = triage::triage_log(analysis, {&*load, ""}).fixes;
     REQUIRE(!fixes.empty());
     CHECK(fixes[0].id == "enable_gradient_checkpointing");
-    CHECK(fixes[0].changes.at(0).to_json == "\"ON\"");
+    CHECK(fixes[0].changes.at(0).to == "ON");
     const auto patched = triage::patch_file(
         TargetKind::kJson, slurp(kConfigs / "onetrainer_config.json"), fixes[0].changes);
     REQUIRE(patched);
@@ -173,7 +172,7 @@ TEST_SUITE("triage::native fixes") {
     const triage::Fix* optimizer = find(fixes, "use_8bit_optimizer");
     REQUIRE(optimizer);
     CHECK(optimizer->changes.at(0).table == "optimizer");
-    CHECK(optimizer->changes.at(0).to_json == "\"ADAMW_8BIT\"");
+    CHECK(optimizer->changes.at(0).to == "ADAMW_8BIT");
   }
 
   TEST_CASE("HF evaluation OOM: a smaller eval batch in training_args.json") {
@@ -186,11 +185,11 @@ TEST_SUITE("triage::native fixes") {
     CHECK(fixes[0].id == "cheapen_previews");
     REQUIRE(fixes[0].changes.size() == 1);
     CHECK(fixes[0].changes[0].path == "per_device_eval_batch_size");
-    CHECK(fixes[0].changes[0].to_json == "8");
+    CHECK(fixes[0].changes[0].to == 8);
     const triage::Fix* off = find(fixes, "disable_sampling");
     REQUIRE(off);
     CHECK(off->changes.at(0).path == "eval_strategy");
-    CHECK(off->changes.at(0).to_json == "\"no\"");
+    CHECK(off->changes.at(0).to == "no");
   }
 
   TEST_CASE("SimpleTuner validation OOM: its own keys, with their dashes") {

@@ -439,10 +439,10 @@ TEST_SUITE("triage::ranker") {
     REQUIRE(fixes[0].id == "lower_batch_size");
     REQUIRE(fixes[0].changes.size() == 2);
     CHECK(fixes[0].changes[0].path == "config.process[0].train.batch_size");
-    CHECK(fixes[0].changes[0].to_json == "2");
+    CHECK(fixes[0].changes[0].to == 2);
     CHECK(fixes[0].changes[1].path == "config.process[0].train.gradient_accumulation");
-    CHECK(fixes[0].changes[1].from_json == "2");
-    CHECK(fixes[0].changes[1].to_json == "4");
+    CHECK(fixes[0].changes[1].from == 2);
+    CHECK(fixes[0].changes[1].to == 4);
   }
   TEST_CASE("the predicted peak is calibrated by the event's figures and says it is an estimate") {
     const auto fixes = rank(config("        gradient_checkpointing: false\n        dtype: bf16\n"),
@@ -516,7 +516,7 @@ TEST_SUITE("triage::ranker") {
               CHECK_FALSE(fix.cost.empty());
               CHECK(fix.confidence > 0.0);
               CHECK(fix.confidence <= 1.0);
-              for (const auto& change : fix.changes) CHECK(change.from_json != change.to_json);
+              for (const auto& change : fix.changes) CHECK(change.from != change.to);
               if (!booleans.count(fix.id) || !fix.changes_config()) continue;
               // Applied to the config text, the fix is not proposed again.
               const auto patched = triage::patch_yaml(scenario.yaml, fix.changes);
@@ -556,10 +556,10 @@ TEST_SUITE("triage::ranker") {
     CHECK(fixes[0].changes[0].kind == parsers::TargetKind::kArgs);
     CHECK(fixes[1].id == "lower_batch_size");
     CHECK(fixes[1].changes[0].path == "--train_batch_size");
-    CHECK(fixes[1].changes[0].from_json == "4");
-    CHECK(fixes[1].changes[0].to_json == "2");
+    CHECK(fixes[1].changes[0].from == 4);
+    CHECK(fixes[1].changes[0].to == 2);
     CHECK(fixes[1].changes[1].path == "--gradient_accumulation_steps");
-    CHECK(fixes[1].changes[1].to_json == "2");
+    CHECK(fixes[1].changes[1].to == 2);
     for (const auto& fix : fixes) {
       CHECK(fix.why.find("the training arguments the log prints") != std::string::npos);
       for (const auto& change : fix.changes) CHECK(change.path.rfind("config.", 0) != 0);
