@@ -40,34 +40,42 @@ namespace fs = std::filesystem;
 // The WAL is copied into the database this often, on its own thread (wal_checkpointer.h).
 constexpr auto kWalCheckpointInterval = std::chrono::seconds(2);
 
+// The parts that stamp the store take Unix seconds as a function: the loop's clock's.
+std::function<int64_t()> wall_clock_of(LoopClock& clock) {
+  return [&clock] { return clock.unix_now(); };
+}
+
 }  // namespace
 
-Daemon::Daemon(asio::io_context& io, db::Store& store, std::string store_path, DaemonConfig config,
-               bool verbose, CardSizeProvider card_size)
+Daemon::Daemon(asio::io_context& io, LoopClock& clock, db::Store& store, std::string store_path,
+               DaemonConfig config, bool verbose, CardSizeProvider card_size)
     : io_(io),
+      clock_(clock),
       store_(store),
       store_path_(std::move(store_path)),
       config_(std::move(config)),
       verbose_(verbose),
-      sink_(store, metrics_, std::bind_front(&Daemon::poke_dispatcher, this), unix_now),
-      registry_(store, metrics_, unix_now),
+      sink_(store, metrics_, std::bind_front(&Daemon::poke_dispatcher, this), wall_clock_of(clock)),
+      registry_(store, metrics_, wall_clock_of(clock)),
       preflight_(
-          store, metrics_, unix_now,
+          store, metrics_, wall_clock_of(clock),
           [this](AlertContent alert) {
             if (dispatcher_) dispatcher_->send_once(std::move(alert));
           },
           std::move(card_size), verbose),
-      scheduler_(io, std::chrono::milliseconds(config_.read_interval_ms),
-                 [this](Tracked& file) { return read(file); }),
-      logs_(io, store, registry_, scheduler_, metrics_, buffer_, *this, unix_now, verbose),
+      scheduler_(
+          io, std::chrono::milliseconds(config_.read_interval_ms),
+          [this](Tracked& file) { return read(file); }, clock),
+      logs_(io, store, registry_, scheduler_, metrics_, buffer_, *this, wall_clock_of(clock),
+            verbose, clock),
       inotify_(io),
       signals_(io, SIGINT, SIGTERM, SIGHUP),
       gpu_(
-          io, store, metrics_, unix_now, [this] { return sampled_runs(); },
+          io, store, metrics_, wall_clock_of(clock), [this] { return sampled_runs(); },
           [this](AlertContent alert) {
             if (dispatcher_) dispatcher_->send_once(std::move(alert));
           },
-          [](const std::string& line) { log_line(kNotice, "{}", line); }) {
+          [](const std::string& line) { log_line(kNotice, "{}", line); }, clock) {
   sink_.on_damaged([this](const std::string& message) { store_damaged(message); });
 }
 
@@ -97,7 +105,7 @@ bool Daemon::start() {
     // The port it got (port 0 asks the kernel for a free one).
     log_line(kInfo, "serving /metrics on port {}", metrics_server_->port());
   }
-  dispatcher_ = std::make_unique<AlertDispatcher>(io_, store_, config_, &metrics_);
+  dispatcher_ = std::make_unique<AlertDispatcher>(io_, store_, config_, &metrics_, nullptr, clock_);
   if (auto started = dispatcher_->start(); !started) {
     log_line(kError, "{}", started.error().message);
     return false;
@@ -145,6 +153,12 @@ bool Daemon::start() {
   write_textfile();
   start_gpu_monitor();
   return true;
+}
+
+bool Daemon::alerts_in_flight() const {
+  if (dispatcher_ && dispatcher_->in_flight()) return true;
+  return std::any_of(retired_dispatchers_.begin(), retired_dispatchers_.end(),
+                     [](const auto& retired) { return retired->in_flight(); });
 }
 
 // --- the GPU memory timeline (gpu_monitor.h) ---------------------------------------------------
@@ -227,9 +241,12 @@ void Daemon::announce_recovery(const db::StoreRecovery& recovery) {
 
 // Its verdicts go out through whichever dispatcher is current.
 std::unique_ptr<UiHealer> Daemon::make_healer() {
-  return std::make_unique<UiHealer>(io_, store_, config_.heal, [this](AlertContent alert) {
-    if (dispatcher_) dispatcher_->send_once(std::move(alert));
-  });
+  return std::make_unique<UiHealer>(
+      io_, store_, config_.heal,
+      [this](AlertContent alert) {
+        if (dispatcher_) dispatcher_->send_once(std::move(alert));
+      },
+      clock_);
 }
 
 void Daemon::preflight_check(const Tracked& file) {
@@ -272,8 +289,8 @@ bool Daemon::start_fleet_shipper() {
 
 // --- service manager and metrics -----------------------------------------------------------
 void Daemon::arm_watchdog() {
-  watchdog_timer_.expires_after(watchdog_interval_);
-  watchdog_timer_.async_wait([this](const boost::system::error_code& ec) {
+  watchdog_timer_->expires_after(watchdog_interval_);
+  watchdog_timer_->async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     notify_service_manager("WATCHDOG=1");
     arm_watchdog();
@@ -355,7 +372,7 @@ int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose,
     std::optional<std::string> damage;
     {
       asio::io_context io;
-      Daemon daemon(io, **store, store_path, std::move(config), verbose, card_size);
+      Daemon daemon(io, real_clock(), **store, store_path, std::move(config), verbose, card_size);
       daemon.set_recovery(std::move(recovery), recovered_at.size());
       if (!daemon.start()) return 1;
       io.run();

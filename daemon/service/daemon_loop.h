@@ -11,7 +11,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -21,6 +20,7 @@
 #include <vector>
 
 #include "daemon/alerts/alert_dispatcher.h"
+#include "daemon/common/clock.h"
 #include "daemon/common/daemon_config.h"
 #include "daemon/common/metrics.h"
 #include "daemon/common/read_buffer.h"
@@ -44,8 +44,9 @@ namespace oomtriage::daemon {
 
 class Daemon final : public LogHost {
  public:
-  Daemon(boost::asio::io_context& io, db::Store& store, std::string store_path, DaemonConfig config,
-         bool verbose, CardSizeProvider card_size);
+  // Every wait, timer and timestamp of the loop comes from `clock` (real_clock() but in tests).
+  Daemon(boost::asio::io_context& io, LoopClock& clock, db::Store& store, std::string store_path,
+         DaemonConfig config, bool verbose, CardSizeProvider card_size);
   ~Daemon() override;
 
   // This start follows a recovery of the store (at the start, or of a store damaged while the
@@ -60,6 +61,8 @@ class Daemon final : public LogHost {
   DaemonConfig take_config() { return std::move(config_); }
 
   bool start();
+  // A request to a receiver is under way (a test on virtual time waits for its answer).
+  bool alerts_in_flight() const;
 
  private:
   // daemon.cc
@@ -100,6 +103,7 @@ class Daemon final : public LogHost {
   void replace_dispatcher(const DaemonConfig& fresh);
 
   boost::asio::io_context& io_;
+  LoopClock& clock_;
   db::Store& store_;
   std::string store_path_;
   DaemonConfig config_;
@@ -113,12 +117,12 @@ class Daemon final : public LogHost {
   FollowedLogs logs_;
   std::optional<DirectoryWatcher> watcher_;
   boost::asio::posix::stream_descriptor inotify_;
-  boost::asio::steady_timer rescan_timer_{io_};
-  boost::asio::steady_timer settle_timer_{io_};
-  boost::asio::steady_timer checkpoint_timer_{io_};
+  std::unique_ptr<LoopTimer> rescan_timer_ = clock_.timer(io_);
+  std::unique_ptr<LoopTimer> settle_timer_ = clock_.timer(io_);
+  std::unique_ptr<LoopTimer> checkpoint_timer_ = clock_.timer(io_);
   bool checkpoint_armed_ = false;
   boost::asio::signal_set signals_;
-  boost::asio::steady_timer reload_timer_{io_};
+  std::unique_ptr<LoopTimer> reload_timer_ = clock_.timer(io_);
   bool reload_pending_ = false;
   std::chrono::steady_clock::time_point last_reload_{};
   GpuMonitor gpu_;
@@ -128,13 +132,13 @@ class Daemon final : public LogHost {
   std::vector<std::unique_ptr<AlertDispatcher>> retired_dispatchers_;  // draining after SIGHUP
   std::unique_ptr<MetricsServer> metrics_server_;
   std::unique_ptr<UiHealer> healer_;  // the `heal:` section, when present
-  boost::asio::steady_timer watchdog_timer_{io_};
+  std::unique_ptr<LoopTimer> watchdog_timer_ = clock_.timer(io_);
   std::chrono::microseconds watchdog_interval_{0};
   int textfile_error_logged_ = 0;
   std::optional<db::StoreRecovery> recovery_;  // this start follows one
   std::optional<std::string> damage_;          // the loop stopped for a recovery
   bool first_scan_marker_pending_ = false;     // its write failed: tried again at the next commit
-  boost::asio::steady_timer store_retry_timer_{io_};
+  std::unique_ptr<LoopTimer> store_retry_timer_ = clock_.timer(io_);
   bool store_retry_armed_ = false;
   bool rescan_on_retry_ = false;  // a log could not be registered: scan again on the retry
   LogDiscovery discovery_{config_, logs_, slurm_, *this};

@@ -104,7 +104,7 @@ void Daemon::on_changes(const std::vector<FsChange>& changes) {
   } else {
     for (const std::string& folder : folders) discovery_.discover_under(folder);
   }
-  const auto now = Clock::now();
+  const auto now = clock_.now();
   for (const std::string& path : written) {
     Tracked* file = logs_.find(path);
     if (!file) continue;
@@ -128,7 +128,7 @@ uint64_t Daemon::read(Tracked& file) {
     if (logs_.out_of_descriptors()) scheduler_.poll(file);
     return 0;
   }
-  file.last_read = Clock::now();
+  file.last_read = clock_.now();
   FileFollower& follower = *file.follower;
   FileFollower::Read read = follower.read(kReadBudgetPerTurn, buffer_.span());
   if (read.rewritten) {
@@ -166,7 +166,7 @@ uint64_t Daemon::read(Tracked& file) {
     arm_checkpoint();
   }
   if (follower.analyzer().has_open_incident()) {
-    file.settle_at = Clock::now() + std::chrono::milliseconds(config_.settle_ms);
+    file.settle_at = clock_.now() + std::chrono::milliseconds(config_.settle_ms);
     arm_settle();
   }
   if (read.more) {
@@ -268,7 +268,7 @@ void Daemon::run_changed(Tracked& file, parsers::Outcome outcome) {
 // write the store refuses is tried again at the next commit: left unwritten, the next start
 // would be a first start and skip what the logs got while the daemon was down.
 void Daemon::mark_first_scan_done() {
-  auto marked = store_.set_meta("first_scan_done", std::to_string(unix_now()));
+  auto marked = store_.set_meta("first_scan_done", std::to_string(clock_.unix_now()));
   first_scan_marker_pending_ = !marked;
   count_store_failure(metrics_, "set_first_scan_done", marked);
 }
@@ -286,8 +286,8 @@ void Daemon::rewind(Tracked& file) {
 void Daemon::arm_store_retry() {
   if (store_retry_armed_) return;
   store_retry_armed_ = true;
-  store_retry_timer_.expires_after(sink_.next_retry_delay());
-  store_retry_timer_.async_wait([this](const boost::system::error_code& ec) {
+  store_retry_timer_->expires_after(sink_.next_retry_delay());
+  store_retry_timer_->async_wait([this](const boost::system::error_code& ec) {
     store_retry_armed_ = false;
     if (ec) return;
     if (!sink_.retry_kept()) {
@@ -311,8 +311,8 @@ void Daemon::arm_store_retry() {
 void Daemon::arm_checkpoint() {
   if (checkpoint_armed_) return;
   checkpoint_armed_ = true;
-  checkpoint_timer_.expires_after(kCheckpointInterval);
-  checkpoint_timer_.async_wait([this](const boost::system::error_code& ec) {
+  checkpoint_timer_->expires_after(kCheckpointInterval);
+  checkpoint_timer_->async_wait([this](const boost::system::error_code& ec) {
     checkpoint_armed_ = false;
     if (ec) return;
     std::vector<db::Progress> batch;
@@ -333,8 +333,8 @@ void Daemon::arm_checkpoint() {
 
 // --- the rescan and settle timers ---------------------------------------------------------
 void Daemon::arm_rescan() {
-  rescan_timer_.expires_after(std::chrono::seconds(config_.rescan_seconds));
-  rescan_timer_.async_wait([this](const boost::system::error_code& ec) {
+  rescan_timer_->expires_after(std::chrono::seconds(config_.rescan_seconds));
+  rescan_timer_->async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
     discovery_.scan_all();
     for (auto& [path, file] : logs_.by_path()) read(*file);
@@ -352,10 +352,10 @@ void Daemon::arm_settle() {
     if (file->settle_at && (!earliest || *file->settle_at < *earliest)) earliest = file->settle_at;
   }
   if (!earliest) return;
-  settle_timer_.expires_at(*earliest);
-  settle_timer_.async_wait([this](const boost::system::error_code& ec) {
+  settle_timer_->expires_at(*earliest);
+  settle_timer_->async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
-    const auto now = Clock::now();
+    const auto now = clock_.now();
     for (auto& [path, file] : logs_.by_path()) {
       if (file->settle_at && *file->settle_at <= now) {
         // While the incident's traceback is still to come, the log must be quiet for longer.

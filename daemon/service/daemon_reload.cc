@@ -51,17 +51,17 @@ void Daemon::request_reload() {
     ++metrics_.reloads_coalesced;
     return;
   }
-  const auto due = std::max(std::chrono::steady_clock::now(), last_reload_ + kReloadSpacing);
+  const auto due = std::max(clock_.now(), last_reload_ + kReloadSpacing);
   schedule_reload(due, /*retry=*/false);
 }
 
 void Daemon::schedule_reload(std::chrono::steady_clock::time_point due, bool retry) {
   reload_pending_ = true;
-  reload_timer_.expires_at(due);
-  reload_timer_.async_wait([this, retry](const boost::system::error_code& ec) {
+  reload_timer_->expires_at(due);
+  reload_timer_->async_wait([this, retry](const boost::system::error_code& ec) {
     if (ec) return;
     reload_pending_ = false;
-    last_reload_ = std::chrono::steady_clock::now();
+    last_reload_ = clock_.now();
     ++metrics_.reloads;
     notify_service_manager("RELOADING=1");
     reload_config(retry);
@@ -76,7 +76,7 @@ void Daemon::reload_config(bool retry) {
   }
   auto fresh = load_daemon_config(config_.source);
   if (!fresh && !retry) {
-    schedule_reload(std::chrono::steady_clock::now() + kReloadRetry, /*retry=*/true);
+    schedule_reload(clock_.now() + kReloadRetry, /*retry=*/true);
     return;
   }
   if (!fresh) {
@@ -123,7 +123,8 @@ void Daemon::reload_config(bool retry) {
 // The old dispatcher may have a request in flight: it lives until that answers, and the new
 // one waits so that the row is not sent twice.
 void Daemon::replace_dispatcher(const DaemonConfig& fresh) {
-  auto dispatcher = std::make_unique<AlertDispatcher>(io_, store_, fresh, &metrics_);
+  auto dispatcher =
+      std::make_unique<AlertDispatcher>(io_, store_, fresh, &metrics_, nullptr, clock_);
   if (auto started = dispatcher->start(); !started) {
     log_line(kError, "SIGHUP: keeping the old alert receivers: {}", started.error().message);
     return;
