@@ -10,7 +10,6 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <fmt/format.h>
 
 #include <chrono>
@@ -78,7 +77,7 @@ using Steady = std::chrono::steady_clock;
 struct AlertDispatcher::Lane {
   Receiver receiver;
   std::unique_ptr<asio::ssl::context> tls;
-  asio::steady_timer timer;
+  std::unique_ptr<LoopTimer> timer;
   bool in_flight = false;
   std::set<std::string> logged;  // each distinct failure is logged once
   std::mt19937 jitter{std::random_device{}()};
@@ -87,19 +86,22 @@ struct AlertDispatcher::Lane {
   std::map<int64_t, Steady::time_point> not_before;
   std::map<int64_t, Steady::time_point> waiting_since;
   std::optional<Steady::time_point> storm_opened;  // the first unsent alert of this window
-  explicit Lane(asio::io_context& io) : timer(io) {}
+  explicit Lane(std::unique_ptr<LoopTimer> t) : timer(std::move(t)) {}
 };
 
 AlertDispatcher::AlertDispatcher(asio::io_context& io, db::Store& store, const DaemonConfig& config,
-                                 Metrics* metrics, std::function<int64_t()> wall_clock)
+                                 Metrics* metrics, std::function<int64_t()> wall_clock,
+                                 LoopClock& clock)
     : io_(io),
       store_(store),
       host_(config.host.empty() ? this_host() : config.host),
       group_seconds_(config.alert_group_seconds),
       metrics_(metrics),
-      wall_clock_(wall_clock ? std::move(wall_clock) : std::function<int64_t()>(unix_now)) {
+      clock_(clock),
+      wall_clock_(wall_clock ? std::move(wall_clock)
+                             : std::function<int64_t()>([&clock] { return clock.unix_now(); })) {
   for (const Receiver& receiver : config.alerts) {
-    auto lane = std::make_unique<Lane>(io);
+    auto lane = std::make_unique<Lane>(clock.timer(io));
     lane->receiver = receiver;
     lanes_.push_back(std::move(lane));
   }
@@ -127,8 +129,8 @@ void AlertDispatcher::poke() {
 }
 
 void AlertDispatcher::arm_after(Lane& lane, Steady::duration delay) {
-  lane.timer.expires_after(delay);
-  lane.timer.async_wait([this, &lane](const boost::system::error_code& ec) {
+  lane.timer->expires_after(delay);
+  lane.timer->async_wait([this, &lane](const boost::system::error_code& ec) {
     if (!ec) pump(lane);
   });
 }
@@ -176,7 +178,7 @@ void AlertDispatcher::send_once(AlertContent alert) {
 void AlertDispatcher::retire(std::function<void()> drained) {
   retired_ = true;
   drained_ = std::move(drained);
-  for (auto& lane : lanes_) lane->timer.cancel();
+  for (auto& lane : lanes_) lane->timer->cancel();
   check_drained();
 }
 
@@ -189,7 +191,7 @@ void AlertDispatcher::check_drained() {
 void AlertDispatcher::pump(Lane& lane) {
   if (lane.in_flight || held_ || retired_) return;
   const int64_t wall = wall_clock_();
-  const Steady::time_point now = Steady::now();
+  const Steady::time_point now = clock_.now();
   // Every pending row; when each is due is this lane's steady bookkeeping, not the stored time.
   auto pending = store_.due_alerts(lane.receiver.name, std::numeric_limits<int64_t>::max(), 200);
   if (!pending) {
@@ -319,7 +321,7 @@ void AlertDispatcher::send(Lane& lane, std::vector<std::vector<db::OutboxItem>> 
               } after{this};
               std::vector<int64_t> ids;
               int64_t attempts = 0;
-              Steady::time_point since = Steady::now();
+              Steady::time_point since = clock_.now();
               for (const auto& item : group) {
                 ids.push_back(item.id);
                 attempts = std::max(attempts, item.attempts + 1);
@@ -328,7 +330,7 @@ void AlertDispatcher::send(Lane& lane, std::vector<std::vector<db::OutboxItem>> 
               }
               const int64_t now = wall_clock_();
               const int64_t waited =
-                  std::chrono::duration_cast<std::chrono::seconds>(Steady::now() - since).count();
+                  std::chrono::duration_cast<std::chrono::seconds>(clock_.now() - since).count();
               const Receiver& r = lane.receiver;
               const auto log_once = [&](int priority, const std::string& what) {
                 if (lane.logged.insert(what).second)
@@ -370,7 +372,7 @@ void AlertDispatcher::send(Lane& lane, std::vector<std::vector<db::OutboxItem>> 
                   log_once(kWarning, verdict.log);
                   // The lane waits on the steady clock; the store keeps the wall-clock second
                   // for people and a restart (clamped when read back).
-                  for (int64_t id : ids) lane.not_before[id] = Steady::now() + verdict.delay;
+                  for (int64_t id : ids) lane.not_before[id] = clock_.now() + verdict.delay;
                   const int64_t delay_s = (verdict.delay.count() + 999) / 1000;
                   keep(store_.mark_alerts(ids, "pending", attempts, now + delay_s, verdict.reason));
                   arm_after(lane, verdict.delay);

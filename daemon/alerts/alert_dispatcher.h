@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "daemon/alerts/alert_payload.h"
+#include "daemon/common/clock.h"
 #include "daemon/common/daemon_config.h"
 #include "daemon/net/http_client.h"
 #include "daemon/common/metrics.h"
@@ -38,9 +39,11 @@ HttpRequest alert_request(const Receiver& receiver, const AlertContent& alert, i
 
 class AlertDispatcher {
  public:
-  // `wall_clock` gives Unix seconds (injected by tests that step it).
+  // Waits, windows and backoffs are on `clock`; `wall_clock` gives Unix seconds (injected by
+  // tests that step it apart from the steady clock; `clock`'s when null).
   AlertDispatcher(boost::asio::io_context& io, db::Store& store, const DaemonConfig& config,
-                  Metrics* metrics = nullptr, std::function<int64_t()> wall_clock = nullptr);
+                  Metrics* metrics = nullptr, std::function<int64_t()> wall_clock = nullptr,
+                  LoopClock& clock = real_clock());
   ~AlertDispatcher();
   // Builds each receiver's TLS trust store; an error names the receiver whose one cannot be
   // read. Sends nothing until poke().
@@ -77,6 +80,7 @@ class AlertDispatcher {
   std::string host_;
   int group_seconds_;
   Metrics* metrics_;
+  LoopClock& clock_;
   std::function<int64_t()> wall_clock_;
   std::vector<std::unique_ptr<Lane>> lanes_;
   bool held_ = false;

@@ -29,7 +29,8 @@ constexpr auto kLeavingPoll = std::chrono::milliseconds(250);
 
 FollowedLogs::FollowedLogs(boost::asio::io_context& io, db::Store& store, JobRegistry& registry,
                            ReadScheduler& scheduler, Metrics& metrics, ReadBuffer& buffer,
-                           LogHost& host, std::function<int64_t()> wall_clock, bool verbose)
+                           LogHost& host, std::function<int64_t()> wall_clock, bool verbose,
+                           LoopClock& clock)
     : store_(store),
       registry_(registry),
       scheduler_(scheduler),
@@ -38,7 +39,8 @@ FollowedLogs::FollowedLogs(boost::asio::io_context& io, db::Store& store, JobReg
       host_(host),
       wall_clock_(std::move(wall_clock)),
       verbose_(verbose),
-      leaving_timer_(io) {}
+      clock_(clock),
+      leaving_timer_(clock.timer(io)) {}
 
 Tracked* FollowedLogs::find(const std::string& path) {
   auto it = files_.find(path);
@@ -211,7 +213,7 @@ void FollowedLogs::check_identity(const std::string& path) {
   if (leaving->follower->is_open()) {
     struct stat old {};
     leaving->deleted = ::fstat(leaving->follower->fd(), &old) != 0 || old.st_nlink == 0;
-    leaving->last_growth = Clock::now();
+    leaving->last_growth = clock_.now();
     if (verbose_)
       log_line(kDebug, "{} {}", path, leaving->deleted ? "was deleted" : "was rotated away");
     leaving_.push_back(std::move(leaving));
@@ -263,7 +265,7 @@ void FollowedLogs::drain(Tracked& file) {
   for (int turn = 0; turn < 4096; ++turn) {
     const FileFollower::Read read = follower.read(kReadBudgetPerTurn, buffer_.span());
     metrics_.bytes_read += read.bytes;
-    if (read.bytes > 0) file.last_growth = Clock::now();
+    if (read.bytes > 0) file.last_growth = clock_.now();
     if (!read.more) break;
   }
   metrics_.records += follower.take_new_records();
@@ -298,8 +300,8 @@ void FollowedLogs::let_go_if(const std::function<bool(const Tracked&)>& changed)
 void FollowedLogs::arm_leaving() {
   if (leaving_armed_ || leaving_.empty()) return;
   leaving_armed_ = true;
-  leaving_timer_.expires_after(kLeavingPoll);
-  leaving_timer_.async_wait([this](const boost::system::error_code& ec) {
+  leaving_timer_->expires_after(kLeavingPoll);
+  leaving_timer_->async_wait([this](const boost::system::error_code& ec) {
     leaving_armed_ = false;
     if (ec) return;
     leaving_turn();
@@ -308,7 +310,7 @@ void FollowedLogs::arm_leaving() {
 }
 
 void FollowedLogs::leaving_turn() {
-  const auto now = Clock::now();
+  const auto now = clock_.now();
   std::erase_if(leaving_, [&](std::unique_ptr<Tracked>& file) {
     drain(*file);
     if (file->analyzer().has_open_incident() &&

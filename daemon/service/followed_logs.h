@@ -15,7 +15,6 @@
 
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <functional>
@@ -26,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/common/clock.h"
 #include "daemon/common/metrics.h"
 #include "daemon/common/read_buffer.h"
 #include "daemon/service/job_registry.h"
@@ -55,10 +55,10 @@ class FollowedLogs {
   using ByPath = std::map<std::string, std::unique_ptr<Tracked>>;
 
   // `wall_clock` gives Unix seconds (the store's timestamps); `settle` is how long a leaving
-  // log's open incident waits for more of its traceback.
+  // log's open incident waits for more of its traceback; leaving logs wait on `clock`.
   FollowedLogs(boost::asio::io_context& io, db::Store& store, JobRegistry& registry,
                ReadScheduler& scheduler, Metrics& metrics, ReadBuffer& buffer, LogHost& host,
-               std::function<int64_t()> wall_clock, bool verbose);
+               std::function<int64_t()> wall_clock, bool verbose, LoopClock& clock = real_clock());
   FollowedLogs(const FollowedLogs&) = delete;
   FollowedLogs& operator=(const FollowedLogs&) = delete;
 
@@ -113,7 +113,8 @@ class FollowedLogs {
   std::chrono::milliseconds settle_{25};
   ByPath files_;
   std::vector<std::unique_ptr<Tracked>> leaving_;  // no longer named by their path
-  boost::asio::steady_timer leaving_timer_;
+  LoopClock& clock_;
+  std::unique_ptr<LoopTimer> leaving_timer_;
   bool leaving_armed_ = false;
   std::set<std::string> unreadable_logged_;
   size_t max_open_ = 4096;       // log descriptors open at once

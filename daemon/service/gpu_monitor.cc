@@ -16,7 +16,7 @@ namespace oomtriage::daemon {
 GpuMonitor::GpuMonitor(boost::asio::io_context& io, db::Store& store, Metrics& metrics,
                        std::function<int64_t()> wall_clock, Runs runs,
                        std::function<void(AlertContent)> warn,
-                       std::function<void(const std::string&)> say)
+                       std::function<void(const std::string&)> say, LoopClock& clock)
     : io_(io),
       store_(store),
       metrics_(metrics),
@@ -25,13 +25,14 @@ GpuMonitor::GpuMonitor(boost::asio::io_context& io, db::Store& store, Metrics& m
       warn_(std::move(warn)),
       say_(std::move(say)),
       health_(say_),
-      timer_(io) {
+      clock_(clock),
+      timer_(clock.timer(io)) {
   std::error_code ec;
   self_exe_ = std::filesystem::read_symlink("/proc/self/exe", ec).string();
 }
 
 GpuMonitor::~GpuMonitor() {
-  timer_.cancel();
+  timer_->cancel();
   worker_.reset();  // no `ready` after this
   alive_.reset();
 }
@@ -40,7 +41,7 @@ void GpuMonitor::start(std::chrono::milliseconds interval, double near_oom_share
                        std::unique_ptr<NvmlSampler> sampler, std::chrono::milliseconds deadline) {
   interval_ = interval;
   share_ = near_oom_share;
-  timer_.cancel();
+  timer_->cancel();
   if (interval_.count() <= 0) {
     worker_.reset();
     metrics_.job_gpu_memory.clear();
@@ -75,7 +76,7 @@ void GpuMonitor::start(std::chrono::milliseconds interval, double near_oom_share
 }
 
 void GpuMonitor::stop() {
-  timer_.cancel();
+  timer_->cancel();
   for (auto& [run_id, state] : states_) {
     if (state.dirty) store(run_id, state);
   }
@@ -83,8 +84,8 @@ void GpuMonitor::stop() {
 
 void GpuMonitor::arm() {
   const auto wait = fast_ ? std::max(interval_ / 5, std::chrono::milliseconds(50)) : interval_;
-  timer_.expires_after(wait);
-  timer_.async_wait([this](const boost::system::error_code& error) {
+  timer_->expires_after(wait);
+  timer_->async_wait([this](const boost::system::error_code& error) {
     // A turn already due when a reload turned sampling off must not arm again.
     if (error || !worker_ || interval_.count() <= 0) return;
     turn();
@@ -104,7 +105,7 @@ void GpuMonitor::on_ready() {
       }
       if (health_.answered(wall_clock_())) metrics_.gpu_not_answering.clear();
       worker_.reset();
-      timer_.cancel();
+      timer_->cancel();
       return;
     }
     say_(fmt::format(
@@ -129,7 +130,7 @@ void GpuMonitor::turn() {
 
 std::optional<int64_t> GpuMonitor::owner_of(pid_t pid, const std::vector<SampledRun>& runs,
                                             const std::vector<JobFiles>& files, int64_t runs_seen) {
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = clock_.now();
   const auto present = [&](int64_t run_id) {
     return std::any_of(runs.begin(), runs.end(),
                        [&](const SampledRun& run) { return run.run_id == run_id; });
@@ -231,7 +232,7 @@ void GpuMonitor::sampled(const std::vector<GpuSample>& cards) {
   metrics_.job_gpu_memory.clear();
   fast_ = false;
   const int64_t now = wall_clock_();
-  const auto steady_now = std::chrono::steady_clock::now();
+  const auto steady_now = clock_.now();
   std::set<int64_t> sampled;
   for (const SampledRun& run : runs) {
     for (const GpuSample& card : cards) {
@@ -308,7 +309,7 @@ void GpuMonitor::store(int64_t run_id, RunState& state) {
     }
   }
   state.dirty = false;
-  state.stored_at = std::chrono::steady_clock::now();
+  state.stored_at = clock_.now();
 }
 
 void GpuMonitor::warn(const SampledRun& run, RunState& state, unsigned gpu, uint64_t card_bytes,

@@ -18,7 +18,6 @@
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -29,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/common/clock.h"
 #include "daemon/alerts/near_oom_alert.h"
 #include "daemon/common/metrics.h"
 #include "daemon/common/gpu_sample_worker.h"
@@ -67,10 +67,10 @@ class GpuMonitor {
 
   using Runs = std::function<std::vector<SampledRun>()>;
   // `wall_clock` gives Unix seconds; `warn` sends a near-OOM warning (once to each receiver)
-  // and `say` writes one journal line.
+  // and `say` writes one journal line. Sampling turns wait on `clock`.
   GpuMonitor(boost::asio::io_context& io, db::Store& store, Metrics& metrics,
              std::function<int64_t()> wall_clock, Runs runs, std::function<void(AlertContent)> warn,
-             std::function<void(const std::string&)> say);
+             std::function<void(const std::string&)> say, LoopClock& clock = real_clock());
   ~GpuMonitor();
 
   // Samples every `interval` (0: off) through `sampler`, or NVML as nvml_library() finds it;
@@ -129,7 +129,8 @@ class GpuMonitor {
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   GpuAttribution attribution_;
   std::string self_exe_;  // this binary: an `oomtriage run` above a process is ours
-  boost::asio::steady_timer timer_;
+  LoopClock& clock_;
+  std::unique_ptr<LoopTimer> timer_;
   std::chrono::milliseconds interval_{0};
   double share_ = 0.95;
   bool fast_ = false;  // a run is above 90% of what it may use: sample five times as often

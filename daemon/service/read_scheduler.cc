@@ -20,8 +20,8 @@ constexpr int kLineChecks = 8;
 }  // namespace
 
 ReadScheduler::ReadScheduler(boost::asio::io_context& io, std::chrono::milliseconds interval,
-                             Read read)
-    : pacer_(interval), read_(std::move(read)), poll_timer_(io) {}
+                             Read read, LoopClock& clock)
+    : pacer_(interval), read_(std::move(read)), poll_timer_(clock.timer(io)) {}
 
 void ReadScheduler::watch_quietly(Tracked& file) {
   if (!watcher_ || file.watch >= 0) return;
@@ -106,8 +106,8 @@ std::chrono::milliseconds ReadScheduler::slice() const {
 void ReadScheduler::arm_polls() {
   if (polls_armed_ || busy_.empty()) return;
   polls_armed_ = true;
-  poll_timer_.expires_after(slice());
-  poll_timer_.async_wait([this](const boost::system::error_code& ec) {
+  poll_timer_->expires_after(slice());
+  poll_timer_->async_wait([this](const boost::system::error_code& ec) {
     polls_armed_ = false;
     if (ec) return;
     poll_slice();

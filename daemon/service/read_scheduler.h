@@ -24,7 +24,6 @@
 
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -34,6 +33,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "daemon/common/clock.h"
 #include "daemon/service/batched_pread.h"
 #include "daemon/service/directory_watcher.h"
 #include "daemon/service/read_pacer.h"
@@ -46,7 +46,9 @@ class ReadScheduler {
   // `read` reads what a log grew by and returns the bytes read.
   using Read = std::function<uint64_t(Tracked&)>;
 
-  ReadScheduler(boost::asio::io_context& io, std::chrono::milliseconds interval, Read read);
+  // Its polls wait on `clock`.
+  ReadScheduler(boost::asio::io_context& io, std::chrono::milliseconds interval, Read read,
+                LoopClock& clock = real_clock());
   ReadScheduler(const ReadScheduler&) = delete;
   ReadScheduler& operator=(const ReadScheduler&) = delete;
 
@@ -87,7 +89,7 @@ class ReadScheduler {
   ReadPacer pacer_;
   Read read_;
   DirectoryWatcher* watcher_ = nullptr;
-  boost::asio::steady_timer poll_timer_;
+  std::unique_ptr<LoopTimer> poll_timer_;
   bool polls_armed_ = false;
   size_t poll_cursor_ = 0;   // the next busy log to poll
   size_t check_cursor_ = 0;  // the next busy log to check for a burst

@@ -52,8 +52,9 @@ std::optional<int64_t> bar_start(const std::string& path) {
 
 }  // namespace
 
-UiHealer::UiHealer(boost::asio::io_context& io, db::Store& store, HealConfig config, SendAlert send)
-    : io_(io), store_(store), send_(std::move(send)), timer_(io) {
+UiHealer::UiHealer(boost::asio::io_context& io, db::Store& store, HealConfig config, SendAlert send,
+                   LoopClock& clock)
+    : io_(io), store_(store), send_(std::move(send)), clock_(clock), timer_(clock.timer(io)) {
   set_config(std::move(config));
 }
 
@@ -187,7 +188,7 @@ void UiHealer::crashed(Episode episode, const RunEnded& run) {
   episode.fix = *step.fix;
   episode.change = fmt::format("{}: {}", step.fix->title, triage::describe_changes(*step.fix));
   episode.state = State::kWaitingForFailure;
-  episode.deadline = Clock::now() + std::chrono::seconds(config_.wait_seconds);
+  episode.deadline = clock_.now() + std::chrono::seconds(config_.wait_seconds);
   log_line(kNotice, "heal {}: attempt {}/{} crashed; next: {} once the UI marks it failed", run.job,
            episode.attempt, config_.max_attempts, episode.change);
   episodes_[run.job] = std::move(episode);
@@ -197,8 +198,8 @@ void UiHealer::crashed(Episode episode, const RunEnded& run) {
 void UiHealer::arm() {
   if (armed_) return;
   armed_ = true;
-  timer_.expires_after(kPollInterval);
-  timer_.async_wait([this](const boost::system::error_code& ec) {
+  timer_->expires_after(kPollInterval);
+  timer_->async_wait([this](const boost::system::error_code& ec) {
     armed_ = false;
     if (ec) return;
     poll();
@@ -260,7 +261,7 @@ void UiHealer::ui_answered(const std::string& job, Result<std::optional<db::Aitk
     let_go(job, episode, fmt::format("the job is {} in the UI: someone acted on it", status));
     return;
   }
-  if (Clock::now() < episode.deadline) return;
+  if (clock_.now() < episode.deadline) return;
   const std::string why = status.empty() ? "AI Toolkit's UI could not be read"
                                          : fmt::format("the UI still shows the job {}", status);
   conclude(job, episode, episode.crashed_run_id, "crashed_oom", "stopped: " + why,
@@ -292,7 +293,7 @@ void UiHealer::requeued(const std::string& job, Result<bool> queued) {
   Episode& episode = it->second;
   episode.asking = false;
   if (!queued) {
-    if (Clock::now() >= episode.deadline) {
+    if (clock_.now() >= episode.deadline) {
       conclude(job, episode, episode.crashed_run_id, "crashed_oom",
                "stopped: the UI did not take the re-queue",
                fmt::format("not healed: the re-queue failed for {} s: {}", config_.wait_seconds,
@@ -362,7 +363,7 @@ void UiHealer::record(const Episode& episode, int64_t run_id, const std::string&
   row.argv_json = "[]";  // the UI starts the trainer: no command line of ours
   row.outcome = outcome;
   row.verdict = verdict;
-  row.started_at = unix_now();
+  row.started_at = clock_.unix_now();
   row.ended_at = row.started_at;
   if (resumed_step) {
     row.resumed_step = resumed_step;
@@ -406,7 +407,7 @@ void UiHealer::conclude(std::string job, Episode& episode, int64_t run_id,
     content.message =
         fmt::format("attempt {}/{}: {}", episode.attempt, config_.max_attempts, message);
     content.log_path = episode.last.log_path;
-    content.starts_at = utc_time(unix_now());
+    content.starts_at = utc_time(clock_.unix_now());
     send_(std::move(content));
   }
   episodes_.erase(job);

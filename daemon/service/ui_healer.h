@@ -14,7 +14,6 @@
 
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -27,6 +26,7 @@
 #include <vector>
 
 #include "daemon/alerts/alert_payload.h"
+#include "daemon/common/clock.h"
 #include "daemon/common/daemon_config.h"
 #include "daemon/service/aitk_ui.h"
 #include "db/store.h"
@@ -55,7 +55,9 @@ class UiHealer {
   using SendAlert = std::function<void(AlertContent)>;
   using Clock = std::chrono::steady_clock;
 
-  UiHealer(boost::asio::io_context& io, db::Store& store, HealConfig config, SendAlert send);
+  // Its episodes wait on `clock`.
+  UiHealer(boost::asio::io_context& io, db::Store& store, HealConfig config, SendAlert send,
+           LoopClock& clock = real_clock());
   // A new `heal:` section (SIGHUP); a disabled one ends nothing under way, it starts nothing new.
   void set_config(HealConfig config);
 
@@ -106,7 +108,8 @@ class UiHealer {
   db::Store& store_;
   HealConfig config_;
   SendAlert send_;
-  boost::asio::steady_timer timer_;
+  LoopClock& clock_;
+  std::unique_ptr<LoopTimer> timer_;
   bool armed_ = false;
   std::shared_ptr<AitkUi> ui_;
   std::string ui_error_;  // logged once until it changes
