@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "triage/crash_figures.h"
+#include "triage/memory_pressure.h"
 
 namespace oomtriage::triage {
 namespace {
@@ -113,9 +113,9 @@ std::optional<uint64_t> oom_need_bytes(const nlohmann::json& event) {
       }
     }
   }
-  const auto calibration = calibrate(oom, nullptr);
-  if (!calibration || calibration->need_bytes == 0) return std::nullopt;
-  return calibration->need_bytes;
+  const MemoryPressure pressure = pressure_of_crash(oom);
+  if (!pressure.need_bytes || *pressure.need_bytes == 0) return std::nullopt;
+  return pressure.need_bytes;
 }
 
 std::string describe(const MemoryCorrection& c) {
