@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "triage/crash_figures.h"
+#include "triage/memory_pressure.h"
 
 namespace oomtriage::triage {
 namespace {
@@ -89,9 +89,9 @@ MemoryCorrection fleet_correction(const std::vector<FleetRun>& history, const st
 }
 
 std::optional<uint64_t> oom_need_bytes(const parsers::OomEvent& event) {
-  const auto calibration = calibrate(event, nullptr);
-  if (!calibration || calibration->need_bytes == 0) return std::nullopt;
-  return calibration->need_bytes;
+  const MemoryPressure pressure = pressure_of_crash(event);
+  if (!pressure.need_bytes || *pressure.need_bytes == 0) return std::nullopt;
+  return pressure.need_bytes;
 }
 
 std::string describe(const MemoryCorrection& c) {

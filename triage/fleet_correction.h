@@ -53,7 +53,7 @@ MemoryCorrection fleet_correction(const std::vector<FleetRun>& history, const st
                                   std::optional<uint64_t> card_bytes = std::nullopt);
 
 // What an OOM needed, from its figures: the process's memory in use plus the failed request
-// (triage/crash_figures.h calibrate()); nullopt without the figures.
+// (triage/memory_pressure.h pressure_of_crash()); nullopt without the figures.
 std::optional<uint64_t> oom_need_bytes(const parsers::OomEvent& event);
 
 // "adjusted +7% from 12 runs of flux1-dev on this fleet", "no adjustment (2 runs of flux1-dev on

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "triage/architectures.h"
 
@@ -59,10 +60,10 @@ double dtype_bytes(std::string_view dtype) {
 std::optional<double> quantized_bytes(std::string_view q) {
   double bits = 0;
   if (is_one_of(q, {"fp8", "float8", "qfloat8", "int8", "qint8", "fp8_e4m3fn", "fp8_scaled", "8bit",
-                    "float8_e4m3fn", "q8", "q8_0", "gguf_q8_0", "nf8", "uint8"})) {
+                    "float8_e4m3fn", "q8", "q8_0", "gguf_q8_0", "nf8", "uint8", "convrot8"})) {
     bits = 8.1;
   } else if (is_one_of(q, {"nf4", "int4", "uint4", "fp4", "nvfp4", "qint4", "4bit", "q4", "q4_0",
-                           "q4_k", "q4_k_m", "gguf_q4", "gguf_q4_k_m", "mxfp4"})) {
+                           "q4_k", "q4_k_m", "gguf_q4", "gguf_q4_k_m", "mxfp4", "convrot4"})) {
     bits = 4.5;
   } else if (is_one_of(q, {"q5", "q5_k", "q5_k_m", "uint5", "gguf_q5_k_m"})) {
     bits = 5.5;
@@ -74,6 +75,8 @@ std::optional<double> quantized_bytes(std::string_view q) {
     bits = 2.5;
   } else if (q.rfind("uint", 0) == 0 && q.size() == 5 && q[4] >= '1' && q[4] <= '8') {
     bits = (q[4] - '0') + 0.5;
+  } else if (q.rfind("convrotint", 0) == 0 && q.size() == 11 && q[10] >= '1' && q[10] <= '8') {
+    bits = (q[10] - '0') + 0.5;  // AI Toolkit's rotated integer qtypes, "convrotint2".."7"
   } else {
     return std::nullopt;
   }
@@ -86,6 +89,15 @@ bool is_caching(Phase phase) {
 
 bool quantized(const std::string& q) {
   return !q.empty() && q != "none" && q != "no" && q != "no_change" && q != "false";
+}
+
+// A quantization in the table's words: SimpleTuner's and others' backend suffixes dropped
+// ("int8-quanto", "fp8-torchao", "uint4|adapter"); nullopt when the table does not know it.
+std::optional<std::string> known_quantization(const std::string& q) {
+  if (quantized_bytes(q)) return q;
+  const std::string bare = q.substr(0, q.find_first_of("-|"));
+  if (quantized_bytes(bare)) return bare;
+  return std::nullopt;
 }
 
 // The spec with every unstated field settled; what was assumed is said once.
@@ -157,14 +169,13 @@ Job settle(const MemorySpec& spec) {
     job.arch = *find_architecture("cogvideox-2b");
     said.push_back("CogVideoX size not stated: 2B assumed from fp16 (5B trains in bf16)");
   }
-  // SimpleTuner's and others' backend suffixes: "int8-quanto", "fp8-torchao", "uint4|adapter".
-  if (quantized(job.quantization) && !quantized_bytes(job.quantization)) {
-    const std::string bare = job.quantization.substr(0, job.quantization.find_first_of("-|"));
-    if (quantized_bytes(bare)) job.quantization = bare;
-  }
-  if (quantized(job.quantization) && !quantized_bytes(job.quantization)) {
-    said.push_back(fmt::format("quantization '{}' not known: read as 8-bit", job.quantization));
-    job.quantization = "int8";
+  if (quantized(job.quantization)) {
+    if (const auto known = known_quantization(job.quantization)) {
+      job.quantization = *known;
+    } else {
+      said.push_back(fmt::format("quantization '{}' not known: read as 8-bit", job.quantization));
+      job.quantization = "int8";
+    }
   }
   // A trainer that quantizes the denoiser quantizes the text encoders it keeps too.
   job.te_quantization = lower(spec.text_encoder_quantization.value_or(
@@ -480,6 +491,12 @@ MemoryEstimate estimate_memory(const MemorySpec& spec, const MemoryCorrection& c
     }
   }
   return estimate;
+}
+
+double bytes_per_weight(std::string_view dtype, std::string_view quantization) {
+  const std::string q = lower(std::string(quantization));
+  if (!quantized(q)) return dtype_bytes(lower(std::string(dtype)));
+  return *quantized_bytes(known_quantization(q).value_or("int8"));
 }
 
 uint64_t usable_bytes(uint64_t card_bytes) {

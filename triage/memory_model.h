@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "parsers/event.h"
@@ -57,6 +58,12 @@ struct MemoryEstimate {
 };
 
 MemoryEstimate estimate_memory(const MemorySpec& spec, const MemoryCorrection& correction = {});
+
+// Bytes per weight of a model kept in `dtype` ("bf16", "float32"), or quantized as `quantization`
+// says ("qfloat8", "uint4|adapter", "int8-quanto") unless that is empty or "none": the model's
+// one table of bytes per parameter, which the crash figures (triage/crash_figures.h) read too. A
+// quantization the table does not know is read as 8-bit, as the model reads it.
+double bytes_per_weight(std::string_view dtype, std::string_view quantization = {});
 
 // What a job can use of a card: its size less the CUDA context and the allocator's slack.
 uint64_t usable_bytes(uint64_t card_bytes);

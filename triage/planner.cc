@@ -1,7 +1,7 @@
-// triage/planner.cc: the planner's frame: the event as it reads it (a "process" that is this job
-// is the job), the trainer's name for a setting, which rows of the ranking table apply, which
-// plan_*() each proposed fix id calls, the memory model's estimate of each candidate, and the
-// final order: fits before the rest, then priority, then confidence, a fix already tried last.
+// triage/planner.cc: the planner's frame: the trainer's name for a setting, which rows of the
+// ranking table apply, which plan_*() each proposed fix id calls, the memory model's estimate of
+// each candidate, and the final order: fits before the rest, then priority, then confidence, a
+// fix already tried last.
 #include "triage/planner.h"
 
 #include <algorithm>
@@ -14,40 +14,6 @@
 
 namespace oomtriage::triage::detail {
 namespace {
-
-constexpr double kFitMargin = 0.95;
-
-// "Process P has X memory in use" names this job itself when it runs in a container (the
-// driver reports the host's PID): a process whose memory matches the job's own in-use figure,
-// or PyTorch's reserved memory plus a CUDA context, is the job.
-bool is_this_job(const parsers::OtherProcess& process, const parsers::MemoryFigures& f) {
-  constexpr uint64_t kContextAllowance = 3ull << 29;  // 1.5 GiB of context and non-PyTorch memory
-  if (f.this_process_in_use_bytes) {
-    const uint64_t own = *f.this_process_in_use_bytes;
-    const uint64_t diff = own > process.bytes ? own - process.bytes : process.bytes - own;
-    return diff * 100 <= own;  // within 1%
-  }
-  const std::optional<uint64_t> reserved =
-      f.reserved_total_bytes ? f.reserved_total_bytes
-      : f.allocated_by_pytorch_bytes && f.reserved_unallocated_bytes
-          ? std::optional<uint64_t>(*f.allocated_by_pytorch_bytes + *f.reserved_unallocated_bytes)
-          : f.allocated_by_pytorch_bytes;
-  if (!reserved || *reserved == 0) return false;
-  return process.bytes >= *reserved && process.bytes - *reserved <= kContextAllowance;
-}
-
-// The event as the planner reads it: a "process" that is this job moves to its own figure.
-OomEvent without_this_job(OomEvent event) {
-  auto& others = event.figures.other_processes;
-  // Only a lone process can be told apart as the job; with several, all are others.
-  if (others.size() == 1 && is_this_job(others.front(), event.figures)) {
-    if (!event.figures.this_process_in_use_bytes) {
-      event.figures.this_process_in_use_bytes = others.front().bytes;
-    }
-    others.clear();
-  }
-  return event;
-}
 
 // The model's phase for a crash's phase: quantizing is part of loading; a crash whose phase is
 // unknown is read as a training step.
@@ -65,10 +31,10 @@ bool is_caching(Phase phase) {
 
 }  // namespace
 
-Planner::Planner(const TriageInput& input, const OomEvent& event, const JobConfig& config,
+Planner::Planner(const TriageInput& input, const MemoryPressure& pressure, const JobConfig& config,
                  bool assumed_config)
     : input_(input),
-      e_(without_this_job(event)),
+      e_(pressure),
       c_(config),
       assumed_(assumed_config),
       cal_(calibrate(e_, assumed_config ? nullptr : &config)) {
@@ -148,7 +114,7 @@ bool Planner::estimate_with_model(Candidate& candidate) const {
         if (is_working_memory(term)) bytes += term.bytes * (crash_correction_ - 1.0);
       }
       if (effect.reclaims_fragmentation) {
-        bytes -= std::min<double>(bytes * 0.5, e_.figures.reserved_unallocated_bytes.value_or(0));
+        bytes -= std::min<double>(bytes * 0.5, e_.reserved_unallocated_bytes.value_or(0));
       }
     }
     if (bytes > peak) {
@@ -189,7 +155,7 @@ void Planner::estimate(Candidate& candidate) const {
   const Effect& effect = candidate.effect;
   double peak = cal_->weights_bytes * effect.weights + cal_->activations_bytes * effect.activations;
   if (effect.reclaims_fragmentation) {
-    peak -= std::min<double>(peak * 0.5, e_.figures.reserved_unallocated_bytes.value_or(0));
+    peak -= std::min<double>(peak * 0.5, e_.reserved_unallocated_bytes.value_or(0));
   }
   const double usable = effect.frees_other_processes ? cal_->capacity_bytes : cal_->usable_bytes;
   Fix& fix = candidate.fix;
@@ -219,14 +185,13 @@ bool Planner::applies(Situation situation) const {
     case Situation::kShm: return e_.kind == OomKind::kShm;
     case Situation::kHost: return host;
     case Situation::kOtherProcesses: {
-      uint64_t others = 0;
-      for (const auto& p : e_.figures.other_processes) others += p.bytes;
-      const uint64_t capacity = e_.figures.total_capacity_bytes.value_or(0);
+      const uint64_t others = e_.others_bytes;
+      const uint64_t capacity = e_.card_bytes.value_or(0);
       return gpu && others >= kGiB && (capacity == 0 || others * 10 >= capacity);
     }
     case Situation::kFragmentation: {
-      const uint64_t unalloc = e_.figures.reserved_unallocated_bytes.value_or(0);
-      const uint64_t tried = e_.figures.tried_to_allocate_bytes.value_or(0);
+      const uint64_t unalloc = e_.reserved_unallocated_bytes.value_or(0);
+      const uint64_t tried = e_.requested_bytes.value_or(0);
       return gpu &&
              (unalloc >= kGiB || (unalloc >= 256ull << 20 && unalloc * 2 >= tried && tried > 0));
     }

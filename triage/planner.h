@@ -1,6 +1,7 @@
 // triage/planner.h
 //
-// The planner behind rank_fixes() (triage/ranker.h): for one incident and one config it proposes
+// The planner behind rank_fixes() (triage/ranker.h): for one memory pressure (a crash, a
+// prediction or a near-OOM warning: triage/memory_pressure.h) and one config it proposes
 // the fixes of every row of ranking_table() that applies, each with its effect on the memory
 // model, then estimates, keeps the ones the job's trainer can express and orders them. Its
 // plan_*() methods are grouped by what they change: the machine, not the config
@@ -25,6 +26,7 @@
 #include "triage/fix.h"
 #include "triage/crash_figures.h"
 #include "triage/memory_model.h"
+#include "triage/memory_pressure.h"
 #include "triage/ranker.h"
 
 namespace oomtriage::triage::detail {
@@ -32,7 +34,6 @@ namespace oomtriage::triage::detail {
 using parsers::JobConfig;
 using parsers::Knob;
 using parsers::ModelFamily;
-using parsers::OomEvent;
 using parsers::OomKind;
 using parsers::Phase;
 
@@ -83,7 +84,7 @@ inline int fewer_frames(int n) {
 
 class Planner {
  public:
-  Planner(const TriageInput& input, const OomEvent& event, const JobConfig& config,
+  Planner(const TriageInput& input, const MemoryPressure& pressure, const JobConfig& config,
           bool assumed_config);
 
   std::vector<Fix> plan();
@@ -162,7 +163,7 @@ class Planner {
   }
 
   const TriageInput& input_;
-  const OomEvent e_;  // with a "process" that is this job moved to its own figure
+  const MemoryPressure& e_;  // the crash, prediction or near-OOM warning the fixes answer
   const JobConfig& c_;
   bool assumed_;
   std::optional<Calibration> cal_;

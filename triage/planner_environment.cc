@@ -45,39 +45,36 @@ void Planner::plan_shm() {
 }
 
 void Planner::plan_free_gpu(int priority) {
-  uint64_t others = 0;
-  for (const auto& p : e_.figures.other_processes) others += p.bytes;
+  const uint64_t others = e_.others_bytes;
   std::vector<std::string> pids;
-  for (const auto& p : e_.figures.other_processes) {
+  for (const auto& p : e_.other_processes) {
     pids.push_back(fmt::format("{} ({})", p.pid, gib(p.bytes)));
   }
   Fix fix = make("free_gpu", "Free the GPU: other processes hold its memory",
                  fmt::format("{} other process{} held {} on GPU {} when the job failed: {}; no "
                              "config change gives that memory back",
                              pids.size(), pids.size() == 1 ? "" : "es", gib(others),
-                             e_.figures.gpu_index.value_or(0), fmt::join(pids, ", ")),
+                             e_.gpu_index.value_or(0), fmt::join(pids, ", ")),
                  "None for the job; stop or move the other processes (nvidia-smi shows them)", 0.9);
   add(priority, std::move(fix),
       Effect{.frees_other_processes = true, .what = "other processes gone"});
 }
 
 void Planner::plan_expandable_segments(int priority, int priority_if_short) {
-  const uint64_t unalloc = e_.figures.reserved_unallocated_bytes.value_or(0);
-  const uint64_t tried = e_.figures.tried_to_allocate_bytes.value_or(0);
+  const uint64_t unalloc = e_.reserved_unallocated_bytes.value_or(0);
+  const uint64_t tried = e_.requested_bytes.value_or(0);
   // What was missing: the request minus what was free (the whole request when free is unknown).
-  const uint64_t free = e_.figures.free_bytes.value_or(0);
+  const uint64_t free = e_.free_bytes.value_or(0);
   const uint64_t deficit = tried > free ? tried - free : 0;
   const bool covers = unalloc >= deficit;
-  Fix fix = make(
-      "expandable_segments", "Let PyTorch's allocator grow segments (fragmentation)",
-      fmt::format(
-          "{} was reserved by PyTorch but unallocated when {} was requested{}: "
-          "{}",
-          gib(unalloc), gib(tried),
-          e_.figures.free_bytes ? fmt::format(" with {} free", gib(*e_.figures.free_bytes)) : "",
-          covers ? "the memory was there, in pieces"
-                 : "even unfragmented it would not cover the shortfall"),
-      "None measurable; set it in the job's environment", covers ? 0.7 : 0.4);
+  Fix fix = make("expandable_segments", "Let PyTorch's allocator grow segments (fragmentation)",
+                 fmt::format("{} was reserved by PyTorch but unallocated when {} was requested{}: "
+                             "{}",
+                             gib(unalloc), gib(tried),
+                             e_.free_bytes ? fmt::format(" with {} free", gib(*e_.free_bytes)) : "",
+                             covers ? "the memory was there, in pieces"
+                                    : "even unfragmented it would not cover the shortfall"),
+                 "None measurable; set it in the job's environment", covers ? 0.7 : 0.4);
   ConfigChange env;
   env.path = "env.PYTORCH_CUDA_ALLOC_CONF";
   env.to = js("expandable_segments:True");

@@ -29,11 +29,11 @@ void Planner::plan_low_vram(int priority, const char* why) {
 
 void Planner::plan_quantize(int priority) {
   if (!knows(Knob::kQuantize)) return;
-  const double bpp = bytes_per_param(c_.qtype);
+  const double bpp = bytes_per_weight(c_.dtype, c_.qtype);
   std::string to_qtype;
   if (!c_.quantize) {
     to_qtype = c_.qtype.empty() ? "qfloat8" : c_.qtype;
-  } else if (bpp > 0.5) {
+  } else if (bpp > bytes_per_weight(c_.dtype, "uint4")) {
     to_qtype = "uint4";
   } else {
     return;  // already at 4 bits or below
@@ -56,8 +56,8 @@ void Planner::plan_quantize(int priority) {
       0.65);
   if (!c_.quantize) change(fix, "model.quantize", js(false), js(true));
   if (c_.quantize || to_qtype != "qfloat8") change(fix, "model.qtype", js(c_.qtype), js(to_qtype));
-  const double old_bpp = c_.quantize ? bpp : bytes_per_param(c_.dtype);
-  const double new_bpp = bytes_per_param(to_qtype);
+  const double old_bpp = c_.quantize ? bpp : bytes_per_weight(c_.dtype);
+  const double new_bpp = bytes_per_weight(c_.dtype, to_qtype);
   Effect effect;
   const auto size = model_size(c_);
   if (size && cal_ && cal_->weights_bytes > 0) {
@@ -98,7 +98,7 @@ void Planner::plan_cache_text_embeddings(int priority) {
   const auto size = model_size(c_);
   if (size && cal_ && cal_->weights_bytes > 0) {
     const double te = size->text_encoder_params_billion * 1e9 *
-                      (c_.quantize_te ? bytes_per_param(c_.qtype_te) : bytes_per_param(c_.dtype));
+                      bytes_per_weight(c_.dtype, c_.quantize_te ? c_.qtype_te : "");
     effect = Effect{.weights = std::max(0.0, 1.0 - te / cal_->weights_bytes),
                     .what = "text encoder off the GPU"};
   }

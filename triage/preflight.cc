@@ -1,43 +1,18 @@
 // triage/preflight.cc: the estimate, the verdict and the fixes of a pre-flight check. The fixes
-// come from the same ranking as a crash's (triage/ranker.h): the job is read as if it had run out
-// of memory in the first phase over the card, with figures that say exactly what the model
-// predicts there, on a card sized so that the ranker's fit (95% of the capacity) is the check's
-// (the usable memory, after the fleet's correction).
+// come from the same ranking as a crash's (triage/triage_job.h): the memory pressure of the first
+// phase over the usable memory, as the model predicts it (triage/memory_pressure.h
+// pressure_of_prediction()).
 #include "triage/preflight.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "triage/ranker.h"
+#include "triage/memory_pressure.h"
 #include "triage/spec_from_config.h"
+#include "triage/triage_job.h"
 
 namespace oomtriage::triage {
-namespace {
-
-constexpr double kRankerFitMargin = 0.95;  // triage/planner.cc
-
-parsers::OomEvent would_be_oom(const parsers::JobConfig& config, const PhaseEstimate& phase,
-                               uint64_t usable_bytes, double correction) {
-  parsers::OomEvent event;
-  event.kind = parsers::OomKind::kCuda;
-  event.phase = phase.phase;
-  // A training step after the first few: the largest bucket comes at a random later step.
-  if (phase.phase == parsers::Phase::kTrainStep) {
-    event.step = std::max(6, config.steps / 2);
-    event.total_steps = config.steps;
-  }
-  const uint64_t capacity =
-      static_cast<uint64_t>(usable_bytes / (kRankerFitMargin * std::max(0.1, correction)));
-  auto& f = event.figures;
-  f.total_capacity_bytes = capacity;
-  const uint64_t need = phase.peak_bytes;
-  f.this_process_in_use_bytes = std::min(need, capacity > 0 ? capacity - 1 : 0);
-  f.tried_to_allocate_bytes = need - *f.this_process_in_use_bytes;
-  return event;
-}
-
-}  // namespace
 
 Preflight preflight_spec(const MemorySpec& spec, uint64_t usable_bytes,
                          const MemoryCorrection& correction) {
@@ -75,13 +50,10 @@ Preflight preflight_config(const parsers::JobConfig& config, uint64_t usable_byt
       out.verdict.fit == Fit::kWillNotFit ? plain.phase(out.verdict.first_failing) : &plain.peak();
   if (at == nullptr) return out;
   const double factor = correction.factor > 0 ? correction.factor : 1.0;
-  const parsers::OomEvent event = would_be_oom(config, *at, usable_bytes, factor);
-  TriageInput input;
-  input.event = &event;
-  input.trainer = config.trainer;
-  input.config = &config;
+  const MemoryPressure pressure = pressure_of_prediction(config, *at, usable_bytes, factor);
+  const JobView job{&config, "", nullptr};
   const uint64_t now = out.estimate.peak().peak_bytes;
-  for (Fix& fix : rank_fixes(input)) {
+  for (Fix& fix : triage_pressure(pressure, config.trainer, {}, job, {})) {
     if (!fix.predicted_peak_bytes || !fix.changes_config()) continue;
     const uint64_t peak = static_cast<uint64_t>(*fix.predicted_peak_bytes * factor);
     if (peak >= now) continue;  // not a lever for this job's memory

@@ -12,11 +12,10 @@ namespace {
 using detail::Planner;
 using parsers::JobConfig;
 using parsers::Knob;
-using parsers::OomEvent;
 
 }  // namespace
 
-const OomEvent* incident_to_fix(const parsers::LogAnalysis& analysis) {
+const parsers::OomEvent* incident_to_fix(const parsers::LogAnalysis& analysis) {
   for (auto it = analysis.events.rbegin(); it != analysis.events.rend(); ++it) {
     if (!it->recovered) return &*it;
   }
@@ -62,14 +61,14 @@ parsers::JobConfig config_from_log(parsers::Trainer trainer,
 }
 
 std::vector<Fix> rank_fixes(const TriageInput& input) {
-  if (input.event == nullptr) return {};
-  if (input.config != nullptr) return Planner(input, *input.event, *input.config, false).plan();
+  if (input.pressure == nullptr) return {};
+  if (input.config != nullptr) return Planner(input, *input.pressure, *input.config, false).plan();
   TriageInput with_note = input;
   if (input.arguments.any()) {
     with_note.config_problem += "; using the training arguments the log prints";
   }
   const JobConfig from_log = config_from_log(input.trainer, input.arguments);
-  return Planner(with_note, *input.event, from_log, true).plan();
+  return Planner(with_note, *input.pressure, from_log, true).plan();
 }
 
 }  // namespace oomtriage::triage

@@ -19,6 +19,7 @@
 #include "parsers/event.h"
 #include "parsers/job_config.h"
 #include "triage/fix.h"
+#include "triage/memory_pressure.h"
 
 namespace oomtriage::triage {
 
@@ -53,10 +54,11 @@ const std::vector<RankingRow>& ranking_table();
 // The table as docs/ranking.md shows it (a Markdown table).
 std::string ranking_table_markdown();
 
-// What the ranker needs of one incident. Commands and the daemon do not fill it themselves: they
-// call triage/triage_job.h, the one path from an analysis, a job and its history to fixes.
+// What the ranker needs of one moment of memory pressure (a crash, a prediction, a near-OOM
+// warning). Commands and the daemon do not fill it themselves: they call triage/triage_job.h,
+// the one path from an analysis, a job and its history to fixes.
 struct TriageInput {
-  const parsers::OomEvent* event = nullptr;
+  const MemoryPressure* pressure = nullptr;
   parsers::Trainer trainer = parsers::Trainer::kUnknown;
   parsers::PrintedArguments arguments;         // what the log prints of the training arguments
   const parsers::JobConfig* config = nullptr;  // null: no config, or it did not parse

@@ -12,12 +12,12 @@ namespace {
 
 // A fix the previous run carried from its crash, when this run crashed again in the same phase,
 // did not work: it goes last, so the next lever leads.
-std::vector<std::string> tried_and_failed(const parsers::OomEvent& event, const JobView& job,
+std::vector<std::string> tried_and_failed(const MemoryPressure& pressure, const JobView& job,
                                           const History& history) {
   std::vector<std::string> tried = history.tried_and_failed;
   const std::optional<StoredCrash>& previous = history.previous_crash;
-  if (event.recovered || job.files == nullptr || job.files->empty() || !previous ||
-      previous->phase != parsers::to_string(event.phase)) {
+  if (pressure.recovered || job.files == nullptr || job.files->empty() || !previous ||
+      previous->phase != parsers::to_string(pressure.phase)) {
     return tried;
   }
   for (std::string& id : carried_fixes(previous->fixes, *job.files)) {
@@ -28,17 +28,23 @@ std::vector<std::string> tried_and_failed(const parsers::OomEvent& event, const 
 
 }  // namespace
 
-std::vector<Fix> triage_event(const parsers::OomEvent& event, parsers::Trainer trainer,
-                              const parsers::PrintedArguments& arguments, const JobView& job,
-                              const History& history) {
+std::vector<Fix> triage_pressure(const MemoryPressure& pressure, parsers::Trainer trainer,
+                                 const parsers::PrintedArguments& arguments, const JobView& job,
+                                 const History& history) {
   TriageInput input;
-  input.event = &event;
+  input.pressure = &pressure;
   input.trainer = trainer;
   input.arguments = arguments;
   input.config = job.config;
   input.config_problem = job.config_problem;
-  input.tried_and_failed = tried_and_failed(event, job, history);
+  input.tried_and_failed = tried_and_failed(pressure, job, history);
   return rank_fixes(input);
+}
+
+std::vector<Fix> triage_event(const parsers::OomEvent& event, parsers::Trainer trainer,
+                              const parsers::PrintedArguments& arguments, const JobView& job,
+                              const History& history) {
+  return triage_pressure(pressure_of_crash(event), trainer, arguments, job, history);
 }
 
 Triage triage_log(const parsers::LogAnalysis& analysis, const JobView& job,

@@ -3,7 +3,9 @@
 // The one path from a log's analysis, the job as the registry found it and the job's history to
 // ranked fixes. `scan`, `fix`, `run` and the daemon all call it, so the same crash of the same job
 // gets the same fixes whichever of them read it (tests/daemon/registry_parity_test.cc holds them
-// to it). Pure: the callers read the config and the store; this decides.
+// to it); a prediction (triage/preflight.h) and a near-OOM warning come in the same way, as the
+// memory pressure they are (triage/memory_pressure.h). Pure: the callers read the config and the
+// store; this decides.
 #pragma once
 
 #include <optional>
@@ -14,6 +16,7 @@
 #include "parsers/job_config.h"
 #include "parsers/native_config.h"
 #include "triage/fix.h"
+#include "triage/memory_pressure.h"
 
 namespace oomtriage::triage {
 
@@ -46,7 +49,13 @@ struct History {
   std::vector<std::string> tried_and_failed;
 };
 
-// One incident's fixes; `trainer` and `arguments` are what the log shows so far.
+// The fixes for one moment of memory pressure: a crash's, a prediction's or a near-OOM
+// warning's; `trainer` and `arguments` are what the log shows so far.
+std::vector<Fix> triage_pressure(const MemoryPressure& pressure, parsers::Trainer trainer,
+                                 const parsers::PrintedArguments& arguments, const JobView& job,
+                                 const History& history);
+
+// One incident's fixes: triage_pressure() of pressure_of_crash(event).
 std::vector<Fix> triage_event(const parsers::OomEvent& event, parsers::Trainer trainer,
                               const parsers::PrintedArguments& arguments, const JobView& job,
                               const History& history);

@@ -411,13 +411,11 @@ std::optional<int> Supervisor::run_child(Attempt& a) {
     about.card_bytes = warned->card_bytes;
     about.total_steps = analyzer.training_total();
     about.starts_at = utc_time(unix_now());
-    parsers::OomEvent near;
-    near.phase = warned->warning.phase;
-    near.step = warned->warning.step;
-    near.figures.total_capacity_bytes = warned->card_bytes;
-    near.figures.this_process_in_use_bytes = warned->warning.peak_bytes;
-    const auto fixes = triage::triage_event(near, analyzer.trainer(), analyzer.arguments(),
-                                            triage::JobView{}, {std::nullopt, tried_});
+    const triage::MemoryPressure near =
+        triage::pressure_of_near_oom(warned->warning.phase, warned->warning.step,
+                                     warned->warning.peak_bytes, warned->card_bytes);
+    const auto fixes = triage::triage_pressure(near, analyzer.trainer(), analyzer.arguments(),
+                                               triage::JobView{}, {std::nullopt, tried_});
     AlertContent alert = near_oom_alert(about, warned->warning, fixes);
     say("warning: " + near_oom_line(alert));
     alerts_.send_verdict(std::move(alert));

@@ -8,8 +8,8 @@
 #include "daemon/alerts/predicted_alert.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/digest.h"
-#include "daemon/common/user_file.h"
 #include "daemon/service/fleet_memory.h"
+#include "daemon/service/job_locator.h"
 #include "daemon/service/preflight_alerts.h"
 #include "parsers/job_config.h"
 #include "triage/architectures.h"
@@ -33,12 +33,10 @@ void warn_before_launch(const RunOptions& options, const std::optional<std::stri
   if (options.alerts.preflight == "off" || !config_path) return;
   const std::optional<uint64_t> card = card_bytes(options);
   if (!card) return;
-  const Result<std::string> text = read_user_file(*config_path);
-  if (!text) return;  // the trainer says what is wrong with its config
-  const std::string ext = fs::path(*config_path).extension().string();
-  const auto format = ext == ".json" ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml;
-  const auto config = parsers::parse_job_config(*text, format, *config_path);
-  if (!config) return;
+  // Read as `check CONFIG` reads it: any trainer's config, by its content.
+  const Result<ConfigFile> read = read_config_file(*config_path, options.trainer, std::nullopt);
+  if (!read) return;  // the trainer says what is wrong with its config
+  const parsers::JobConfig* config = &read->config;
   const triage::MemorySpec spec = triage::spec_from_config(*config);
   const triage::Architecture* arch = triage::find_architecture(spec.model_family);
   if (arch == nullptr) return;
@@ -58,7 +56,8 @@ void warn_before_launch(const RunOptions& options, const std::optional<std::stri
     const std::string folder = fs::path(log_path).parent_path().string();
     auto job_id = (*store)->upsert_job(job, folder, trainer, folder, now);
     if (job_id) {
-      const PreflightJob checked{*job_id, job, trainer, log_path, sha256_hex(*text), &*config};
+      const PreflightJob checked{
+          *job_id, job, trainer, log_path, sha256_hex(read->files.front().text), config};
       auto result = preflight_job(**store, checked, *card, correction, now);
       if (result && result->judged) {
         preflight = result->preflight;

@@ -11,6 +11,7 @@
 
 #include "daemon/cli/log_reader.h"
 #include "daemon/common/clock.h"
+#include "daemon/service/job_locator.h"
 #include "db/fleet_store.h"
 #include "db/loss_log.h"
 #include "db/store.h"
@@ -28,10 +29,9 @@ namespace {
 using nlohmann::ordered_json;
 
 std::string family_of(const db::SnapshotRow& snapshot) {
-  const auto format = snapshot.path.ends_with(".json") ? parsers::ConfigFormat::kJson
-                                                       : parsers::ConfigFormat::kYaml;
-  auto load = parsers::parse_job_config(snapshot.content, format, snapshot.path);
-  return load ? std::string(parsers::to_string(load->family)) : "unknown";
+  const auto read =
+      read_config_text(snapshot.path, snapshot.content, parsers::Trainer::kUnknown, std::nullopt);
+  return read ? std::string(parsers::to_string(read->config.family)) : "unknown";
 }
 
 // What a run carried from the previous run's crash, and how it went.

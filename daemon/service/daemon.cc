@@ -188,15 +188,11 @@ std::vector<SampledRun> Daemon::sampled_runs() {
     run.alert.total_steps = log->analyzer().training_total();
     // Called within this sample, while the log is still followed.
     run.fixes = [log](parsers::Phase phase, uint64_t peak, uint64_t card) {
-      parsers::OomEvent near;
-      near.phase = phase;
-      near.step = log->analyzer().training_step();
-      near.figures.total_capacity_bytes = card;
-      near.figures.this_process_in_use_bytes = peak;
       const triage::JobView job{log->job.config ? &*log->job.config : nullptr,
                                 log->job.config_problem, &log->job.files};
-      return triage::triage_event(near, log->analyzer().trainer(), log->analyzer().arguments(), job,
-                                  {});
+      return triage::triage_pressure(
+          triage::pressure_of_near_oom(phase, log->analyzer().training_step(), peak, card),
+          log->analyzer().trainer(), log->analyzer().arguments(), job, {});
     };
   }
   std::vector<SampledRun> list;

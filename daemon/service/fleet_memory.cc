@@ -3,6 +3,7 @@
 
 #include <filesystem>
 
+#include "daemon/service/job_locator.h"
 #include "parsers/event_codec.h"
 #include "parsers/job_config.h"
 #include "triage/architectures.h"
@@ -12,10 +13,10 @@ namespace oomtriage::daemon {
 namespace {
 
 std::optional<triage::FleetRun> fleet_run(const db::FleetHistoryRow& row) {
-  const std::string ext = std::filesystem::path(row.config_path).extension().string();
-  const auto format = ext == ".json" ? parsers::ConfigFormat::kJson : parsers::ConfigFormat::kYaml;
-  const auto config = parsers::parse_job_config(row.config_content, format, row.config_path);
-  if (!config) return std::nullopt;
+  const auto read = read_config_text(row.config_path, row.config_content,
+                                     parsers::Trainer::kUnknown, std::nullopt);
+  if (!read) return std::nullopt;
+  const parsers::JobConfig* config = &read->config;
   const triage::MemorySpec spec = triage::spec_from_config(*config);
   if (triage::find_architecture(spec.model_family) == nullptr) return std::nullopt;
   const triage::MemoryEstimate estimate = triage::estimate_memory(spec);

@@ -279,6 +279,11 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
 Result<ConfigFile> read_config_file(const fs::path& path, Trainer trainer,
                                     const std::optional<std::string>& named_dataset_config) {
   OOMTRIAGE_ASSIGN_OR_RETURN(const std::string text, read_user_file(path.string()));
+  return read_config_text(path, text, trainer, named_dataset_config);
+}
+
+Result<ConfigFile> read_config_text(const fs::path& path, const std::string& text, Trainer trainer,
+                                    const std::optional<std::string>& named_dataset_config) {
   ConfigFile read;
   const std::optional<Trainer> owner = config_owner(path, text, trainer, true);
   OOMTRIAGE_ASSIGN_OR_RETURN(

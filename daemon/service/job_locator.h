@@ -56,4 +56,10 @@ struct ConfigFile {
 Result<ConfigFile> read_config_file(const std::filesystem::path& path, parsers::Trainer trainer,
                                     const std::optional<std::string>& named_dataset_config);
 
+// The same for a config whose bytes were read before (a snapshot the store keeps): `path` is
+// where they came from, for the format and a kohya dataset config beside it.
+Result<ConfigFile> read_config_text(const std::filesystem::path& path, const std::string& text,
+                                    parsers::Trainer trainer,
+                                    const std::optional<std::string>& named_dataset_config);
+
 }  // namespace oomtriage::daemon

@@ -23,11 +23,13 @@ std::string read_text(const fs::path& path) {
 }
 
 // A run of `job` with `config`, ended `outcome`; an OOM carries an event needing `need` bytes.
+// The snapshot is kept as `/srv/<job>/<file>`, or at `file` when it is a whole path.
 void record_run(db::Store& store, const std::string& job, const std::string& config,
-                const std::string& outcome, uint64_t need, int64_t now) {
+                const std::string& outcome, uint64_t need, int64_t now,
+                const std::string& file = "config.yaml") {
   const int64_t job_id = *store.upsert_job(job, "/srv/" + job, "ai-toolkit", "/srv/" + job, now);
-  const int64_t snapshot =
-      *store.add_config_snapshot(job_id, "/srv/" + job + "/config.yaml", "sha-" + job, config, now);
+  const std::string path = file.starts_with("/") ? file : "/srv/" + job + "/" + file;
+  const int64_t snapshot = *store.add_config_snapshot(job_id, path, "sha-" + job, config, now);
   const int64_t run = *store.start_run(job_id, "/srv/" + job + "/log.txt", snapshot, now);
   const int64_t file = *store.insert_file({.path = "/srv/" + job + "/log.txt",
                                            .ino = static_cast<uint64_t>(now),
@@ -125,6 +127,21 @@ TEST_SUITE("daemon::fleet memory") {
       INFO("check after: " << after);
       CHECK(after.find("adjusted -20% from 1 run of " + family) != std::string::npos);
       CHECK(after.find("1 with a measured peak") != std::string::npos);
+    }
+    SUBCASE("a kohya TOML and a OneTrainer JSON are read as `check` reads them, by content") {
+      const fs::path configs = kSource / "tests/testdata/configs";
+      // Kept where it was read: its dataset config (resolution, batch) is beside it.
+      record_run(store, "kohya", read_text(configs / "kohya_flux_lora.toml"), "completed", 0, 1,
+                 (configs / "kohya_flux_lora.toml").string());
+      record_run(store, "onetrainer", read_text(configs / "onetrainer_config.json"), "completed", 0,
+                 2, "config.json");
+      auto runs = fleet_runs(store);
+      REQUIRE(runs);
+      REQUIRE(runs->size() == 2);
+      for (const triage::FleetRun& run : *runs) {
+        CHECK(run.family == "flux1-dev");
+        CHECK(run.predicted_peak > 0);
+      }
     }
     SUBCASE("a snapshot that does not parse is left out") {
       record_run(store, "bad", "config: [unclosed", "completed", 0, 1);

@@ -191,6 +191,32 @@ TEST_SUITE("daemon::jobs") {
           std::vector<std::string>{"my_lora on host gpu1", "my_lora on host gpu2"});
   }
 
+  TEST_CASE("report names the model of a kohya TOML or a OneTrainer JSON snapshot") {
+    TempDir dir;
+    const fs::path state = dir.path / "state";
+    const fs::path configs = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests/testdata/configs";
+    fs::create_directories(state);
+    {
+      auto store = db::Store::open((state / "oomtriage.db").string());
+      REQUIRE(store);
+      for (const auto& [job, file] : {std::pair{"kohya", "kohya_flux_lora.toml"},
+                                      std::pair{"onetrainer", "onetrainer_config.json"}}) {
+        add_job(**store, job, 60, "completed", job == std::string("kohya") ? 1 : 2);
+        const auto story = (*store)->job_story(job);
+        REQUIRE(story);
+        REQUIRE(*story);
+        REQUIRE((*store)->add_config_snapshot((**story).job.id, (configs / file).string(), "sha",
+                                              slurp(configs / file), daemon::unix_now()));
+      }
+    }
+    for (const char* job : {"kohya", "onetrainer"}) {
+      auto [rc, out] = oomtriage_says(state, std::string("report --json ") + job);
+      INFO(out);
+      REQUIRE(rc == 0);
+      CHECK(nlohmann::json::parse(out)["job"]["model_family"] == "flux.1");
+    }
+  }
+
   TEST_CASE("report without a name on an empty store says there are no jobs") {
     TempDir dir;
     auto [rc, out] = oomtriage_says(dir.path / "state", "report");

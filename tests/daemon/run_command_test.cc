@@ -288,4 +288,22 @@ TEST_SUITE("daemon::run pre-flight") {
     CHECK(status != 0);
     CHECK(err.find("not a memory size") != std::string::npos);
   }
+
+  // Read by content as `check` reads a config: not guessed from the extension and passed over.
+  TEST_CASE("run --gpu judges a kohya TOML and a OneTrainer JSON config too") {
+    TempDir dir;
+    const fs::path configs = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests/testdata/configs";
+    // Both train FLUX.1-dev unquantized in bf16: its weights alone are over 8 GiB.
+    for (const std::string file : {"kohya_flux_lora.toml", "onetrainer_config.json"}) {
+      CAPTURE(file);
+      const std::string command = "'" OOMTRIAGE_BINARY + std::string("' --state-dir '") +
+                                  (dir.path / "state").string() + "' run --gpu 8GiB --config '" +
+                                  (configs / file).string() + "' --job " + file +
+                                  " -- /bin/true 2>'" + (dir.path / "err.txt").string() + "'";
+      CHECK(std::system(command.c_str()) == 0);
+      const std::string err = slurp(dir.path / "err.txt");
+      INFO(err);
+      CHECK(err.find("oomtriage run: warning: predicted OOM in") != std::string::npos);
+    }
+  }
 }
