@@ -21,7 +21,7 @@
 #include <set>
 
 #include "daemon/cli/log_reader.h"
-#include "daemon/render/did_you_mean.h"
+#include "daemon/common/did_you_mean.h"
 #include "daemon/render/html_report.h"
 #include "daemon/render/job_names.h"
 #include "daemon/render/json_output.h"

@@ -23,11 +23,11 @@
 
 #include "daemon/alerts/alert_dispatcher.h"
 #include "daemon/common/clock.h"
+#include "daemon/common/journal_log.h"
 #include "daemon/common/metrics.h"
 #include "daemon/common/read_buffer.h"
 #include "daemon/common/version.h"
 #include "daemon/net/metrics_server.h"
-#include "daemon/render/journal_log.h"
 #include "daemon/service/directory_watcher.h"
 #include "daemon/service/event_sink.h"
 #include "daemon/service/file_identity.h"

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "daemon/render/journal_log.h"
+#include "daemon/common/human_units.h"
+#include "daemon/common/journal_log.h"
 #include "daemon/render/json_output.h"
-#include "daemon/render/text_output.h"
 
 namespace oomtriage::daemon {
 
