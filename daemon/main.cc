@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "daemon/cli/command_table.h"
+#include "daemon/common/did_you_mean.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/version.h"
-#include "daemon/render/did_you_mean.h"
 #include "parsers/log_analyzer.h"
 #include "parsers/oom_patterns.h"
 

@@ -4,7 +4,7 @@
 #include "daemon/alerts/retry_policy.h"
 #include "daemon/alerts/webhook_signature.h"
 #include "daemon/common/clock.h"
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 
 #include <unistd.h>
 

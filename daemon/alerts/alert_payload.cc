@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "daemon/render/text_output.h"
+#include "daemon/common/human_units.h"
 #include "parsers/event_codec.h"
 #include "triage/fix_codec.h"
 

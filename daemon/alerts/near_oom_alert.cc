@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "daemon/alerts/predicted_alert.h"
-#include "daemon/render/text_output.h"
+#include "daemon/common/human_units.h"
 
 namespace oomtriage::daemon {
 

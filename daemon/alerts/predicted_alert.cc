@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "daemon/render/text_output.h"
+#include "daemon/common/human_units.h"
 #include "triage/fix_codec.h"
 #include "triage/fleet_correction.h"
 

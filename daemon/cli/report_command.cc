@@ -21,7 +21,7 @@
 #include <set>
 
 #include "daemon/cli/log_reader.h"
-#include "daemon/render/did_you_mean.h"
+#include "daemon/common/did_you_mean.h"
 #include "daemon/render/html_report.h"
 #include "daemon/render/job_names.h"
 #include "daemon/render/json_output.h"
@@ -237,8 +237,10 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
     query.host = target.host;
     if (!name.empty()) query.names = {name};
     auto listed = (*store)->find_jobs(query);
-    if (listed && listed->empty() && !name.empty())
-      listed = (*store)->find_jobs({.host = target.host});
+    if (listed && listed->empty() && !name.empty()) {
+      query.names.clear();
+      listed = (*store)->find_jobs(query);
+    }
     if (!listed) {
       fmt::print(stderr, "oomtriage: {}\n", listed.error().message);
       return kExitEnvironment;

@@ -1,8 +1,8 @@
 // daemon/common/daemon_config.cc: YAML in, validated config out (line numbers from yaml-cpp marks).
 #include "daemon/common/daemon_config.h"
 
+#include "daemon/common/did_you_mean.h"
 #include "daemon/common/user_file.h"
-#include "daemon/render/did_you_mean.h"
 #include "db/fleet_store.h"
 
 #include "parsers/bounded_document.h"

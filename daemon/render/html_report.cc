@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "daemon/common/human_units.h"
 #include "daemon/common/version.h"
-#include "daemon/render/text_output.h"
 
 namespace oomtriage::daemon {
 namespace {

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "daemon/render/text_output.h"
+#include "daemon/common/human_units.h"
 
 namespace oomtriage::daemon {
 namespace {

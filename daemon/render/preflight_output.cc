@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "daemon/common/human_units.h"
 #include "daemon/render/text_output.h"
 #include "triage/fix_codec.h"
 #include "triage/fleet_correction.h"

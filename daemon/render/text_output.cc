@@ -9,6 +9,7 @@
 #include <fmt/color.h>
 #include <fmt/format.h>
 
+#include "daemon/common/human_units.h"
 #include "triage/fix_codec.h"
 
 namespace oomtriage::daemon {
@@ -67,20 +68,6 @@ bool color_enabled(ColorMode mode) {
 
 std::string paint(bool color, fmt::text_style style, std::string_view text) {
   return color ? fmt::format(style, "{}", text) : std::string(text);
-}
-
-std::string step_text(std::optional<int64_t> step, std::optional<int64_t> total_steps) {
-  if (!step) return "step unknown";
-  if (total_steps) return fmt::format("step {}/{}", *step, *total_steps);
-  return fmt::format("step {}", *step);
-}
-
-std::string format_bytes(uint64_t bytes) {
-  if (bytes <= 1024) return fmt::format("{} bytes", bytes);
-  const double value = static_cast<double>(bytes);
-  if (bytes <= (1ull << 20)) return fmt::format("{:.2f} KiB", value / 1024.0);
-  if (bytes <= (1ull << 30)) return fmt::format("{:.2f} MiB", value / 1048576.0);
-  return fmt::format("{:.2f} GiB", value / 1073741824.0);
 }
 
 std::string render_scan_text(const ScannedLog& log, bool color) {

@@ -19,12 +19,6 @@ bool color_enabled(ColorMode mode);
 // `text` in `style` when colour is on; as it is otherwise.
 std::string paint(bool color, fmt::text_style style, std::string_view text);
 
-// "1.50 GiB", "812.00 MiB", "0 bytes": the allocator's own notation.
-std::string format_bytes(uint64_t bytes);
-
-// "step 500/3000", "step 500", "step unknown": scan, report and the daemon's journal say it alike.
-std::string step_text(std::optional<int64_t> step, std::optional<int64_t> total_steps);
-
 std::string render_scan_text(const ScannedLog& log, bool color);
 
 // "  fixes, best first:" and each fix with its changes, why, cost and predicted peak, as scan

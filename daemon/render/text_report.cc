@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "daemon/common/human_units.h"
 #include "daemon/render/text_output.h"
 
 namespace oomtriage::daemon {

@@ -25,7 +25,7 @@
 
 #include "daemon/common/clock.h"
 #include "daemon/common/version.h"
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 #include "daemon/service/daemon_loop.h"
 #include "daemon/service/service_manager.h"
 #include "daemon/service/store_failures.h"

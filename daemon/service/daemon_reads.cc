@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "daemon/common/clock.h"
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 #include "daemon/service/daemon_loop.h"
 #include "daemon/service/file_identity.h"
 #include "daemon/service/service_manager.h"

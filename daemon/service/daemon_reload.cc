@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 #include "daemon/service/daemon_loop.h"
 #include "daemon/service/service_manager.h"
 

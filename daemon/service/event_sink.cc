@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "daemon/render/journal_log.h"
-#include "daemon/render/text_output.h"
+#include "daemon/common/human_units.h"
+#include "daemon/common/journal_log.h"
 #include "parsers/event_codec.h"
 #include "triage/fix_codec.h"
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <memory>
 
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 #include "db/fleet_store.h"
 #include "db/store.h"
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 #include "daemon/service/file_identity.h"
 #include "daemon/service/store_failures.h"
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 #include "daemon/service/event_sink.h"
 #include "daemon/service/job_history.h"
 #include "daemon/service/job_locator.h"

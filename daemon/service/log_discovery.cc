@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 
 namespace oomtriage::daemon {
 

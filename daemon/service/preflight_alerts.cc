@@ -4,7 +4,7 @@
 
 #include "daemon/alerts/predicted_alert.h"
 #include "daemon/common/clock.h"
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 #include "daemon/service/fleet_memory.h"
 #include "daemon/service/store_failures.h"
 #include "triage/architectures.h"

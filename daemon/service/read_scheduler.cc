@@ -5,7 +5,7 @@
 #include <array>
 #include <cstring>
 
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 
 namespace oomtriage::daemon {
 

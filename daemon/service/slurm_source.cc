@@ -5,7 +5,7 @@
 #include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 
 namespace oomtriage::daemon {
 

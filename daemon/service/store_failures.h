@@ -6,9 +6,9 @@
 // daemon must act on (a commit, registering a file) go through the event sink instead.
 #pragma once
 
+#include "daemon/common/journal_log.h"
 #include "daemon/common/metrics.h"
 #include "parsers/result.h"
-#include "daemon/render/journal_log.h"
 
 namespace oomtriage::daemon {
 

@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "daemon/common/clock.h"
-#include "daemon/render/journal_log.h"
+#include "daemon/common/journal_log.h"
 #include "parsers/bar_start.h"
 #include "triage/config_patch.h"
 #include "triage/heal_plan.h"

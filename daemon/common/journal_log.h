@@ -1,4 +1,4 @@
-// daemon/render/journal_log.h: the daemon's one way to say something to its operator. Lines go to
+// daemon/common/journal_log.h: the daemon's one way to say something to its operator. Lines go to
 // stderr, which systemd hands to journald; journald reads a leading "<N>" as the priority.
 #pragma once
 

@@ -1,5 +1,5 @@
-// daemon/render/did_you_mean.cc
-#include "daemon/render/did_you_mean.h"
+// daemon/common/did_you_mean.cc
+#include "daemon/common/did_you_mean.h"
 
 #include <algorithm>
 

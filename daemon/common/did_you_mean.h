@@ -1,4 +1,4 @@
-// daemon/render/did_you_mean.h: the names a mistyped word was probably meant to be, closest
+// daemon/common/did_you_mean.h: the names a mistyped word was probably meant to be, closest
 // first, for the "did you mean" of commands, trainers and job names.
 #pragma once
 
