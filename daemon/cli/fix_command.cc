@@ -6,11 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <ctime>
 
 #include <filesystem>
 #include <fstream>
 
+#include "daemon/common/clock.h"
 #include "daemon/common/digest.h"
 #include "daemon/service/job_history.h"
 #include "daemon/service/job_locator.h"
@@ -98,7 +98,7 @@ void record_applied(const FixOptions& options, uint64_t incident_offset, const t
       sha256_hex(before),
       sha256_hex(after),
       fix_to_json(fix).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-      static_cast<int64_t>(std::time(nullptr))};
+      unix_now()};
   if (!store || !(*store)->record_applied_fix(record)) {
     fmt::print(stderr, "oomtriage: note: could not record the applied fix in {}\n", options.store);
   }
