@@ -11,6 +11,8 @@
 
 #include <sqlite3.h>
 
+#include <cstdio>
+#include <filesystem>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -281,9 +283,10 @@ Result<Ok> fill_top_fix(StatementCache& statements) {
   return Ok{};
 }
 
-Result<sqlite3*> open_connection(const std::string& path, int flags) {
+Result<sqlite3*> open_connection(const std::string& path, int flags, const std::string& name = "") {
   sqlite3* db = nullptr;
-  const int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_FULLMUTEX, nullptr);
+  const std::string& opened = name.empty() ? path : name;
+  const int rc = sqlite3_open_v2(opened.c_str(), &db, flags | SQLITE_OPEN_FULLMUTEX, nullptr);
   if (rc != SQLITE_OK) {
     std::string message =
         "cannot open store " + path + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
@@ -291,6 +294,22 @@ Result<sqlite3*> open_connection(const std::string& path, int flags) {
     return make_error(ErrorCode::kIo, message);
   }
   return db;
+}
+
+// `path` as an SQLite URI, with what a URI gives a meaning (%, ?, #) escaped. A path that starts
+// with "//" keeps it after an empty authority, which would otherwise name a host.
+std::string file_uri(const std::string& path) {
+  std::string uri = path.starts_with("//") ? "file://" : "file:";
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char escaped[4];
+      std::snprintf(escaped, sizeof escaped, "%%%02X", static_cast<unsigned char>(c));
+      uri += escaped;
+    } else {
+      uri += c;
+    }
+  }
+  return uri;
 }
 
 }  // namespace
@@ -308,13 +327,34 @@ Result<std::unique_ptr<Store>> Store::open(const std::string& path, int busy_tim
   return store;
 }
 
-Result<std::unique_ptr<Store>> Store::open_read_only(const std::string& path, int busy_timeout_ms) {
-  OOMTRIAGE_ASSIGN_OR_RETURN(sqlite3 * db, open_connection(path, SQLITE_OPEN_READONLY));
+Result<std::unique_ptr<Store>> Store::open_read_only(const std::string& path, ReadOnly mode,
+                                                     int busy_timeout_ms) {
+  // The last connection to close removes the -wal (and the -shm): without one no writer has the
+  // store open, and what it holds is all in the file. SQLite would still make both to read it
+  // (and fail where it may not); immutable reads the file as it stands and makes nothing. A
+  // daemon that starts meanwhile writes to a WAL of its own, which this read does not see.
+  std::error_code ec;
+  const bool no_writer =
+      mode == ReadOnly::kOneCommand && !std::filesystem::exists(path + "-wal", ec) && !ec;
+  OOMTRIAGE_ASSIGN_OR_RETURN(
+      sqlite3 * db, no_writer ? open_connection(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+                                                file_uri(path) + "?immutable=1")
+                              : open_connection(path, SQLITE_OPEN_READONLY));
   std::unique_ptr<Store> store(new Store(db));
   sqlite3_busy_timeout(db, busy_timeout_ms);
-  // Belt and braces: even a statement that would write (none does) is refused.
-  if (auto r = store->exec("PRAGMA query_only=1"); !r) return r.error();
-  const int version = store->schema_version();
+  const auto unreadable = [&] {
+    return make_error(ErrorCode::kDatabase,
+                      "cannot read store " + path + ": " + sqlite3_errmsg(db));
+  };
+  // Belt and braces: even a statement that would write (none does) is refused. No journal mode
+  // is set and nothing migrated: both would write.
+  if (!store->exec("PRAGMA query_only=1")) return unreadable();
+  int version = 0;
+  {
+    Statement s(*store->statements_, "PRAGMA user_version");
+    if (s.step() != SQLITE_ROW) return unreadable();
+    version = static_cast<int>(s.integer(0));
+  }
   const int target = static_cast<int>(std::size(kMigrations));
   if (version != target) {
     return make_error(ErrorCode::kDatabase,

@@ -325,14 +325,27 @@ class JobReader {
 
 class StatementCache;
 
+// How a read-only Store reads (Store::open_read_only).
+enum class ReadOnly {
+  // Open for long (`serve`'s pool): reads the daemon's WAL as it grows; SQLite makes the -wal and
+  // -shm beside the store when no writer has (and fails where it may not).
+  kFollowWriter,
+  // One command's reads (`jobs`, `report`, `check`, `alerts`, `scan`): a store that no writer
+  // has open (no -wal beside it) is read as the file stands, and nothing is made beside it.
+  kOneCommand,
+};
+
 class Store : public JobReader {
  public:
   // Opens (creating and migrating) the store at `path`. `busy_timeout_ms` bounds how long a
   // reader or writer waits for the other.
   static Result<std::unique_ptr<Store>> open(const std::string& path, int busy_timeout_ms = 5000);
   // Opens an existing store for reading only (SQLITE_OPEN_READONLY and query_only): nothing
-  // made, migrated or written. A store of another schema version is refused.
+  // made, migrated or written, no journal mode set, so a user who may read the store but not
+  // write it reads it. A store of another schema version is refused in one line naming the file
+  // (one older than this oomtriage is migrated by the daemon, or any command that writes it).
   static Result<std::unique_ptr<Store>> open_read_only(const std::string& path,
+                                                       ReadOnly mode = ReadOnly::kFollowWriter,
                                                        int busy_timeout_ms = 5000);
   ~Store();
   Store(const Store&) = delete;

@@ -267,39 +267,45 @@ Result<std::optional<JobStory>> Store::job_story_by_key(const std::string& key) 
 }
 
 Result<std::optional<JobStory>> Store::story_of(const JobSummary& summary) {
+  // Each step's end is checked: a table that cannot be read is an error, never a story told
+  // short as if the job had no runs, snapshots, events or attempts.
   JobStory story;
   story.job = summary;
   const int64_t id = story.job.id;
+  int rc;
   Statement runs(*statements_,
                  "SELECT id, log_path, outcome, started_at, updated_at, snapshot_id FROM runs "
                  "WHERE job_id = ?1 ORDER BY id");
   runs.bind(1, id);
-  while (runs.step() == SQLITE_ROW) {
+  while ((rc = runs.step()) == SQLITE_ROW) {
     story.runs.push_back({runs.integer(0), runs.text(1), runs.text(2), runs.integer(3),
                           runs.integer(4), runs.optional_integer(5)});
   }
+  if (rc != SQLITE_DONE) return runs.error("job story: runs");
   Statement snaps(*statements_,
                   "SELECT id, path, sha256, content, seen_at FROM config_snapshots WHERE job_id = "
                   "?1 ORDER BY id");
   snaps.bind(1, id);
-  while (snaps.step() == SQLITE_ROW) {
+  while ((rc = snaps.step()) == SQLITE_ROW) {
     story.snapshots.push_back(
         {snaps.integer(0), snaps.text(1), snaps.text(2), snaps.text(3), snaps.integer(4)});
   }
+  if (rc != SQLITE_DONE) return snaps.error("job story: config snapshots");
   Statement events(*statements_,
                    "SELECT id, COALESCE(run_id, 0), snapshot_id, event_json, fixes_json, "
                    "created_at FROM events WHERE job_id = ?1 ORDER BY id");
   events.bind(1, id);
-  while (events.step() == SQLITE_ROW) {
+  while ((rc = events.step()) == SQLITE_ROW) {
     story.events.push_back({events.integer(0), events.integer(1), events.optional_integer(2),
                             events.text(3), events.text(4), events.integer(5)});
   }
+  if (rc != SQLITE_DONE) return events.error("job story: events");
   Statement attempts(*statements_,
                      "SELECT run_id, attempt, max_attempts, fix_id, change, argv_json, "
                      "resumed_step, outcome, verdict, started_at, ended_at FROM heal_attempts "
                      "WHERE job_id = ?1 ORDER BY id");
   attempts.bind(1, id);
-  while (attempts.step() == SQLITE_ROW) {
+  while ((rc = attempts.step()) == SQLITE_ROW) {
     HealAttempt a;
     a.run_id = attempts.integer(0);
     a.attempt = static_cast<int>(attempts.integer(1));
@@ -314,11 +320,17 @@ Result<std::optional<JobStory>> Store::story_of(const JobSummary& summary) {
     a.ended_at = attempts.integer(10);
     story.attempts.push_back(std::move(a));
   }
+  if (rc != SQLITE_DONE) return attempts.error("job story: heal attempts");
   Statement unread(*statements_,
                    "SELECT path FROM files WHERE job_id = ?1 AND skipped_bytes > 0 ORDER BY id "
                    "LIMIT 1");
   unread.bind(1, id);
-  if (unread.step() == SQLITE_ROW) story.unread_log = unread.text(0);
+  rc = unread.step();
+  if (rc == SQLITE_ROW) {
+    story.unread_log = unread.text(0);
+  } else if (rc != SQLITE_DONE) {
+    return unread.error("job story: files");
+  }
   OOMTRIAGE_ASSIGN_OR_RETURN(story.gpu_memory, gpu_memory_of_job(id));
   return std::optional<JobStory>(std::move(story));
 }

@@ -44,8 +44,8 @@ Result<FleetOverview> Store::fleet_overview(int64_t since) {
   }
   {
     Statement s(*statements_, "SELECT COALESCE(MAX(last_seen), 0), COUNT(*) FROM jobs");
-    if (s.step() == SQLITE_ROW && s.integer(1) > 0)
-      out.nodes.push_back({"", s.integer(0), s.integer(1)});
+    if (s.step() != SQLITE_ROW) return s.error("fleet overview");
+    if (s.integer(1) > 0) out.nodes.push_back({"", s.integer(0), s.integer(1)});
   }
   {
     // Each job's fullest card over its runs sampled in the window (SQLite takes the other

@@ -35,7 +35,7 @@ int run_alerts_list(const std::string& store_path, const std::string& state, boo
                     ColorMode color) {
   std::vector<db::AlertRow> rows;
   if (std::filesystem::exists(store_path)) {
-    auto store = db::Store::open(store_path);
+    auto store = db::Store::open_read_only(store_path, db::ReadOnly::kOneCommand);
     if (!store) {
       fmt::print(stderr, "oomtriage: store {}: {}\n", store_path, store.error().message);
       return kExitEnvironment;

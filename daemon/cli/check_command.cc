@@ -165,7 +165,14 @@ int run_check(const CheckOptions& options) {
   std::error_code ec;
   if (!options.store.empty() && std::filesystem::exists(options.store, ec)) {
     const std::string family = triage::estimate_memory(spec).family;
-    if (auto learnt = fleet_correction(options.store, family, *card)) correction = *learnt;
+    if (auto learnt = fleet_correction(options.store, family, *card)) {
+      correction = *learnt;
+    } else {
+      fmt::print(stderr,
+                 "oomtriage: note: the fleet's history was not read ({}): the model's "
+                 "estimate stands alone\n",
+                 learnt.error().message);
+    }
   }
   triage::Preflight result = input->spec
                                  ? triage::preflight_spec(*input->spec, usable, correction)

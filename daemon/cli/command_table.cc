@@ -499,12 +499,12 @@ class CheckConfigCommand final : public Subcommand {
     for (const std::string& warning : config->warnings) {
       fmt::print(stderr, "oomtriage: warning: {}\n", warning);
     }
-    // The store the daemon would open: a recovery of it is worth a word before it starts. Only
-    // as its owner: opened by another user (root) it could leave a -shm the daemon cannot write.
+    // The store the daemon would open: a recovery of it is worth a word before it starts. Read
+    // only, so that any user (root too) leaves it, and what beside it, as it was.
     const std::string store = store_path(global, config->state_dir);
     struct stat st {};
-    if (::stat(store.c_str(), &st) == 0 && st.st_uid == ::geteuid()) {
-      if (auto opened = db::Store::open(store)) {
+    if (::stat(store.c_str(), &st) == 0) {
+      if (auto opened = db::Store::open_read_only(store, db::ReadOnly::kOneCommand)) {
         if (const auto note = db::recovery_note(**opened))
           fmt::print(stderr, "oomtriage: note: {}\n", *note);
       }

@@ -6,21 +6,20 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <ctime>
-
 #include <filesystem>
 #include <fstream>
 
+#include "daemon/cli/log_reader.h"
+#include "daemon/common/clock.h"
 #include "daemon/common/digest.h"
+#include "daemon/render/text_output.h"
 #include "daemon/service/job_history.h"
 #include "daemon/service/job_locator.h"
 #include "db/store.h"
 #include "parsers/event_codec.h"
+#include "triage/config_patch.h"
 #include "triage/fix_codec.h"
 #include "triage/history.h"
-#include "daemon/cli/log_reader.h"
-#include "daemon/render/text_output.h"
-#include "triage/config_patch.h"
 #include "triage/triage_job.h"
 
 namespace oomtriage::daemon {
@@ -99,7 +98,7 @@ void record_applied(const FixOptions& options, uint64_t incident_offset, const t
       sha256_hex(before),
       sha256_hex(after),
       triage::encode_fix(fix).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-      static_cast<int64_t>(std::time(nullptr))};
+      unix_now()};
   if (!store || !(*store)->record_applied_fix(record)) {
     fmt::print(stderr, "oomtriage: note: could not record the applied fix in {}\n", options.store);
   }

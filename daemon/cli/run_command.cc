@@ -42,8 +42,6 @@ namespace fs = std::filesystem;
 
 void say(const std::string& message) { fmt::print(stderr, "oomtriage run: {}\n", message); }
 
-int64_t unix_now() { return static_cast<int64_t>(std::time(nullptr)); }
-
 // The spelling in argv of the file at `path` (the command may name it relatively).
 std::optional<std::string> spelling_of(const std::vector<std::string>& argv, const fs::path& path) {
   std::error_code ec;
@@ -218,8 +216,11 @@ class RunStore {
 
 std::string default_log_path(const std::string& store, const std::string& job) {
   char stamp[32];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&now));
+  // Local time: the name is for the person who started the run.
+  const std::time_t now = static_cast<std::time_t>(unix_now());
+  std::tm local{};
+  localtime_r(&now, &local);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &local);
   return (fs::path(store).parent_path() / "runs" / fmt::format("{}-{}.log", job, stamp)).string();
 }
 

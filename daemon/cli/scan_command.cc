@@ -1,22 +1,17 @@
 // daemon/cli/scan_command.cc: file reading, the progress bar on stderr, exit codes, output.
 #include "daemon/cli/scan_command.h"
 
-#include <fcntl.h>
 #include <fnmatch.h>
 #include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <thread>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <map>
 #include <vector>
@@ -24,6 +19,7 @@
 #include "daemon/common/daemon_config.h"
 #include "daemon/service/job_history.h"
 #include "daemon/service/job_locator.h"
+#include "daemon/service/log_tail.h"
 #include "daemon/cli/log_reader.h"
 #include "daemon/render/json_output.h"
 #include "daemon/render/text_output.h"
@@ -186,24 +182,13 @@ int run_scan(const ScanOptions& options) {
 }
 
 int run_follow(const std::string& path, const ScanOptions& options) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    report(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-    return kExitEnvironment;
-  }
-  ::signal(SIGINT, on_stop_signal);
-  ::signal(SIGTERM, on_stop_signal);
-  parsers::AnalyzerOptions analyzer_options;
-  analyzer_options.trainer = options.trainer;
-  parsers::LogAnalyzer analyzer(analyzer_options);
+  using Clock = LogTail::Clock;
   const bool color = color_enabled(options.color);
-  std::vector<char> buffer(1 << 20);
   // The daemon's settle time: an incident is printed once its log has been quiet this long.
   const auto settle = std::chrono::milliseconds(DaemonConfig{}.settle_ms);
-  auto quiet_since = std::chrono::steady_clock::now();
   // The job is located at the first incident, when the log has shown its trainer and arguments.
   std::optional<JobLookup> lookup;
-  const auto fixes_for = [&](const parsers::OomEvent& event) {
+  const auto fixes_for = [&](const parsers::LogAnalyzer& analyzer, const parsers::OomEvent& event) {
     if (!lookup) {
       parsers::LogAnalysis facts;
       facts.trainer = analyzer.trainer();
@@ -220,18 +205,19 @@ int run_follow(const std::string& path, const ScanOptions& options) {
     // The store's history is not read here: each incident is ranked as the log alone shows it.
     return triage::triage_event(event, analyzer.trainer(), analyzer.arguments(), job, {});
   };
-  // Whether each incident's latest revision is fatal, by its offset: an amendment replaces it.
-  std::map<uint64_t, bool> fatal_at;
+  // Whether each incident's latest revision is fatal, by its file under the name and offset: an
+  // amendment replaces it.
+  std::map<std::pair<int, uint64_t>, bool> fatal_at;
   // Each incident once it settled: the traceback after an OOM line names its phase, in one burst;
   // an amendment when more of it arrived later and changed the verdict.
-  const auto print = [&](std::vector<parsers::OomEvent> events) {
-    for (parsers::OomEvent& event : events) {
-      fatal_at[event.offset] = !event.recovered;
+  const auto print = [&](LogTail::Found found) {
+    for (parsers::OomEvent& event : found.events) {
+      fatal_at[{found.file_number, event.offset}] = !event.recovered;
       ScannedLog log;
       log.path = path;
-      log.analysis.trainer = analyzer.trainer();
-      log.analysis.outcome = analyzer.outcome_so_far();
-      log.fixes = fixes_for(event);
+      log.analysis.trainer = found.analyzer.trainer();
+      log.analysis.outcome = found.analyzer.outcome_so_far();
+      log.fixes = fixes_for(found.analyzer, event);
       log.analysis.events.push_back(std::move(event));
       if (options.json) {
         auto json = scan_to_json({log})["logs"][0];
@@ -242,29 +228,22 @@ int run_follow(const std::string& path, const ScanOptions& options) {
       std::fflush(stdout);
     }
   };
-  while (!follow_stop) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0 && errno != EINTR) {
-      report(fmt::format("read {}: {}", path, std::strerror(errno)));
-      break;
-    }
-    if (n > 0) {
-      analyzer.feed(std::string_view(buffer.data(), static_cast<size_t>(n)));
-      quiet_since = std::chrono::steady_clock::now();
-      print(analyzer.take_events());
-      continue;
-    }
-    if (analyzer.has_open_incident() &&
-        std::chrono::steady_clock::now() - quiet_since >= analyzer.quiet_before_settle(settle)) {
-      analyzer.settle();
-      print(analyzer.take_events());
-    }
-    std::this_thread::sleep_for(analyzer.has_open_incident() ? settle
-                                                             : std::chrono::milliseconds(100));
+  // Read through the daemon's follower: a truncated log is read again from its start, a rotated
+  // one to its end while the new file under the name is read from its start.
+  LogTail tail(path, options.trainer, settle, print, report);
+  if (auto opened = tail.open(Clock::now()); !opened) {
+    report(opened.error().message);
+    return kExitEnvironment;
   }
-  analyzer.settle();
-  print(analyzer.take_events());
-  ::close(fd);
+  ::signal(SIGINT, on_stop_signal);
+  ::signal(SIGTERM, on_stop_signal);
+  while (!follow_stop) {
+    const LogTail::Turn turn = tail.turn(Clock::now());
+    if (turn == LogTail::Turn::kFailed) break;
+    if (turn == LogTail::Turn::kRead) continue;
+    std::this_thread::sleep_for(tail.incident_open() ? settle : std::chrono::milliseconds(100));
+  }
+  tail.stop();
   const bool any_fatal =
       std::any_of(fatal_at.begin(), fatal_at.end(), [](const auto& at) { return at.second; });
   return options.fail_on_oom && any_fatal ? kExitFatalOom : kExitOk;

@@ -126,10 +126,9 @@ LastIncident last_incident(const db::JobSummary& job) {
 
 Result<std::unique_ptr<db::JobReader>> open_reader(const StoreTarget& target, ReadMode mode) {
   if (db::is_fleet_url(target.location)) {
-    auto fleet =
-        mode == ReadMode::kMayMigrate
-            ? db::FleetStore::open(target.location)
-            : db::FleetStore::open_read_only(target.location, mode == ReadMode::kReadOnlyAnyRole);
+    // A command run by hand reads in read-only transactions whatever its role; only a server
+    // insists on a role that cannot write.
+    auto fleet = db::FleetStore::open_read_only(target.location, mode != ReadMode::kReadOnly);
     if (!fleet) return fleet.error();
     (*fleet)->set_host_filter(target.host);
     return std::unique_ptr<db::JobReader>(std::move(*fleet));
@@ -140,12 +139,10 @@ Result<std::unique_ptr<db::JobReader>> open_reader(const StoreTarget& target, Re
                           target.location + " holds this node's jobs only");
   }
   if (!std::filesystem::exists(target.location)) return std::unique_ptr<db::JobReader>();
-  auto store = mode == ReadMode::kMayMigrate ? db::Store::open(target.location)
-                                             : db::Store::open_read_only(target.location);
-  if (!store) {
-    return make_error(store.error().code,
-                      fmt::format("store {}: {}", target.location, store.error().message));
-  }
+  auto store = db::Store::open_read_only(target.location, mode == ReadMode::kOneCommand
+                                                              ? db::ReadOnly::kOneCommand
+                                                              : db::ReadOnly::kFollowWriter);
+  if (!store) return store.error();  // it names the file
   if (const auto note = db::recovery_note(**store))
     fmt::print(stderr, "oomtriage: note: {}\n", *note);
   return std::unique_ptr<db::JobReader>(std::move(*store));

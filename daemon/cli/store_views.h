@@ -1,6 +1,6 @@
 // daemon/cli/store_views.h
 //
-// What `jobs`, `report` and `serve` share: the store opened read-side (a node's SQLite file or
+// What `jobs`, `report` and `serve` share: the store opened read-only (a node's SQLite file or
 // the fleet store), and a job's stored rows made into the ReportView every renderer draws
 // (daemon/render/report_view.h), so that the terminal, the files and the web pages tell one
 // story.
@@ -24,15 +24,16 @@ struct StoreTarget {
   std::string host;
 };
 
+// Every mode only reads: nothing is migrated or written.
 enum class ReadMode {
-  kMayMigrate,       // `jobs`, `report`: the store is brought up to this version's schema
-  kReadOnly,         // `serve`: nothing written; a fleet role that can write is refused
+  kOneCommand,       // `jobs`, `report`: nothing made beside the store (db::ReadOnly::kOneCommand)
+  kReadOnly,         // `serve`: a fleet role that can write is refused
   kReadOnlyAnyRole,  // `serve --allow-writer-role`: read-only transactions, whatever the role
 };
 
 // A missing SQLite store is "no jobs yet" (a null reader), not an error.
 Result<std::unique_ptr<db::JobReader>> open_reader(const StoreTarget& target,
-                                                   ReadMode mode = ReadMode::kMayMigrate);
+                                                   ReadMode mode = ReadMode::kOneCommand);
 
 // RFC 3339, UTC.
 std::string when(int64_t unix_seconds);

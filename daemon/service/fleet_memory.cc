@@ -64,7 +64,8 @@ Result<triage::MemoryCorrection> fleet_correction(db::Store& store, const std::s
 Result<triage::MemoryCorrection> fleet_correction(const std::string& store_path,
                                                   const std::string& family,
                                                   std::optional<uint64_t> card_bytes) {
-  OOMTRIAGE_ASSIGN_OR_RETURN(auto store, db::Store::open(store_path));
+  OOMTRIAGE_ASSIGN_OR_RETURN(auto store,
+                             db::Store::open_read_only(store_path, db::ReadOnly::kOneCommand));
   return fleet_correction(*store, family, card_bytes);
 }
 

@@ -28,7 +28,7 @@ Result<std::vector<triage::FleetRun>> fleet_runs(db::Store& store, int limit = k
 
 Result<triage::MemoryCorrection> fleet_correction(db::Store& store, const std::string& family,
                                                   std::optional<uint64_t> card_bytes);
-// Opens the store at `store_path` for the question (`oomtriage check`).
+// Opens the store at `store_path` read-only for the question (`oomtriage check`).
 Result<triage::MemoryCorrection> fleet_correction(const std::string& store_path,
                                                   const std::string& family,
                                                   std::optional<uint64_t> card_bytes);

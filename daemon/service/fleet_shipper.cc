@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <memory>
 
+#include "daemon/common/clock.h"
 #include "daemon/common/journal_log.h"
 #include "db/fleet_store.h"
 #include "db/store.h"
@@ -93,10 +94,7 @@ void FleetShipper::loop() {
       if (options_.keep_days > 0 && error.empty() && !more && fleet &&
           (!pruned_at || now - *pruned_at >= std::chrono::hours(24))) {
         pruned_at = now;
-        const int64_t before = std::chrono::duration_cast<std::chrono::seconds>(
-                                   std::chrono::system_clock::now().time_since_epoch())
-                                   .count() -
-                               static_cast<int64_t>(options_.keep_days) * 86400;
+        const int64_t before = unix_now() - static_cast<int64_t>(options_.keep_days) * 86400;
         if (auto pruned = fleet->prune(before); !pruned) {
           log_line(kWarning, "fleet retention: {}", pruned.error().message);
         } else if (*pruned > 0) {

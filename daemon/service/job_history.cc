@@ -34,7 +34,9 @@ triage::History history_of_log(const std::string& store_path, const std::string&
       !std::filesystem::exists(store_path, ec)) {
     return {};
   }
-  auto store = db::Store::open(store_path);
+  // Read only: a user who may read the daemon's store but not write it gets the history, and the
+  // store is left as it was.
+  auto store = db::Store::open_read_only(store_path, db::ReadOnly::kOneCommand);
   if (!store) return {};  // a store that cannot be read has no history to add
   const std::string absolute = std::filesystem::absolute(log).lexically_normal().string();
   auto story = (*store)->job_story_of_log(absolute);

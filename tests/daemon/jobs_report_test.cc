@@ -2,18 +2,25 @@
 //
 // `oomtriage jobs` filters and columns and `report` without a name, on a store written through
 // db::Store as the daemon writes it: --since, --outcome, --limit, the newest incident's phase,
-// step and top fix, RFC 3339 times, and the newest crashed job when no name is given.
+// step and top fix, RFC 3339 times, and the newest crashed job when no name is given. And the
+// readers (`jobs`, `report`, `check`, `alerts`) run as a user who may only read the store.
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 #include "daemon/cli/report_command.h"
 #include "daemon/common/clock.h"
 #include "daemon/render/job_names.h"
 #include "db/store.h"
+#include "parsers/job_config.h"
 #include "tests/support/e2e.h"
+#include "tests/support/skip.h"
 #include "tests/support/store_rows.h"
+#include "triage/memory_model.h"
+#include "triage/spec_from_config.h"
 
 using namespace oomtriage;
 using namespace oomtriage::testing;
@@ -222,5 +229,142 @@ TEST_SUITE("daemon::jobs") {
     auto [rc, out] = oomtriage_says(dir.path / "state", "report");
     CHECK(rc == 1);
     CHECK(out.find("no jobs yet") != std::string::npos);
+  }
+
+  TEST_CASE(
+      "readers never write: jobs, report, check and alerts answer as a user who may only read "
+      "the store, and leave it as it was") {
+    TempDir dir;
+    const fs::path state = dir.path / "state";
+    fs::create_directories(state);
+    const fs::path db_path = state / "oomtriage.db";
+    const fs::path config =
+        fs::path(OOMTRIAGE_SOURCE_DIR) / "examples/training_folder/my_lora/config.yaml";
+    const std::string config_text = slurp(config);
+    // Three crashes of the example's family that needed 20% more than the model predicts: what
+    // `check` adjusts its estimate by, when it reads the store.
+    auto parsed =
+        parsers::parse_job_config(config_text, parsers::ConfigFormat::kYaml, "config.yaml");
+    REQUIRE(parsed);
+    const uint64_t predicted = triage::estimate_memory(triage::spec_from_config(*parsed))
+                                   .phase(parsers::Phase::kTrainStep)
+                                   ->peak_bytes;
+    {
+      // The daemon's writer: jobs, snapshots, runs, events and their alerts' outbox rows.
+      auto store = db::Store::open(db_path.string());
+      REQUIRE(store);
+      for (int i = 0; i < 3; ++i) {
+        const std::string name = fmt::format("lora_{}", i);
+        const int64_t now = daemon::unix_now() - 60 * (3 - i);
+        const std::string home = "/out/" + name;
+        db::Progress progress;
+        progress.job_id = *(*store)->upsert_job(name, home, "ai-toolkit", "/out", now);
+        // The run ran this config: what the fleet's history reads it by.
+        progress.snapshot_id = *(*store)->add_config_snapshot(
+            progress.job_id, home + "/config.yaml", "sha-" + name, config_text, now);
+        progress.run_id =
+            *(*store)->start_run(progress.job_id, home + "/log.txt", progress.snapshot_id, now);
+        progress.file_id = *(*store)->insert_file({.path = home + "/log.txt",
+                                                   .dev = 1,
+                                                   .ino = static_cast<uint64_t>(10 + i),
+                                                   .job_id = progress.job_id,
+                                                   .run_id = progress.run_id},
+                                                  now);
+        progress.outcome = "crashed_oom";
+        db::EventRow e;
+        e.offset = 100;
+        e.kind = "cuda";
+        e.phase = "train_step";
+        e.step = 40 + i;
+        e.event_json =
+            nlohmann::json{{"kind", "cuda"},
+                           {"phase", "train_step"},
+                           {"step", 40 + i},
+                           {"recovered", false},
+                           {"tried_to_allocate_bytes", uint64_t{1} << 30},
+                           {"total_capacity_bytes", uint64_t{48} << 30},
+                           {"free_bytes", 0},
+                           {"this_process_in_use_bytes", predicted * 6 / 5 - (uint64_t{1} << 30)}}
+                .dump();
+        e.fixes_json =
+            R"([{"id":"enable_gradient_checkpointing","rank":1,"title":"t","changes":[],"cost":"c"}])";
+        progress.events.push_back(e);
+        progress.receivers = {"ops-webhook"};
+        REQUIRE((*store)->commit_progress(progress, now));
+      }
+    }
+    // Closed: the WAL went into the file and away, as when the daemon is stopped.
+    REQUIRE_FALSE(fs::exists(state / "oomtriage.db-wal"));
+
+    // Root may write anything: the readers run as nobody where the test runs as root.
+    std::string as_reader;
+    if (::geteuid() == 0) {
+      if (have_program("setpriv")) {
+        as_reader = "setpriv --reuid=nobody --regid=nogroup --clear-groups ";
+      } else if (have_program("runuser")) {
+        as_reader = "runuser -u nobody -- ";
+      } else {
+        OOMTRIAGE_SKIP("root without setpriv or runuser: no user who may only read the store");
+      }
+    }
+    using fs::perms;
+    const perms read_only = perms::owner_read | perms::group_read | perms::others_read;
+    const perms enter = read_only | perms::owner_exec | perms::group_exec | perms::others_exec;
+    fs::permissions(dir.path, enter | perms::owner_write);  // mkdtemp's 0700 would keep nobody out
+    fs::permissions(db_path, read_only);
+    fs::permissions(state, enter);
+    const auto listing = [&] {
+      std::vector<std::string> names;
+      for (const auto& entry : fs::directory_iterator(state))
+        names.push_back(entry.path().filename());
+      std::sort(names.begin(), names.end());
+      return names;
+    };
+    const std::vector<std::string> files_before = listing();
+    const std::string bytes_before = slurp(db_path);
+    const auto reader_says = [&](const std::string& args) {
+      return run_shell("cd / && " + as_reader + OOMTRIAGE_BINARY + " --color never --state-dir " +
+                       state.string() + " " + args + " 2>&1");
+    };
+
+    auto [rc, out] = reader_says("jobs --json");
+    INFO("jobs: " << out);
+    CHECK(rc == 0);
+    CHECK(out.find("attempt to write a readonly database") == std::string::npos);
+    if (rc == 0) {
+      CHECK(names(out) == std::vector<std::string>{"lora_2", "lora_1", "lora_0"});
+      CHECK(nlohmann::json::parse(out)["jobs"][0]["top_fix"] == "enable_gradient_checkpointing");
+    }
+
+    std::tie(rc, out) = reader_says("report lora_1 --json");
+    INFO("report: " << out);
+    CHECK(rc == 0);
+    if (rc == 0) {
+      const auto report = nlohmann::json::parse(out);
+      CHECK(report["job"]["name"] == "lora_1");
+      REQUIRE(report["events"].size() == 1);
+      CHECK(report["events"][0]["step"] == 41);
+    }
+
+    std::tie(rc, out) = reader_says("check " + config.string() + " --gpu 48GiB");
+    INFO("check: " << out);
+    CHECK(rc == 0);  // fits, with the history read
+    CHECK(out.find("adjusted +20% from 3 runs") != std::string::npos);
+    CHECK(out.find("not read") == std::string::npos);
+
+    std::tie(rc, out) = reader_says("alerts --json");
+    INFO("alerts: " << out);
+    CHECK(rc == 0);
+    if (rc == 0) {
+      const auto alerts = nlohmann::json::parse(out)["alerts"];
+      REQUIRE(alerts.size() == 3);
+      CHECK(alerts[0]["receiver"] == "ops-webhook");
+      CHECK(alerts[0]["state"] == "pending");
+    }
+
+    // Nothing changed: the file's bytes, and nothing made beside it (no -wal, no -shm).
+    CHECK(slurp(db_path) == bytes_before);
+    CHECK(listing() == files_before);
+    fs::permissions(state, enter | perms::owner_write);  // for TempDir's removal
   }
 }

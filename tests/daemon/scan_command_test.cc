@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "parsers/event.h"
+#include "tests/support/e2e.h"
 #include "tests/support/files.h"
 
 using oomtriage::testing::slurp;
@@ -359,6 +360,60 @@ TEST_SUITE("daemon::scan") {
     const auto scanned = nlohmann::json::parse(run("scan --json " + log.string()).out)["logs"][0];
     REQUIRE(!line["fixes"].empty());
     CHECK(line["fixes"] == scanned["fixes"]);
+  }
+  TEST_CASE("CLI habits: scan --follow reads a truncated log and a rotated one from their start") {
+    TempDir dir;
+    const fs::path log = dir.path / "log.txt";
+    write(log, "Running 1 job\n" + slurp(kGolden / "aitk_sampling_oom_step500.log"));
+    const fs::path out = dir.path / "out";
+    const fs::path err = dir.path / "err";
+    const std::string command = std::string(OOMTRIAGE_BINARY) + " scan --json --follow " +
+                                log.string() + " > " + out.string() + " 2> " + err.string() +
+                                " & echo $!";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    char pid_text[32] = {};
+    REQUIRE(std::fgets(pid_text, sizeof pid_text, pipe) != nullptr);
+    ::pclose(pipe);
+    const pid_t pid = std::atoi(pid_text);
+    // The incidents printed so far, one JSON object a line; waited for with a bounded poll.
+    const auto printed = [&] {
+      std::vector<nlohmann::json> lines;
+      std::istringstream in(slurp(out));
+      for (std::string line; std::getline(in, line);) {
+        lines.push_back(nlohmann::json::parse(line, nullptr, false));
+      }
+      return lines;
+    };
+    const auto wait_for = [&](size_t count) {
+      return oomtriage::testing::wait_until([&] { return printed().size() >= count; },
+                                            std::chrono::seconds(20));
+    };
+    const bool first = wait_for(1);
+    // copytruncate, and the writer goes on with a shorter log.
+    if (first) write(log, slurp(kGolden / "diffusers_train_step_oom.log"));
+    const bool truncated = first && wait_for(2);
+    // Rotated: renamed away, and a new file under the name.
+    if (truncated) {
+      fs::rename(log, dir.path / "log.txt.1");
+      write(log, slurp(kGolden / "aitk_gc_off_oom_step2.log"));
+    }
+    const bool rotated = truncated && wait_for(3);
+    ::kill(pid, SIGTERM);
+    oomtriage::testing::wait_until([&] { return ::kill(pid, 0) != 0; });
+    INFO("stderr: " << slurp(err));
+    REQUIRE(first);
+    REQUIRE(truncated);
+    REQUIRE(rotated);
+    const auto lines = printed();
+    REQUIRE(lines.size() == 3);
+    CHECK(lines[0]["events"][0]["step"] == 500);
+    CHECK(lines[1]["events"][0]["phase"] == "train_step");
+    CHECK(lines[1]["events"][0]["step"] == 37);
+    CHECK(lines[2]["events"][0]["step"] == 2);
+    const std::string said = slurp(err);
+    CHECK(said.find("was truncated") != std::string::npos);
+    CHECK(said.find("was rotated away") != std::string::npos);
   }
   TEST_CASE("fix prints a unified diff of the top fix and --write writes the patched config") {
     TempDir dir;

@@ -4,7 +4,7 @@
 // store, and time passed in (no process is started, nothing sleeps): the file follower (reads,
 // truncation and in-place rewrites, the NUL hole, rewind after a refused commit), content
 // identity and the rotation search, the read pacer, the directory watcher, the event sink's
-// refusals and backoff, and the instance lock and descriptor budget.
+// refusals and backoff, the instance lock and descriptor budget, and `scan --follow`'s log tail.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sqlite3.h>
@@ -17,6 +17,7 @@
 #include "daemon/service/event_sink.h"
 #include "daemon/service/file_follower.h"
 #include "daemon/service/file_identity.h"
+#include "daemon/service/log_tail.h"
 #include "daemon/service/read_pacer.h"
 #include "daemon/service/service_manager.h"
 #include "daemon/service/wal_checkpointer.h"
@@ -459,5 +460,81 @@ TEST_SUITE("daemon::service parts") {
     CHECK(log_descriptor_budget(16, 5) == 8);
     CHECK(log_descriptor_budget(0, 5) == SIZE_MAX);
     CHECK(log_descriptor_budget() >= 8);
+  }
+  TEST_CASE(
+      "a log followed by its name (scan --follow): truncated, then rotated, the new lines are "
+      "read from each file's start, and the rotated file on while its writer writes") {
+    TempDir dir;
+    const fs::path log = dir.path / "log.txt";
+    write_file(log, "Running 1 job\n" + kOomLog);
+    struct Seen {
+      int file;
+      std::string phase;
+      std::optional<int64_t> step;
+    };
+    std::vector<Seen> seen;
+    std::vector<std::string> notices;
+    LogTail tail(
+        log.string(), parsers::Trainer::kUnknown, std::chrono::milliseconds(25),
+        [&](LogTail::Found found) {
+          for (const parsers::OomEvent& event : found.events) {
+            seen.push_back(
+                {found.file_number, std::string(parsers::to_string(event.phase)), event.step});
+          }
+        },
+        [&](const std::string& notice) { notices.push_back(notice); });
+    // Virtual time: each incident settles once its file has been quiet long enough.
+    LogTail::Clock::time_point now{std::chrono::hours(1)};
+    const auto quiet = [&] {
+      now += parsers::LogAnalyzer::kTracebackWait + std::chrono::seconds(1);
+      return tail.turn(now);
+    };
+    REQUIRE(tail.open(now));
+    CHECK(tail.turn(now) == LogTail::Turn::kRead);
+    quiet();
+    REQUIRE(seen.size() == 1);
+    CHECK(seen[0].file == 0);
+    CHECK(seen[0].phase == "sampling");
+    CHECK(seen[0].step == 500);
+
+    // copytruncate, and the writer goes on with a shorter log: read again from its start.
+    write_file(log, slurp(kGolden / "diffusers_train_step_oom.log"));
+    CHECK(tail.turn(now) == LogTail::Turn::kRead);
+    quiet();
+    REQUIRE(seen.size() == 2);
+    CHECK(seen[1].file == 1);
+    CHECK(seen[1].phase == "train_step");
+    CHECK(seen[1].step == 37);
+    REQUIRE(notices.size() == 1);
+    CHECK(notices[0].find("was truncated") != std::string::npos);
+
+    // Rotated: renamed away, a new file under the name, read from its start.
+    fs::rename(log, dir.path / "log.txt.1");
+    write_file(log, slurp(kGolden / "aitk_gc_off_oom_step2.log"));
+    CHECK(tail.turn(now) == LogTail::Turn::kRead);
+    quiet();
+    REQUIRE(seen.size() == 3);
+    CHECK(seen[2].file == 2);
+    CHECK(seen[2].phase == "train_step");
+    CHECK(seen[2].step == 2);
+    REQUIRE(notices.size() == 2);
+    CHECK(notices[1].find("was rotated away") != std::string::npos);
+
+    // The old file's writer has not reopened its log yet: what it writes there is read too.
+    write_file(dir.path / "log.txt.1", "Running 1 job\n" + kOomLog, std::ios::app);
+    CHECK(tail.turn(now) == LogTail::Turn::kRead);
+    quiet();
+    REQUIRE(seen.size() == 4);
+    CHECK(seen[3].file == 1);
+    CHECK(seen[3].step == 500);
+    // Quiet for as long as the daemon waits: let go of, so what comes later is not read.
+    now += LogTail::kLeavingQuiet;
+    tail.turn(now);
+    write_file(dir.path / "log.txt.1", "Running 1 job\n" + kOomLog, std::ios::app);
+    CHECK(tail.turn(now) == LogTail::Turn::kIdle);
+    quiet();
+    CHECK(seen.size() == 4);
+    tail.stop();
+    CHECK(seen.size() == 4);
   }
 }

@@ -1,12 +1,14 @@
 // tests/db/store_test.cc: the SQLite store on a real file: migrations, snapshots only on a new
 // hash, progress + events + outbox in one transaction, exactly-once events, and a reader that
-// works while a writer holds the database.
+// works while a writer holds the database; a job's story fails when one of its reads does.
 #include "db/store.h"
 
 #include <doctest/doctest.h>
 #include <sqlite3.h>
 
 #include <filesystem>
+
+#include "tests/support/store_damage.h"
 
 namespace fs = std::filesystem;
 using namespace oomtriage;
@@ -393,5 +395,84 @@ TEST_SUITE("db::store") {
     REQUIRE(story);
     REQUIRE(*story);
     CHECK((*story)->job.name == "job");
+  }
+  TEST_CASE("a read-only open migrates nothing: an older store is refused in one line naming it") {
+    TempStore t;
+    const fs::path path = t.dir / "oomtriage.db";
+    const int current = t.store->schema_version();
+    t.store.reset();
+    {
+      sqlite3* db = nullptr;
+      REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+      const std::string older = "PRAGMA user_version=" + std::to_string(current - 1);
+      REQUIRE(sqlite3_exec(db, older.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK);
+      sqlite3_close(db);
+    }
+    for (const db::ReadOnly mode : {db::ReadOnly::kOneCommand, db::ReadOnly::kFollowWriter}) {
+      auto reader = db::Store::open_read_only(path.string(), mode);
+      REQUIRE_FALSE(reader);
+      const std::string said = reader.error().message;
+      CHECK(said.find(path.string()) != std::string::npos);
+      CHECK(said.find("schema version " + std::to_string(current - 1)) != std::string::npos);
+      CHECK(said.find('\n') == std::string::npos);
+    }
+    {
+      // Still the older version: nothing was migrated.
+      sqlite3* db = nullptr;
+      REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+      sqlite3_stmt* s = nullptr;
+      sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, nullptr);
+      REQUIRE(sqlite3_step(s) == SQLITE_ROW);
+      CHECK(sqlite3_column_int(s, 0) == current - 1);
+      sqlite3_finalize(s);
+      sqlite3_close(db);
+    }
+  }
+  TEST_CASE("a job's story is an error when one of its steps fails, never a story told short") {
+    // Each table only the story reads (find_jobs reads jobs, runs, events and gpu_memory first).
+    for (const char* table : {"config_snapshots", "heal_attempts", "files"}) {
+      CAPTURE(table);
+      TempStore t;
+      const fs::path path = t.dir / "oomtriage.db";
+      db::Progress progress = progress_of_new_file(*t.store, 7);
+      progress.snapshot_id =
+          *t.store->add_config_snapshot(progress.job_id, "/out/j/config.yaml", "sha", "a: 1", 100);
+      progress.events.push_back(event_at(100));
+      REQUIRE(t.store->commit_progress(progress, 100));
+      db::HealAttempt attempt;
+      attempt.run_id = progress.run_id;
+      attempt.outcome = "crashed_oom";
+      REQUIRE(t.store->record_heal_attempt(progress.job_id, attempt));
+      const std::string key = std::to_string(progress.job_id);
+      {
+        auto story = t.store->job_story_by_key(key);
+        REQUIRE(story);
+        REQUIRE(*story);
+        CHECK((*story)->snapshots.size() == 1);
+        CHECK((*story)->attempts.size() == 1);
+      }
+      t.store.reset();  // closed: everything is in the file
+      // The table's root page garbled, as a bad disk would.
+      int64_t root = 0;
+      {
+        sqlite3* db = nullptr;
+        REQUIRE(sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+        sqlite3_stmt* s = nullptr;
+        sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_schema WHERE name = ?1", -1, &s,
+                           nullptr);
+        sqlite3_bind_text(s, 1, table, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) == SQLITE_ROW) root = sqlite3_column_int64(s, 0);
+        sqlite3_finalize(s);
+        sqlite3_close(db);
+      }
+      REQUIRE(root > 1);
+      testing::garble_pages(path, {root});
+      auto reader = db::Store::open_read_only(path.string(), db::ReadOnly::kOneCommand);
+      REQUIRE(reader);
+      REQUIRE((*reader)->list_jobs());  // the job itself still reads
+      auto story = (*reader)->job_story_by_key(key);
+      REQUIRE_FALSE(story);
+      CHECK(story.error().message.find("job story") != std::string::npos);
+    }
   }
 }
