@@ -5,6 +5,7 @@
 #include "parsers/ascii.h"
 #include "parsers/digit_shape.h"
 #include "parsers/stage_lexicon.h"
+#include "parsers/trainer_table.h"
 
 #include <re2/re2.h>
 #include <re2/set.h>
@@ -323,14 +324,9 @@ void match_context(std::string_view line, std::vector<ContextMatch>& out) {
 }
 
 Trainer rules_of(const ContextPattern& pattern) {
-  static const std::pair<std::string_view, Trainer> kPrefixes[] = {
-      {"aitk-", Trainer::kAiToolkit},          {"kohya-", Trainer::kSdScripts},
-      {"diffusers-", Trainer::kDiffusers},     {"hf-", Trainer::kTransformers},
-      {"simpletuner-", Trainer::kSimpleTuner}, {"onetrainer-", Trainer::kOneTrainer},
-      {"comfyui-", Trainer::kComfyUi},
-  };
-  for (const auto& [prefix, trainer] : kPrefixes) {
-    if (pattern.name.substr(0, prefix.size()) == prefix) return trainer;
+  for (const TrainerRow& row : trainer_table()) {
+    const std::string_view prefix = row.rules_prefix;
+    if (!prefix.empty() && pattern.name.substr(0, prefix.size()) == prefix) return row.trainer;
   }
   return Trainer::kUnknown;
 }

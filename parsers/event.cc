@@ -1,9 +1,12 @@
 // parsers/event.cc: names of the event enums as the JSON contract spells them.
 #include "parsers/event.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "parsers/trainer_table.h"
 
 namespace oomtriage::parsers {
 
@@ -49,19 +52,7 @@ std::string_view to_string(Outcome outcome) {
   return "unknown";
 }
 
-std::string_view to_string(Trainer trainer) {
-  switch (trainer) {
-    case Trainer::kUnknown: return "unknown";
-    case Trainer::kAiToolkit: return "ai-toolkit";
-    case Trainer::kSdScripts: return "sd-scripts";
-    case Trainer::kDiffusers: return "diffusers";
-    case Trainer::kSimpleTuner: return "simpletuner";
-    case Trainer::kOneTrainer: return "onetrainer";
-    case Trainer::kTransformers: return "transformers";
-    case Trainer::kComfyUi: return "comfyui";
-  }
-  return "unknown";
-}
+std::string_view to_string(Trainer trainer) { return trainer_row(trainer).name; }
 
 std::optional<Trainer> trainer_from_string(std::string_view name) {
   // As people write them: any case, '_' for '-', and the names the projects go by.
@@ -69,34 +60,26 @@ std::optional<Trainer> trainer_from_string(std::string_view name) {
   for (char c : name) {
     key += c == '_' ? '-' : static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
   }
-  static constexpr std::pair<std::string_view, Trainer> kAliases[] = {
-      {"auto", Trainer::kUnknown},
-      {"kohya", Trainer::kSdScripts},
-      {"kohya-ss", Trainer::kSdScripts},
-      {"sdscripts", Trainer::kSdScripts},
-      {"aitk", Trainer::kAiToolkit},
-      {"aitoolkit", Trainer::kAiToolkit},
-      {"ostris", Trainer::kAiToolkit},
-      {"simple-tuner", Trainer::kSimpleTuner},
-      {"one-trainer", Trainer::kOneTrainer},
-      {"hf", Trainer::kTransformers},
-      {"huggingface", Trainer::kTransformers},
-      {"hf-trainer", Trainer::kTransformers},
-      {"comfy", Trainer::kComfyUi}};
-  for (Trainer t :
-       {Trainer::kUnknown, Trainer::kAiToolkit, Trainer::kSdScripts, Trainer::kDiffusers,
-        Trainer::kSimpleTuner, Trainer::kOneTrainer, Trainer::kTransformers, Trainer::kComfyUi}) {
-    if (to_string(t) == key) return t;
-  }
-  for (const auto& [alias, trainer] : kAliases) {
-    if (alias == key) return trainer;
+  for (const TrainerRow& row : trainer_table()) {
+    if (row.name == key || row.short_name == key ||
+        std::find(row.aliases.begin(), row.aliases.end(), key) != row.aliases.end()) {
+      return row.trainer;
+    }
   }
   return std::nullopt;
 }
 
 std::vector<std::string> trainer_names() {
-  return {"auto",         "ai-toolkit", "sd-scripts", "diffusers", "simpletuner", "onetrainer",
-          "transformers", "comfyui",    "unknown",    "kohya",     "aitk",        "hf"};
+  // "auto" first (what --trainer says by default), "unknown" after the trainers' names.
+  std::vector<std::string> names = {"auto"};
+  for (const TrainerRow& row : trainer_table()) {
+    if (row.trainer != Trainer::kUnknown) names.emplace_back(row.name);
+  }
+  names.emplace_back(to_string(Trainer::kUnknown));
+  for (const TrainerRow& row : trainer_table()) {
+    if (!row.short_name.empty()) names.emplace_back(row.short_name);
+  }
+  return names;
 }
 
 std::string_view to_string(EvidenceSource source) {

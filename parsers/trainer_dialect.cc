@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "parsers/trainer_table.h"
+
 namespace oomtriage::parsers {
 namespace {
 
@@ -164,10 +166,7 @@ const DialectRow* row_for(Trainer trainer, std::string_view neutral) {
   return nullptr;
 }
 
-bool writes_flags(Trainer trainer) {
-  return trainer == Trainer::kSdScripts || trainer == Trainer::kDiffusers ||
-         trainer == Trainer::kSimpleTuner || trainer == Trainer::kTransformers;
-}
+bool writes_flags(Trainer trainer) { return trainer_row(trainer).writes_flags; }
 
 std::optional<json> decode(Codec codec, const json& native) {
   switch (codec) {

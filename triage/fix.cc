@@ -1,36 +1,18 @@
-// triage/fix.cc: the stable fix ids (never rename one; add ids when a real cause needs one).
+// triage/fix.cc: the stable fix ids, as the fix table (triage/fix_table.h) lists them.
 #include "triage/fix.h"
 
 #include <algorithm>
 
+#include "triage/fix_table.h"
+
 namespace oomtriage::triage {
 
 const std::vector<std::string_view>& known_fix_ids() {
-  static const std::vector<std::string_view> kIds = {
-      "enable_gradient_checkpointing",
-      "lower_batch_size",
-      "drop_top_bucket",
-      "lower_resolution",
-      "cheapen_previews",
-      "disable_sampling",
-      "reduce_num_frames",
-      "enable_low_vram",
-      "quantize_model",
-      "quantize_text_encoder",
-      "cache_text_embeddings",
-      "unload_text_encoder",
-      "layer_offloading",
-      "cache_latents_to_disk",
-      "use_bf16",
-      "use_8bit_optimizer",
-      "match_target_res",
-      "expandable_segments",
-      "free_gpu",
-      "reduce_host_memory",
-      "increase_shm",
-      // Added: the baseline sample (before step 1) has its own switch in AI Toolkit.
-      "skip_first_sample",
-  };
+  static const std::vector<std::string_view> kIds = [] {
+    std::vector<std::string_view> ids;
+    for (const FixRow& row : fix_table()) ids.push_back(row.id);
+    return ids;
+  }();
   return kIds;
 }
 

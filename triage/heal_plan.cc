@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <array>
+
+#include "parsers/trainer_table.h"
+#include "triage/fix_table.h"
 
 #include "triage/fix_codec.h"
 
@@ -76,18 +78,8 @@ void add_switch(std::vector<std::string>& argv, std::string_view flag) {
 }  // namespace
 
 bool resume_safe(std::string_view fix_id) {
-  static constexpr std::array<std::string_view, 17> kSafe = {
-      "lower_batch_size",      "drop_top_bucket",
-      "lower_resolution",      "reduce_num_frames",
-      "cheapen_previews",      "disable_sampling",
-      "skip_first_sample",     "enable_gradient_checkpointing",
-      "enable_low_vram",       "quantize_model",
-      "quantize_text_encoder", "unload_text_encoder",
-      "layer_offloading",      "cache_text_embeddings",
-      "cache_latents_to_disk", "expandable_segments",
-      "match_target_res",
-  };
-  return std::find(kSafe.begin(), kSafe.end(), fix_id) != kSafe.end();
+  const FixRow* row = find_fix(fix_id);
+  return row != nullptr && row->resume_safe;
 }
 
 std::string describe_changes(const Fix& fix) {
@@ -198,48 +190,44 @@ std::optional<std::string> argument_value(const std::vector<std::string>& argv,
 
 std::vector<std::string> prepare_first_attempt(parsers::Trainer trainer,
                                                std::vector<std::string> argv) {
-  // kohya saves a resumable state only when asked (the cost: disk).
-  if (trainer == parsers::Trainer::kSdScripts) add_switch(argv, "--save_state");
+  const std::string_view needed = parsers::trainer_row(trainer).resume.first_attempt;
+  if (!needed.empty()) add_switch(argv, needed);
   return argv;
 }
 
 ResumeArguments with_resume(parsers::Trainer trainer, std::vector<std::string> argv,
                             const std::optional<std::string>& newest_state) {
-  using parsers::Trainer;
+  using How = parsers::ResumeOption::How;
+  const parsers::TrainerRow& row = parsers::trainer_row(trainer);
+  const parsers::ResumeOption& resume = row.resume;
   ResumeArguments out;
-  switch (trainer) {
-    case Trainer::kAiToolkit: break;  // the same job name resumes from the newest save by itself
-    case Trainer::kDiffusers: set_flag(argv, "--resume_from_checkpoint", "latest"); break;
-    case Trainer::kSimpleTuner:
-      remove_flag(argv, "--resume_from_checkpoint");
-      argv.emplace_back("--resume_from_checkpoint=latest");
+  // "": the state the caller found in the trainer's checkpoint folder.
+  const bool needs_state =
+      resume.value.empty() && (resume.how == How::kFlag || resume.how == How::kGluedFlag);
+  if (needs_state && !newest_state) {
+    out.missing = std::string(row.checkpoint.missing);
+    out.argv = std::move(argv);
+    return out;
+  }
+  const std::string value = needs_state ? *newest_state : std::string(resume.value);
+  switch (resume.how) {
+    case How::kByItself: break;
+    case How::kFlag: set_flag(argv, resume.flag, value); break;
+    case How::kGluedFlag:
+      remove_flag(argv, resume.flag);
+      argv.push_back(std::string(resume.flag) + "=" + value);
       break;
-    case Trainer::kOneTrainer:
-      if (std::find(argv.begin(), argv.end(), "continue_last_backup=true") == argv.end()) {
-        argv.emplace_back("--config-value");
-        argv.emplace_back("continue_last_backup=true");
+    case How::kAppendOnce:
+      if (std::find(argv.begin(), argv.end(), value) == argv.end()) {
+        argv.emplace_back(resume.flag);
+        argv.push_back(value);
       }
       break;
-    case Trainer::kSdScripts:
-      if (!newest_state) {
-        out.missing = "no saved state (*-state folder) to resume from";
-        break;
-      }
-      set_flag(argv, "--resume", *newest_state);
-      add_switch(argv, "--skip_until_initial_step");
-      break;
-    case Trainer::kTransformers:
-      if (!newest_state) {
-        out.missing = "no checkpoint-N folder to resume from";
-        break;
-      }
-      set_flag(argv, "--resume_from_checkpoint", *newest_state);
-      break;
-    case Trainer::kUnknown:
-    case Trainer::kComfyUi:
+    case How::kNotKnown:
       out.missing = "the trainer is not known, so neither is how it resumes";
       break;
   }
+  if (!resume.also_switch.empty()) add_switch(argv, resume.also_switch);
   out.argv = std::move(argv);
   return out;
 }

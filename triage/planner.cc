@@ -212,59 +212,8 @@ bool Planner::applies(Situation situation) const {
 }
 
 void Planner::propose(std::string_view id, int priority, Situation situation) {
-  const bool early = e_.step && *e_.step <= 5 && e_.phase != Phase::kSampling;
-  if (id == "increase_shm") return plan_shm();
-  if (id == "reduce_host_memory") return plan_host_memory();
-  if (id == "free_gpu") return plan_free_gpu(priority);
-  if (id == "expandable_segments") return plan_expandable_segments(priority, 45);
-  // Not shown: checked first for an OOM in the first steps (the GC-off signature), after the
-  // situation's own first fix for a later one, and after the preview levers for a sampling OOM
-  // (cheaper previews fix those, not checkpointing).
-  if (id == "enable_gradient_checkpointing") {
-    return plan_gradient_checkpointing(priority, early                          ? 2
-                                                 : e_.phase == Phase::kSampling ? 21
-                                                                                : 11);
-  }
-  if (id == "quantize_model") return plan_quantize(priority);
-  if (id == "quantize_text_encoder") return plan_quantize_te(priority);
-  if (id == "layer_offloading") return plan_layer_offloading(priority);
-  if (id == "cache_latents_to_disk") return plan_cache_latents_to_disk(priority);
-  if (id == "drop_top_bucket") return plan_top_bucket(priority);
-  if (id == "lower_resolution") return plan_lower_resolution(priority);
-  if (id == "cheapen_previews") return plan_previews(priority);
-  if (id == "skip_first_sample") return plan_skip_first_sample(priority);
-  if (id == "match_target_res") return plan_match_target_res(priority);
-  if (id == "disable_sampling") return plan_disable_sampling(priority);
-  if (id == "reduce_num_frames") {
-    if (parsers::is_video_family(c_.family)) plan_num_frames(priority);
-    return;
-  }
-  if (id == "lower_batch_size") return plan_batch(priority);
-  if (id == "use_bf16") return plan_bf16(priority);
-  if (id == "cache_text_embeddings") return plan_cache_text_embeddings(priority);
-  if (id == "use_8bit_optimizer") return plan_8bit_optimizer(priority);
-  if (id == "enable_low_vram") {
-    switch (situation) {
-      case Situation::kLoad:
-        return plan_low_vram(priority,
-                             "Loads and quantizes the transformer on the CPU, then moves it to "
-                             "the GPU");
-      case Situation::kCacheTextEmbeddings:
-        return plan_low_vram(priority, "Keeps the model off the GPU while the text encoder runs");
-      case Situation::kCacheLatents:
-        return plan_low_vram(priority,
-                             "Encodes latents with a tiled VAE and keeps the transformer off the "
-                             "GPU");
-      case Situation::kSampling:
-        return plan_low_vram(priority, "Tiles the VAE decode of previews and unloads idle parts");
-      default:
-        return plan_low_vram(priority, c_.family == ModelFamily::kWan22
-                                           ? "Keeps idle parts of the model off the GPU and "
-                                             "unloads the idle Wan 2.2 stage"
-                                           : "Keeps idle parts of the model off the GPU between "
-                                             "uses");
-    }
-  }
+  const FixRow* row = find_fix(id);
+  if (row != nullptr && row->plan != nullptr) row->plan(*this, priority, situation);
 }
 
 namespace {

@@ -25,6 +25,7 @@
 #include "parsers/job_config.h"
 #include "triage/fix.h"
 #include "triage/crash_figures.h"
+#include "triage/fix_table.h"
 #include "triage/memory_model.h"
 #include "triage/memory_pressure.h"
 #include "triage/ranker.h"
@@ -90,6 +91,9 @@ class Planner {
   std::vector<Fix> plan();
 
  private:
+  // Each fix's row calls its plan_*() (triage/fix_table.cc).
+  friend const std::vector<FixRow>& oomtriage::triage::fix_table();
+
   void add(int priority, Fix fix, Effect effect = {}) {
     if (!ids_.insert(fix.id).second) return;  // one fix per id, the first (best) placement wins
     candidates_.push_back({priority, std::move(fix), std::move(effect)});

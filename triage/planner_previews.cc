@@ -1,37 +1,21 @@
 // triage/planner_previews.cc: the fixes for an OOM while sampling previews or evaluating:
 // cheaper previews (size, steps, frames, batch, how often), skipping AI Toolkit's baseline
 // sample, sampling off; and, where the config does not show the preview settings, what to check
-// in each trainer's own sampling settings.
+// in each trainer's own sampling settings (its row of parsers/trainer_table.h).
 #include "triage/planner.h"
 
 #include <algorithm>
 #include <cmath>
 
+#include "parsers/trainer_table.h"
+
 namespace oomtriage::triage::detail {
 
 std::string Planner::preview_check() const {
-  switch (c_.trainer) {
-    case parsers::Trainer::kSdScripts:
-      return "kohya reads each preview's size and steps from the sample prompts file: lower --w "
-             "and --h (1024 -> 768) and --s (30 -> 20) on each prompt line, or sample less often "
-             "(sample_every_n_steps)";
-    case parsers::Trainer::kDiffusers:
-      return "diffusers' scripts validate at the training resolution: lower "
-             "--num_validation_images, validate less often (--validation_epochs), or drop "
-             "--validation_prompt";
-    case parsers::Trainer::kTransformers:
-      return "lower --per_device_eval_batch_size (with --eval_accumulation_steps to keep memory "
-             "flat), or evaluate less often";
-    case parsers::Trainer::kOneTrainer:
-      return "OneTrainer takes each sample's size and steps from its samples file: lower width, "
-             "height and diffusion steps there, or set sample_after_unit to NEVER";
-    case parsers::Trainer::kSimpleTuner:
-      return "lower --validation_resolution and --validation_num_inference_steps, or set "
-             "--validation_disable";
-    default:
-      return "lower the preview or validation resolution, steps and count in the trainer's "
-             "sampling settings";
-  }
+  const std::string_view check = parsers::trainer_row(c_.trainer).preview_check;
+  if (!check.empty()) return std::string(check);
+  return "lower the preview or validation resolution, steps and count in the trainer's "
+         "sampling settings";
 }
 
 void Planner::plan_previews(int priority) {

@@ -33,6 +33,7 @@
 #include "db/store.h"
 #include "db/store_recovery.h"
 #include "parsers/event.h"
+#include "parsers/trainer_table.h"
 
 namespace oomtriage::daemon {
 
@@ -65,11 +66,15 @@ ColorMode color_mode(const GlobalOptions& global) {
 std::string known_trainer(const std::string& name) {
   if (parsers::trainer_from_string(name)) return "";
   const auto close = close_matches(name, parsers::trainer_names());
+  std::vector<std::string_view> known;
+  for (const parsers::TrainerRow& row : parsers::trainer_table()) {
+    if (row.trainer != parsers::Trainer::kUnknown) known.push_back(row.name);
+  }
+  known.push_back("auto");
   return "unknown trainer '" + name + "'" +
          (close.empty() ? ""
                         : "; did you mean " + fmt::format("{}", fmt::join(close, ", ")) + "?") +
-         " (ai-toolkit, sd-scripts, diffusers, simpletuner, onetrainer, transformers, comfyui, "
-         "auto)";
+         fmt::format(" ({})", fmt::join(known, ", "));
 }
 
 // A daemon config, or the exit code of its one-line error.

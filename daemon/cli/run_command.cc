@@ -30,6 +30,7 @@
 #include "db/store.h"
 #include "parsers/bar_start.h"
 #include "parsers/log_analyzer.h"
+#include "parsers/trainer_table.h"
 #include "triage/config_patch.h"
 #include "triage/fix_codec.h"
 #include "triage/heal_plan.h"
@@ -58,31 +59,41 @@ std::optional<std::string> spelling_of(const std::vector<std::string>& argv, con
   return std::nullopt;
 }
 
-// kohya's newest "<name>-state" folder, or HF Trainer's highest "checkpoint-N", in the output
-// folder the command names.
+// The trainer's newest saved state (its checkpoint pattern, parsers/trainer_table.h: kohya's
+// newest "<name>-state" folder, HF Trainer's highest "checkpoint-N") in the folder its command
+// names.
 std::optional<std::string> newest_state(parsers::Trainer trainer,
                                         const std::vector<std::string>& argv) {
-  const auto dir = triage::argument_value(argv, "--output_dir");
+  using Newest = parsers::CheckpointPattern::Newest;
+  const parsers::CheckpointPattern& pattern = parsers::trainer_row(trainer).checkpoint;
+  if (pattern.folder_flag.empty()) return std::nullopt;
+  const auto dir = triage::argument_value(argv, pattern.folder_flag);
   if (!dir) return std::nullopt;
+  // "*-state": a name that ends so (and is more than that); "checkpoint-*": one that starts so.
+  const bool suffix = pattern.glob.starts_with('*');
+  const std::string_view fixed =
+      suffix ? pattern.glob.substr(1) : pattern.glob.substr(0, pattern.glob.size() - 1);
   std::error_code ec;
   std::optional<fs::path> best;
   fs::file_time_type best_time{};
-  int64_t best_step = -1;
+  int64_t best_number = -1;
   for (const auto& entry : fs::directory_iterator(*dir, ec)) {
     if (!entry.is_directory(ec)) continue;
     const std::string name = entry.path().filename().string();
-    if (trainer == parsers::Trainer::kSdScripts && name.size() > 6 &&
-        name.compare(name.size() - 6, 6, "-state") == 0) {
+    const bool matches =
+        suffix ? name.size() > fixed.size() && name.ends_with(fixed) : name.starts_with(fixed);
+    if (!matches) continue;
+    if (pattern.newest == Newest::kByTime) {
       const auto time = entry.last_write_time(ec);
       if (!best || time > best_time) {
         best = entry.path();
         best_time = time;
       }
-    } else if (trainer == parsers::Trainer::kTransformers && name.rfind("checkpoint-", 0) == 0) {
-      const int64_t step = std::strtoll(name.c_str() + 11, nullptr, 10);
-      if (step > best_step) {
+    } else {
+      const int64_t number = std::strtoll(name.c_str() + fixed.size(), nullptr, 10);
+      if (number > best_number) {
         best = entry.path();
-        best_step = step;
+        best_number = number;
       }
     }
   }

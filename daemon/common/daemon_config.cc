@@ -1,7 +1,9 @@
 // daemon/common/daemon_config.cc: YAML in, validated config out (line numbers from yaml-cpp marks).
 #include "daemon/common/daemon_config.h"
 
+#include "daemon/common/daemon_config_keys.h"
 #include "daemon/common/did_you_mean.h"
+#include "daemon/common/receiver_kinds.h"
 #include "daemon/common/user_file.h"
 #include "db/fleet_store.h"
 
@@ -100,11 +102,10 @@ Result<Receiver> parse_receiver(const YAML::Node& a, const std::string& source, 
   if (!a.IsMap() || !a["type"]) return bad(source, a, "each alert needs `type:`");
   Receiver r;
   r.type = a["type"].as<std::string>();
-  if (r.type != "slack" && r.type != "discord" && r.type != "webhook" && r.type != "alertmanager") {
-    return bad(source, a["type"], "unknown alert type `" + r.type + "`");
-  }
+  const ReceiverKind* kind = find_receiver_kind(r.type);
+  if (kind == nullptr) return bad(source, a["type"], "unknown alert type `" + r.type + "`");
   r.name = a["name"] ? a["name"].as<std::string>() : fmt::format("{}-{}", r.type, index);
-  const bool token_in_url = r.type == "slack" || r.type == "discord";
+  const bool token_in_url = kind->url_is_secret;
   if (a["url"]) {
     if (token_in_url) {
       return bad(source, a["url"],
@@ -142,7 +143,7 @@ Result<Receiver> parse_receiver(const YAML::Node& a, const std::string& source, 
   if (a["retry_initial_ms"]) r.retry_initial_ms = a["retry_initial_ms"].as<int>();
   if (a["retry_max_ms"]) r.retry_max_ms = a["retry_max_ms"].as<int>();
   if (a["retry_horizon_seconds"]) r.retry_horizon_seconds = a["retry_horizon_seconds"].as<int>();
-  r.group_wait_ms = r.type == "alertmanager" ? 0 : 2000;
+  r.group_wait_ms = kind->group_wait_ms;
   if (a["group_wait_ms"]) r.group_wait_ms = a["group_wait_ms"].as<int>();
   if (r.group_wait_ms < 0 || r.group_wait_ms > 600000) {
     return bad(source, a["group_wait_ms"],
@@ -164,55 +165,136 @@ std::vector<std::string> string_list(const YAML::Node& node) {
   return items;
 }
 
-Result<HealConfig> parse_heal(const YAML::Node& h, const std::string& source) {
-  if (!h.IsMap()) return bad(source, h, "heal must be a mapping");
-  HealConfig heal;
-  for (const auto& item : h) {
+// A mapping read through its key table: an unknown key is refused ("unknown heal key `x`").
+template <class Config>
+Result<Ok> read_mapping(const YAML::Node& node, const std::string& source, std::string_view section,
+                        const std::vector<ConfigKey<Config>>& keys, Config& config) {
+  if (!node.IsMap()) return bad(source, node, fmt::format("{} must be a mapping", section));
+  for (const auto& item : node) {
     const std::string key = item.first.as<std::string>();
-    const YAML::Node& value = item.second;
-    if (key == "ai_toolkit_db") {
-      heal.ai_toolkit_db = value.as<std::string>();
-      if (!fs::path(heal.ai_toolkit_db).is_absolute())
-        return bad(source, value, "ai_toolkit_db must be an absolute path");
-    } else if (key == "ui_url") {
-      heal.ui_url = value.as<std::string>();
-      if (heal.ui_url.rfind("http://", 0) != 0 && heal.ui_url.rfind("https://", 0) != 0)
-        return bad(source, value, "ui_url must be an http:// or https:// URL");
-      while (!heal.ui_url.empty() && heal.ui_url.back() == '/') heal.ui_url.pop_back();
-    } else if (key == "token_file") {
-      const std::string path = value.as<std::string>();
-      auto token = read_secret(path);
-      if (!token) return bad(source, value, "cannot read the UI's token file " + path);
-      if (token->empty()) return bad(source, value, "the UI's token file " + path + " is empty");
-      heal.ui_token = std::move(*token);
-    } else if (key == "jobs") {
-      heal.jobs = string_list(value);
-    } else if (key == "fixes") {
-      heal.fixes = string_list(value);
-      for (const std::string& id : heal.fixes) {
-        if (!triage::resume_safe(id)) {
-          return bad(source, value,
-                     fmt::format("fix `{}` is not one that keeps the checkpoint and optimizer "
-                                 "state valid: it cannot be applied unattended",
-                                 id));
-        }
-      }
-    } else if (key == "max_attempts") {
-      heal.max_attempts = value.as<int>();
-      if (heal.max_attempts < 2) return bad(source, value, "max_attempts must be >= 2");
-    } else if (key == "wait_seconds") {
-      heal.wait_seconds = value.as<int>();
-      if (heal.wait_seconds < 1) return bad(source, value, "wait_seconds must be >= 1");
-    } else {
-      return bad(source, item.first, "unknown heal key `" + key + "`");
+    const auto row = std::find_if(keys.begin(), keys.end(),
+                                  [&](const ConfigKey<Config>& k) { return k.name == key; });
+    if (row == keys.end()) {
+      return bad(source, item.first, fmt::format("unknown {} key `{}`", section, key));
     }
+    OOMTRIAGE_TRY(row->read(item.second, source, config));
   }
+  return Ok{};
+}
+
+Result<HealConfig> parse_heal(const YAML::Node& h, const std::string& source) {
+  HealConfig heal;
+  OOMTRIAGE_TRY(read_mapping(h, source, "heal", heal_config_keys(), heal));
   if (!heal.enabled())
     return bad(source, h,
                "heal needs `ui_url:` (AI Toolkit's UI) or `ai_toolkit_db:` (its aitk_db.db)");
   if (!heal.ui_token.empty() && heal.ui_url.empty())
     return bad(source, h, "heal: `token_file:` is for `ui_url:`, which is not set");
   return heal;
+}
+
+// One `watch:` entry.
+Result<WatchRule> parse_watch_rule(const YAML::Node& w, const std::string& source,
+                                   std::vector<std::string>& warnings) {
+  if (!w.IsMap()) return bad(source, w, "each watch entry needs `logs:`");
+  WatchRule rule;
+  if (const YAML::Node kind = w["source"]) {
+    rule.source = kind.as<std::string>();
+    if (rule.source != "files" && rule.source != "kubernetes" && rule.source != "slurm") {
+      return bad(source, kind,
+                 "source must be `files`, `kubernetes` or `slurm`, not `" + rule.source + "`");
+    }
+  }
+  if (rule.source == "slurm") {
+    // The files come from squeue; a `logs:` glob would never be looked at.
+    if (w["logs"])
+      return bad(source, w["logs"], "a slurm rule takes its files from squeue, not `logs:`");
+    rule.job = "{stem}";  // slurm-1234 or slurm-1234_7 with Slurm's default names
+    if (w["poll_seconds"]) {
+      rule.poll_seconds = w["poll_seconds"].as<int>();
+      if (rule.poll_seconds < 1 || rule.poll_seconds > 3600) {
+        return bad(source, w["poll_seconds"], "poll_seconds must be 1..3600");
+      }
+    }
+  } else if (rule.source == "kubernetes") {
+    // kubelet's tree: /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restart>.log
+    rule.logs = "/var/log/pods/*/*/*.log";
+    rule.job = "{namespace}/{pod_owner}";
+  } else if (!w["logs"]) {
+    return bad(source, w, "each watch entry needs `logs:`");
+  }
+  if (w["logs"]) {
+    rule.logs = w["logs"].as<std::string>();
+    // The service runs from /: a relative glob would mean something else there.
+    if (!rule.logs.starts_with("/")) {
+      return bad(source, w["logs"],
+                 "`logs:` must be an absolute path (the service does not run from this "
+                 "folder): " +
+                     rule.logs);
+    }
+  }
+  if (rule.source != "slurm") {
+    check_glob_folder(source, w["logs"] ? w["logs"] : w, rule.logs, warnings);
+  }
+  if (w["trainer"]) {
+    const auto trainer = parsers::trainer_from_string(w["trainer"].as<std::string>());
+    if (!trainer) {
+      return bad(source, w["trainer"], "unknown trainer `" + w["trainer"].as<std::string>() + "`");
+    }
+    rule.trainer = *trainer;
+  }
+  if (w["job"]) rule.job = w["job"].as<std::string>();
+  if (w["config"]) rule.config = w["config"].as<std::string>();
+  for (const char* key : {"job", "config"}) {
+    const std::string& pattern = std::string_view(key) == "job" ? rule.job : rule.config;
+    if (auto e = unknown_placeholder(source, w[key] ? w[key] : w, key, pattern)) return *e;
+  }
+  if (const YAML::Node rotated = w["rotated_to"]) {
+    if (rotated.IsScalar()) {
+      rule.rotated_to.push_back(rotated.as<std::string>());
+    } else if (rotated.IsSequence()) {
+      for (const auto& dir : rotated) rule.rotated_to.push_back(dir.as<std::string>());
+    } else {
+      return bad(source, rotated, "rotated_to must be a folder or a list of folders");
+    }
+  }
+  return rule;
+}
+
+Result<Ok> read_watch(const YAML::Node& value, const std::string& source, DaemonConfig& config) {
+  if (!value.IsSequence()) return bad(source, value, "watch must be a list");
+  for (const auto& w : value) {
+    OOMTRIAGE_ASSIGN_OR_RETURN(WatchRule rule, parse_watch_rule(w, source, config.warnings));
+    config.watch.push_back(std::move(rule));
+  }
+  return Ok{};
+}
+
+Result<Ok> read_alerts(const YAML::Node& value, const std::string& source, DaemonConfig& config) {
+  if (!value.IsSequence()) return bad(source, value, "alerts must be a list");
+  int index = 0;
+  for (const auto& a : value) {
+    OOMTRIAGE_ASSIGN_OR_RETURN(Receiver receiver, parse_receiver(a, source, ++index));
+    // Two receivers of one name would share one outbox lane: one of them never sends.
+    for (const Receiver& other : config.alerts) {
+      if (other.name == receiver.name) {
+        return bad(source, a["name"] ? a["name"] : a,
+                   "two receivers are named `" + receiver.name +
+                       "`: give each its own "
+                       "`name:`");
+      }
+    }
+    config.alerts.push_back(std::move(receiver));
+  }
+  return Ok{};
+}
+
+// An integer of at least `min`, refused below it as "<key> must be >= <min>".
+Result<Ok> read_at_least(const YAML::Node& value, const std::string& source, std::string_view key,
+                         int min, int& field) {
+  field = value.as<int>();
+  if (field < min) return bad(source, value, fmt::format("{} must be >= {}", key, min));
+  return Ok{};
 }
 
 }  // namespace
@@ -237,6 +319,195 @@ std::string describe_preflight(const DaemonConfig& config) {
                      static_cast<double>(*config.gpu_memory) / (1024.0 * 1024 * 1024));
 }
 
+using Node = YAML::Node;
+
+const std::vector<ConfigKey<DaemonConfig>>& daemon_config_keys() {
+  static const std::vector<ConfigKey<DaemonConfig>> kKeys = {
+      {"state_dir", "path", "/var/lib/oomtriage",
+       [](const Node& value, const std::string&, DaemonConfig& config) -> Result<Ok> {
+         config.state_dir = value.as<std::string>();
+         return Ok{};
+       }},
+      {"rescan_seconds", "integer >= 1", "10",
+       [](const Node& value, const std::string& source, DaemonConfig& config) {
+         return read_at_least(value, source, "rescan_seconds", 1, config.rescan_seconds);
+       }},
+      {"settle_ms", "integer >= 0", "25",
+       [](const Node& value, const std::string& source, DaemonConfig& config) {
+         return read_at_least(value, source, "settle_ms", 0, config.settle_ms);
+       }},
+      {"read_interval_ms", "integer >= 0", "1000",
+       [](const Node& value, const std::string& source, DaemonConfig& config) {
+         return read_at_least(value, source, "read_interval_ms", 0, config.read_interval_ms);
+       }},
+      {"burst_check_ms", "integer >= 0", "200",
+       [](const Node& value, const std::string& source, DaemonConfig& config) {
+         return read_at_least(value, source, "burst_check_ms", 0, config.burst_check_ms);
+       }},
+      {"gpu_sample_ms", "integer >= 0", "1000",
+       [](const Node& value, const std::string& source, DaemonConfig& config) {
+         return read_at_least(value, source, "gpu_sample_ms", 0, config.gpu_sample_ms);
+       }},
+      {"near_oom_share", "number in (0, 1]", "0.95",
+       [](const Node& value, const std::string& source, DaemonConfig& config) -> Result<Ok> {
+         config.near_oom_share = value.as<double>();
+         if (!(config.near_oom_share > 0 && config.near_oom_share <= 1)) {
+           return bad(source, value, "near_oom_share must be above 0 and at most 1 (0.95: 95%)");
+         }
+         return Ok{};
+       }},
+      {"watch", "list of watch rules", "[{logs: /srv/ai-toolkit/output/*/log.txt}]", read_watch},
+      {"alerts", "list of receivers", "[{type: webhook, url: http://127.0.0.1:9000/oom}]",
+       read_alerts},
+      {"alert_group_seconds", "integer", "30",
+       [](const Node& value, const std::string&, DaemonConfig& config) -> Result<Ok> {
+         config.alert_group_seconds = value.as<int>();
+         return Ok{};
+       }},
+      {"heal", "mapping (heal keys)", "{ai_toolkit_db: /srv/ai-toolkit/aitk_db.db}",
+       [](const Node& value, const std::string& source, DaemonConfig& config) -> Result<Ok> {
+         OOMTRIAGE_ASSIGN_OR_RETURN(config.heal, parse_heal(value, source));
+         return Ok{};
+       }},
+      {"host", "string", "gpu-node-17",
+       [](const Node& value, const std::string&, DaemonConfig& config) -> Result<Ok> {
+         config.host = value.as<std::string>();
+         return Ok{};
+       }},
+      {"store", "postgresql:// URL", "postgresql://oomtriage@db.example/oom",
+       [](const Node& value, const std::string& source, DaemonConfig& config) -> Result<Ok> {
+         config.store = value.as<std::string>();
+         if (auto checked = db::check_fleet_url(config.store); !checked) {
+           return bad(source, value, checked.error().message);
+         }
+         return Ok{};
+       }},
+      {"fleet", "mapping (keep_days)", "{keep_days: 90}",
+       [](const Node& value, const std::string& source, DaemonConfig& config) {
+         return read_mapping(value, source, "fleet", fleet_config_keys(), config);
+       }},
+      {"backfill", "boolean", "false",
+       [](const Node& value, const std::string&, DaemonConfig& config) -> Result<Ok> {
+         config.backfill = value.as<bool>();
+         return Ok{};
+       }},
+      {"metrics", "mapping (listen, textfile)", "{listen: 127.0.0.1:9839}",
+       [](const Node& value, const std::string& source, DaemonConfig& config) {
+         return read_mapping(value, source, "metrics", metrics_config_keys(), config);
+       }},
+      {"preflight", "warn | off", "warn",
+       [](const Node& value, const std::string& source, DaemonConfig& config) -> Result<Ok> {
+         config.preflight = value.as<std::string>();
+         if (config.preflight != "warn" && config.preflight != "off") {
+           return bad(source, value,
+                      "preflight must be `warn` or `off`, not `" + config.preflight + "`");
+         }
+         return Ok{};
+       }},
+      {"gpu_memory", "auto | a memory size", "24GiB",
+       [](const Node& value, const std::string& source, DaemonConfig& config) -> Result<Ok> {
+         const std::string text = value.as<std::string>();
+         if (text == "auto") {
+           config.gpu_memory.reset();
+         } else if (const auto bytes = parse_gpu_memory(text)) {
+           config.gpu_memory = *bytes;
+         } else {
+           return bad(
+               source, value,
+               "gpu_memory must be `auto` or a memory size such as `24GiB`, not `" + text + "`");
+         }
+         return Ok{};
+       }},
+  };
+  return kKeys;
+}
+
+const std::vector<ConfigKey<HealConfig>>& heal_config_keys() {
+  static const std::vector<ConfigKey<HealConfig>> kKeys = {
+      {"ai_toolkit_db", "absolute path", "/srv/ai-toolkit/aitk_db.db",
+       [](const Node& value, const std::string& source, HealConfig& heal) -> Result<Ok> {
+         heal.ai_toolkit_db = value.as<std::string>();
+         if (!fs::path(heal.ai_toolkit_db).is_absolute())
+           return bad(source, value, "ai_toolkit_db must be an absolute path");
+         return Ok{};
+       }},
+      {"ui_url", "http(s):// URL", "http://127.0.0.1:8675",
+       [](const Node& value, const std::string& source, HealConfig& heal) -> Result<Ok> {
+         heal.ui_url = value.as<std::string>();
+         if (heal.ui_url.rfind("http://", 0) != 0 && heal.ui_url.rfind("https://", 0) != 0)
+           return bad(source, value, "ui_url must be an http:// or https:// URL");
+         while (!heal.ui_url.empty() && heal.ui_url.back() == '/') heal.ui_url.pop_back();
+         return Ok{};
+       }},
+      {"token_file", "path of a file holding the UI's token", "/etc/oomtriage/aitk.token",
+       [](const Node& value, const std::string& source, HealConfig& heal) -> Result<Ok> {
+         const std::string path = value.as<std::string>();
+         auto token = read_secret(path);
+         if (!token) return bad(source, value, "cannot read the UI's token file " + path);
+         if (token->empty()) return bad(source, value, "the UI's token file " + path + " is empty");
+         heal.ui_token = std::move(*token);
+         return Ok{};
+       }},
+      {"jobs", "job-name glob or list of them", "[\"*\"]",
+       [](const Node& value, const std::string&, HealConfig& heal) -> Result<Ok> {
+         heal.jobs = string_list(value);
+         return Ok{};
+       }},
+      {"fixes", "resume-safe fix id or list of them", "[lower_batch_size, cheapen_previews]",
+       [](const Node& value, const std::string& source, HealConfig& heal) -> Result<Ok> {
+         heal.fixes = string_list(value);
+         for (const std::string& id : heal.fixes) {
+           if (!triage::resume_safe(id)) {
+             return bad(source, value,
+                        fmt::format("fix `{}` is not one that keeps the checkpoint and optimizer "
+                                    "state valid: it cannot be applied unattended",
+                                    id));
+           }
+         }
+         return Ok{};
+       }},
+      {"max_attempts", "integer >= 2", "3",
+       [](const Node& value, const std::string& source, HealConfig& heal) {
+         return read_at_least(value, source, "max_attempts", 2, heal.max_attempts);
+       }},
+      {"wait_seconds", "integer >= 1", "300",
+       [](const Node& value, const std::string& source, HealConfig& heal) {
+         return read_at_least(value, source, "wait_seconds", 1, heal.wait_seconds);
+       }},
+  };
+  return kKeys;
+}
+
+const std::vector<ConfigKey<DaemonConfig>>& fleet_config_keys() {
+  static const std::vector<ConfigKey<DaemonConfig>> kKeys = {
+      {"keep_days", "integer 0..36500 (0 keeps everything)", "90",
+       [](const Node& value, const std::string& source, DaemonConfig& config) -> Result<Ok> {
+         config.fleet_keep_days = value.as<int>();
+         if (config.fleet_keep_days < 0 || config.fleet_keep_days > 36500) {
+           return bad(source, value, "keep_days must be 0 (keep everything) or more, up to 36500");
+         }
+         return Ok{};
+       }},
+  };
+  return kKeys;
+}
+
+const std::vector<ConfigKey<DaemonConfig>>& metrics_config_keys() {
+  static const std::vector<ConfigKey<DaemonConfig>> kKeys = {
+      {"listen", "host:port", "127.0.0.1:9839",
+       [](const Node& value, const std::string&, DaemonConfig& config) -> Result<Ok> {
+         config.metrics_listen = value.as<std::string>();
+         return Ok{};
+       }},
+      {"textfile", "path", "/var/lib/node_exporter/oomtriage.prom",
+       [](const Node& value, const std::string&, DaemonConfig& config) -> Result<Ok> {
+         config.metrics_textfile = value.as<std::string>();
+         return Ok{};
+       }},
+  };
+  return kKeys;
+}
+
 Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::string& source) {
   DaemonConfig config;
   config.source = source;
@@ -250,187 +521,22 @@ Result<DaemonConfig> parse_daemon_config(const std::string& text, const std::str
                       fmt::format("{}:{}: {}", source, e.mark.line + 1, e.msg));
   }
   if (!root.IsMap()) return bad(source, root, "expected a mapping with a `watch:` list");
+  const auto& keys = daemon_config_keys();
   try {
     for (const auto& item : root) {
       const std::string key = item.first.as<std::string>();
-      const YAML::Node& value = item.second;
-      if (key == "state_dir") {
-        config.state_dir = value.as<std::string>();
-      } else if (key == "rescan_seconds") {
-        config.rescan_seconds = value.as<int>();
-        if (config.rescan_seconds < 1) return bad(source, value, "rescan_seconds must be >= 1");
-      } else if (key == "settle_ms") {
-        config.settle_ms = value.as<int>();
-        if (config.settle_ms < 0) return bad(source, value, "settle_ms must be >= 0");
-      } else if (key == "burst_check_ms") {
-        config.burst_check_ms = value.as<int>();
-        if (config.burst_check_ms < 0) return bad(source, value, "burst_check_ms must be >= 0");
-      } else if (key == "gpu_sample_ms") {
-        config.gpu_sample_ms = value.as<int>();
-        if (config.gpu_sample_ms < 0) return bad(source, value, "gpu_sample_ms must be >= 0");
-      } else if (key == "near_oom_share") {
-        config.near_oom_share = value.as<double>();
-        if (!(config.near_oom_share > 0 && config.near_oom_share <= 1)) {
-          return bad(source, value, "near_oom_share must be above 0 and at most 1 (0.95: 95%)");
-        }
-      } else if (key == "read_interval_ms") {
-        config.read_interval_ms = value.as<int>();
-        if (config.read_interval_ms < 0) return bad(source, value, "read_interval_ms must be >= 0");
-      } else if (key == "watch") {
-        if (!value.IsSequence()) return bad(source, value, "watch must be a list");
-        for (const auto& w : value) {
-          if (!w.IsMap()) return bad(source, w, "each watch entry needs `logs:`");
-          WatchRule rule;
-          if (const YAML::Node kind = w["source"]) {
-            rule.source = kind.as<std::string>();
-            if (rule.source != "files" && rule.source != "kubernetes" && rule.source != "slurm") {
-              return bad(
-                  source, kind,
-                  "source must be `files`, `kubernetes` or `slurm`, not `" + rule.source + "`");
-            }
-          }
-          if (rule.source == "slurm") {
-            // The files come from squeue; a `logs:` glob would never be looked at.
-            if (w["logs"])
-              return bad(source, w["logs"],
-                         "a slurm rule takes its files from squeue, not `logs:`");
-            rule.job = "{stem}";  // slurm-1234 or slurm-1234_7 with Slurm's default names
-            if (w["poll_seconds"]) {
-              rule.poll_seconds = w["poll_seconds"].as<int>();
-              if (rule.poll_seconds < 1 || rule.poll_seconds > 3600) {
-                return bad(source, w["poll_seconds"], "poll_seconds must be 1..3600");
-              }
-            }
-          } else if (rule.source == "kubernetes") {
-            // kubelet's tree: /var/log/pods/<namespace>_<pod>_<uid>/<container>/<restart>.log
-            rule.logs = "/var/log/pods/*/*/*.log";
-            rule.job = "{namespace}/{pod_owner}";
-          } else if (!w["logs"]) {
-            return bad(source, w, "each watch entry needs `logs:`");
-          }
-          if (w["logs"]) {
-            rule.logs = w["logs"].as<std::string>();
-            // The service runs from /: a relative glob would mean something else there.
-            if (!rule.logs.starts_with("/")) {
-              return bad(source, w["logs"],
-                         "`logs:` must be an absolute path (the service does not run from this "
-                         "folder): " +
-                             rule.logs);
-            }
-          }
-          if (rule.source != "slurm") {
-            check_glob_folder(source, w["logs"] ? w["logs"] : w, rule.logs, config.warnings);
-          }
-          if (w["trainer"]) {
-            const auto trainer = parsers::trainer_from_string(w["trainer"].as<std::string>());
-            if (!trainer) {
-              return bad(source, w["trainer"],
-                         "unknown trainer `" + w["trainer"].as<std::string>() + "`");
-            }
-            rule.trainer = *trainer;
-          }
-          if (w["job"]) rule.job = w["job"].as<std::string>();
-          if (w["config"]) rule.config = w["config"].as<std::string>();
-          for (const char* key : {"job", "config"}) {
-            const std::string& pattern = std::string_view(key) == "job" ? rule.job : rule.config;
-            if (auto e = unknown_placeholder(source, w[key] ? w[key] : w, key, pattern)) {
-              return *e;
-            }
-          }
-          if (const YAML::Node rotated = w["rotated_to"]) {
-            if (rotated.IsScalar()) {
-              rule.rotated_to.push_back(rotated.as<std::string>());
-            } else if (rotated.IsSequence()) {
-              for (const auto& dir : rotated) rule.rotated_to.push_back(dir.as<std::string>());
-            } else {
-              return bad(source, rotated, "rotated_to must be a folder or a list of folders");
-            }
-          }
-          config.watch.push_back(std::move(rule));
-        }
-      } else if (key == "alerts") {
-        if (!value.IsSequence()) return bad(source, value, "alerts must be a list");
-        int index = 0;
-        for (const auto& a : value) {
-          auto receiver = parse_receiver(a, source, ++index);
-          if (!receiver) return receiver.error();
-          // Two receivers of one name would share one outbox lane: one of them never sends.
-          for (const Receiver& other : config.alerts) {
-            if (other.name == receiver->name) {
-              return bad(source, a["name"] ? a["name"] : a,
-                         "two receivers are named `" + receiver->name +
-                             "`: give each its own "
-                             "`name:`");
-            }
-          }
-          config.alerts.push_back(std::move(*receiver));
-        }
-      } else if (key == "alert_group_seconds") {
-        config.alert_group_seconds = value.as<int>();
-      } else if (key == "heal") {
-        auto heal = parse_heal(value, source);
-        if (!heal) return heal.error();
-        config.heal = std::move(*heal);
-      } else if (key == "host") {
-        config.host = value.as<std::string>();
-      } else if (key == "backfill") {
-        config.backfill = value.as<bool>();
-      } else if (key == "preflight") {
-        config.preflight = value.as<std::string>();
-        if (config.preflight != "warn" && config.preflight != "off") {
-          return bad(source, value,
-                     "preflight must be `warn` or `off`, not `" + config.preflight + "`");
-        }
-      } else if (key == "gpu_memory") {
-        const std::string text = value.as<std::string>();
-        if (text == "auto") {
-          config.gpu_memory.reset();
-        } else if (const auto bytes = parse_gpu_memory(text)) {
-          config.gpu_memory = *bytes;
-        } else {
-          return bad(
-              source, value,
-              "gpu_memory must be `auto` or a memory size such as `24GiB`, not `" + text + "`");
-        }
-      } else if (key == "store") {
-        config.store = value.as<std::string>();
-        if (auto checked = db::check_fleet_url(config.store); !checked) {
-          return bad(source, value, checked.error().message);
-        }
-      } else if (key == "fleet") {
-        if (!value.IsMap()) return bad(source, value, "fleet must be a mapping");
-        for (const auto& f : value) {
-          const std::string fkey = f.first.as<std::string>();
-          if (fkey != "keep_days") return bad(source, f.first, "unknown fleet key `" + fkey + "`");
-          config.fleet_keep_days = f.second.as<int>();
-          if (config.fleet_keep_days < 0 || config.fleet_keep_days > 36500) {
-            return bad(source, f.second,
-                       "keep_days must be 0 (keep everything) or more, up to 36500");
-          }
-        }
-      } else if (key == "metrics") {
-        if (!value.IsMap()) return bad(source, value, "metrics must be a mapping");
-        for (const auto& m : value) {
-          const std::string mkey = m.first.as<std::string>();
-          if (mkey == "listen") {
-            config.metrics_listen = m.second.as<std::string>();
-          } else if (mkey == "textfile") {
-            config.metrics_textfile = m.second.as<std::string>();
-          } else {
-            return bad(source, m.first, "unknown metrics key `" + mkey + "`");
-          }
-        }
-      } else {
-        const auto close = close_matches(
-            key,
-            {"state_dir", "rescan_seconds", "settle_ms", "read_interval_ms", "burst_check_ms",
-             "gpu_sample_ms", "near_oom_share", "watch", "alerts", "alert_group_seconds", "heal",
-             "host", "store", "fleet", "backfill", "metrics", "preflight", "gpu_memory"},
-            1);
+      const auto row =
+          std::find_if(keys.begin(), keys.end(),
+                       [&](const ConfigKey<DaemonConfig>& k) { return k.name == key; });
+      if (row == keys.end()) {
+        std::vector<std::string> names;
+        for (const ConfigKey<DaemonConfig>& k : keys) names.emplace_back(k.name);
+        const auto close = close_matches(key, std::move(names), 1);
         return bad(source, item.first,
                    "unknown key `" + key + "`" +
                        (close.empty() ? "" : "; did you mean `" + close[0] + "`?"));
       }
+      OOMTRIAGE_TRY(row->read(item.second, source, config));
     }
   } catch (const YAML::Exception& e) {
     return make_error(ErrorCode::kBadInput,

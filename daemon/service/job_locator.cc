@@ -14,6 +14,7 @@
 #include "parsers/bounded_document.h"
 #include "parsers/cri_log.h"
 #include "parsers/log_analyzer.h"
+#include "parsers/trainer_table.h"
 
 namespace oomtriage::daemon {
 namespace fs = std::filesystem;
@@ -135,7 +136,8 @@ std::optional<Trainer> config_owner(const fs::path& path, const std::string& tex
   const TargetKind kind = kind_for(path);
   std::optional<Trainer> owner = sniff_trainer(text, kind);
   const std::string name = path.filename().string();
-  if (!owner && (name == ".job_config.json" || name == "config.yaml")) {
+  const auto& own_names = parsers::trainer_row(Trainer::kAiToolkit).config_files;
+  if (!owner && std::find(own_names.begin(), own_names.end(), name) != own_names.end()) {
     owner = Trainer::kAiToolkit;  // AI Toolkit's own names: a broken one is reported, not skipped
   } else if (!owner && trainer != Trainer::kUnknown && trainer != Trainer::kAiToolkit &&
              kind != TargetKind::kYaml) {
@@ -197,8 +199,14 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
   } else {
     if (facts.named_config) candidates.push_back({resolve(*facts.named_config, log)});
     // Standard input has no folder: nothing beside it (not the current folder's config).
-    for (const char* name :
-         {".job_config.json", "config.yaml", "config.json", "config.toml", "training_args.json"}) {
+    // Every trainer's config files, in the table's order, each name once.
+    std::vector<std::string_view> names;
+    for (const parsers::TrainerRow& row : parsers::trainer_table()) {
+      for (const std::string_view name : row.config_files) {
+        if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+      }
+    }
+    for (const std::string_view name : names) {
       if (log != "-") candidates.push_back({log.parent_path() / name});
     }
   }
