@@ -23,12 +23,13 @@ std::string read_text(const fs::path& path) {
 }
 
 // A run of `job` with `config`, ended `outcome`; an OOM carries an event needing `need` bytes.
-// The snapshot is kept as `/srv/<job>/<file>`, or at `file` when it is a whole path.
+// The snapshot is kept as `/srv/<job>/<config_file>`, or at `config_file` when it is a whole path.
 void record_run(db::Store& store, const std::string& job, const std::string& config,
                 const std::string& outcome, uint64_t need, int64_t now,
-                const std::string& file = "config.yaml") {
+                const std::string& config_file = "config.yaml") {
   const int64_t job_id = *store.upsert_job(job, "/srv/" + job, "ai-toolkit", "/srv/" + job, now);
-  const std::string path = file.starts_with("/") ? file : "/srv/" + job + "/" + file;
+  const std::string path =
+      config_file.starts_with("/") ? config_file : "/srv/" + job + "/" + config_file;
   const int64_t snapshot = *store.add_config_snapshot(job_id, path, "sha-" + job, config, now);
   const int64_t run = *store.start_run(job_id, "/srv/" + job + "/log.txt", snapshot, now);
   const int64_t file = *store.insert_file({.path = "/srv/" + job + "/log.txt",
