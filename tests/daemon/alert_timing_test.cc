@@ -4,7 +4,10 @@
 // back an hour or forward two days (injected) delays no retry past retry_max_ms and fails no
 // alert before its horizon, live and across a restart (stored times clamped on load). The
 // horizon also counts attempts. And storm control: 300 jobs dying within seconds reach a Slack
-// receiver as a handful of messages listing every one of them, each with its own key.
+// receiver as a handful of messages listing every one of them, each with its own key. The
+// dispatcher and the daemon's loop wait on a virtual clock here (tests/support/virtual_clock.h):
+// a retry's delay is measured on the clock it waited on, and the storm's windows pass without
+// being waited out.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -21,6 +24,8 @@
 #include "tests/support/e2e.h"
 #include "tests/support/http_test_server.h"
 #include "tests/support/store_rows.h"
+#include "tests/support/virtual_clock.h"
+#include "tests/support/virtual_daemon.h"
 
 using namespace oomtriage;
 using namespace oomtriage::testing;
@@ -68,13 +73,17 @@ std::string state_of(db::Store& store) {
   return rows->front().state;
 }
 
-// Runs the loop until the alert is delivered or failed, at most `limit` of steady time.
-void run_until_settled(boost::asio::io_context& io, db::Store& store,
+// Runs the loop until the alert is delivered or failed, at most `limit` of the dispatcher's
+// (virtual) time: each turn handles what came (the receiver's answer), then time moves on.
+void run_until_settled(boost::asio::io_context& io, VirtualClock& clock, db::Store& store,
                        std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until && state_of(store) == "pending") {
-    io.run_for(std::chrono::milliseconds(50));
+  const auto until = clock.now() + limit;
+  const auto real_limit = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (clock.now() < until && state_of(store) == "pending" &&
+         std::chrono::steady_clock::now() < real_limit) {
     io.restart();
+    io.run_for(std::chrono::milliseconds(2));
+    clock.advance(std::chrono::milliseconds(10));
   }
 }
 
@@ -92,16 +101,17 @@ void check_step(int64_t step) {
     return ScriptedResponse{};
   });
   boost::asio::io_context io;
-  daemon::AlertDispatcher dispatcher(io, *store, config_for(server.url("/oom")), nullptr,
-                                     [&] { return wall.load(); });
+  VirtualClock clock(io);
+  daemon::AlertDispatcher dispatcher(
+      io, *store, config_for(server.url("/oom")), nullptr, [&] { return wall.load(); }, clock);
   REQUIRE(dispatcher.start());
   dispatcher.poke();
-  const auto started = std::chrono::steady_clock::now();
-  run_until_settled(io, *store, std::chrono::seconds(5));
+  const auto started = clock.now();
+  run_until_settled(io, clock, *store, std::chrono::seconds(5));
   CHECK(state_of(*store) == "delivered");
   CHECK(server.count() == 2);
   // The retry came after the backoff (200 ms, jittered), not after the hour or as a failure.
-  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(3));
+  CHECK(clock.now() - started < std::chrono::seconds(3));
 }
 
 // A restarted dispatcher reads a row stored with next_attempt_at an hour away (the clock was
@@ -116,14 +126,16 @@ void check_restart(int64_t wall_at_restart, int64_t stored_next = kT + 3600) {
   REQUIRE(store->mark_alerts({rows->front().id}, "pending", 1, stored_next, "HTTP 503"));
   HttpTestServer server([](const ReceivedRequest&, size_t) { return ScriptedResponse{}; });
   boost::asio::io_context io;
-  daemon::AlertDispatcher dispatcher(io, *store, config_for(server.url("/oom")), nullptr,
-                                     [wall_at_restart] { return wall_at_restart; });
+  VirtualClock clock(io);
+  daemon::AlertDispatcher dispatcher(
+      io, *store, config_for(server.url("/oom")), nullptr,
+      [wall_at_restart] { return wall_at_restart; }, clock);
   REQUIRE(dispatcher.start());
   dispatcher.poke();
-  const auto started = std::chrono::steady_clock::now();
-  run_until_settled(io, *store, std::chrono::seconds(5));
+  const auto started = clock.now();
+  run_until_settled(io, clock, *store, std::chrono::seconds(5));
   CHECK(state_of(*store) == "delivered");
-  CHECK(std::chrono::steady_clock::now() - started < std::chrono::milliseconds(2500));
+  CHECK(clock.now() - started < std::chrono::milliseconds(2500));
 }
 
 }  // namespace
@@ -208,15 +220,11 @@ TEST_SUITE("daemon::alert_timing") {
       fs::create_directories(out / ("job" + std::to_string(i)));
       std::ofstream(out / ("job" + std::to_string(i)) / "log.txt") << "Running 1 job\n";
     }
-    DaemonProcess daemon(dir.path / "state",
-                         {"daemon", "--config", (dir.path / "oomtriage.yaml").string()},
-                         dir.path / "err");
-    REQUIRE(
-        wait_until([&] { return daemon.stderr_text().find("store ready") != std::string::npos; }));
+    VirtualDaemon daemon(dir.path / "state", dir.path / "oomtriage.yaml", dir.path / "err");
     const std::string crash = slurp(kGolden / "aitk_host_sigkill.log");
     for (int i = 0; i < kJobs; ++i) {
       std::ofstream(out / ("job" + std::to_string(i)) / "log.txt", std::ios::app) << crash;
-      if (i % 30 == 29) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      if (i % 30 == 29) daemon.pass(std::chrono::milliseconds(500));
     }
     const std::regex key("\\[evt_([0-9]+)\\]");
     std::multiset<std::string> listed;
@@ -230,8 +238,8 @@ TEST_SUITE("daemon::alert_timing") {
       }
       return listed.size() >= kJobs;
     };
-    const bool complete = wait_until(all_listed, std::chrono::seconds(60));
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // nothing more may come
+    const bool complete = daemon.run_until(all_listed, std::chrono::seconds(60));
+    daemon.pass(std::chrono::milliseconds(2500));  // nothing more may come
     all_listed();
     MESSAGE("posts: " << slack.count() << ", listed: " << listed.size());
     CHECK(complete);

@@ -4,7 +4,9 @@
 // signatures), then the real daemon delivering its outbox to real HTTP servers on loopback:
 // a receiver down for a while, 429 with Retry-After, 500s, one that never answers, a slow one
 // beside a fast one, HMAC checked by the receiver, TLS with a test CA (and refused with the wrong
-// one), a real Alertmanager, and `oomtriage alert test`.
+// one), a real Alertmanager, and `oomtriage alert test`. Where a test says what must not come
+// (no third alert, no retry of a refusal), the daemon's loop runs in process on virtual time
+// (tests/support/virtual_daemon.h): the window is passed on the clock the daemon waits on.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -18,6 +20,7 @@
 #include "tests/support/e2e.h"
 #include "tests/support/http_test_server.h"
 #include "tests/support/skip.h"
+#include "tests/support/virtual_daemon.h"
 
 using namespace oomtriage;
 using namespace oomtriage::testing;
@@ -206,8 +209,7 @@ TEST_SUITE("daemon::alerts") {
     // alert follows the first, marked as one.
     HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; });
     AlertRig rig(receiver("hook", "webhook", server.url("/oom")));
-    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
-                         rig.dir.path / "err");
+    VirtualDaemon daemon(rig.dir.path / "state", rig.config, rig.dir.path / "err");
     std::string log = slurp(kGolden / "aitk_sampling_oom_step500.log");
     const size_t samples = log.find("Generating Samples");
     const size_t error = log.find("Error running job");
@@ -218,12 +220,12 @@ TEST_SUITE("daemon::alerts") {
     fs::create_directories(rig.out / "my_lora");
     const fs::path path = rig.out / "my_lora" / "log.txt";
     write_slowly(path, std::string_view(log).substr(0, traceback), 4096);
-    REQUIRE(wait_until([&] { return server.count() == 1; }, 15s));
-    std::this_thread::sleep_for(500ms);
+    REQUIRE(daemon.run_until([&] { return server.count() == 1; }, 15s));
+    daemon.pass(500ms);
     std::istringstream rest(log.substr(traceback));
     for (std::string line; std::getline(rest, line);) {
       std::ofstream(path, std::ios::app) << line << "\n";
-      std::this_thread::sleep_for(50ms);
+      daemon.pass(50ms);
     }
     const auto [scan_rc, scanned] = oomtriage_says("scan --json '" + path.string() + "'");
     REQUIRE(scan_rc == 0);
@@ -232,7 +234,7 @@ TEST_SUITE("daemon::alerts") {
     const std::string report =
         "--state-dir '" + (rig.dir.path / "state").string() + "' report my_lora --json 2>/dev/null";
     json reported;
-    REQUIRE(wait_until([&] {
+    REQUIRE(daemon.run_until([&] {
       const auto [rc, text] = oomtriage_says(report);
       if (rc != 0) return false;
       reported = json::parse(text);
@@ -244,8 +246,8 @@ TEST_SUITE("daemon::alerts") {
       CHECK(reported["events"][0][key] == scan["events"][0][key]);
     }
     CHECK(reported["events"][0]["revision"].get<int>() >= 1);
-    REQUIRE(wait_until([&] { return server.count() >= 2; }, 10s));
-    std::this_thread::sleep_for(1500ms);  // no third
+    REQUIRE(daemon.run_until([&] { return server.count() >= 2; }, 10s));
+    daemon.pass(1500ms);  // no third
     const auto requests = server.requests();
     REQUIRE(requests.size() == 2);
     CHECK(requests[0].headers.at("webhook-id") == "evt_1");
@@ -265,18 +267,17 @@ TEST_SUITE("daemon::alerts") {
     AlertRig rig(receiver("hook", "webhook",
                           "http://127.0.0.1:" + std::to_string(port.port()) + "/oom",
                           "    group_wait_ms: 0\n"));
-    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
-                         rig.dir.path / "err");
+    VirtualDaemon daemon(rig.dir.path / "state", rig.config, rig.dir.path / "err");
     StoreView view{rig.dir.path / "state" / "oomtriage.db"};
     // One after the other: two logs written in bursts are both polled, in either order.
     rig.crash("job_a");
-    REQUIRE(wait_until([&] { return view.events("job_a") == 1; }));
+    REQUIRE(daemon.run_until([&] { return view.events("job_a") == 1; }));
     rig.crash("job_b", "aitk_host_sigkill.log");
-    REQUIRE(wait_until([&] { return view.events("job_b") == 1; }));
-    std::this_thread::sleep_for(1500ms);  // retries fail meanwhile
+    REQUIRE(daemon.run_until([&] { return view.events("job_b") == 1; }));
+    daemon.pass(1500ms);  // retries fail meanwhile
     HttpTestServer server([](const ReceivedRequest&, size_t) { return kOk; }, std::move(port));
-    REQUIRE(wait_until([&] { return server.count() >= 2; }, 15s));
-    std::this_thread::sleep_for(1500ms);
+    REQUIRE(daemon.run_until([&] { return server.count() >= 2; }, 15s));
+    daemon.pass(1500ms);
     const auto requests = server.requests();
     REQUIRE(requests.size() == 2);
     CHECK(requests[0].headers.at("webhook-id") == "evt_1");
@@ -296,22 +297,20 @@ TEST_SUITE("daemon::alerts") {
     });
     AlertRig rig("  - name: hook\n    type: webhook\n    url: " + server.url("/oom") +
                  "\n    retry_initial_ms: 200\n    timeout_ms: 5000\n");
-    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
-                         rig.dir.path / "err");
+    VirtualDaemon daemon(rig.dir.path / "state", rig.config, rig.dir.path / "err");
     rig.crash("job_a");
-    REQUIRE(wait_until([&] { return server.count() == 1; }));
-    ::kill(daemon.pid(), SIGHUP);
-    REQUIRE(wait_until(
+    REQUIRE(daemon.run_until([&] { return server.count() == 1; }));
+    ::raise(SIGHUP);  // the daemon's loop, in this process, hears it
+    REQUIRE(daemon.run_until(
         [&] { return daemon.stderr_text().find("SIGHUP: config reloaded") != std::string::npos; }));
-    std::this_thread::sleep_for(2500ms);  // the slow answer arrives after the reload
-    CHECK(daemon.alive());
-    CHECK(server.count() == 1);
-    StoreView view{rig.dir.path / "state" / "oomtriage.db"};
     auto store = db::Store::open((rig.dir.path / "state" / "oomtriage.db").string());
     REQUIRE(store);
+    // The slow answer arrives after the reload; then the new dispatcher is let go.
+    REQUIRE(daemon.run_until([&] { return *(*store)->count_alerts("delivered") == 1; }));
+    daemon.pass(2500ms);
+    CHECK(server.count() == 1);
     CHECK(*(*store)->count_alerts("delivered") == 1);
     CHECK(*(*store)->count_alerts("pending") == 0);
-    CHECK(daemon.stop(SIGTERM) == 0);
   }
   TEST_CASE(
       "a 2xx with a huge body is delivered once, and a 307 is followed, a 302 fails with where") {
@@ -333,11 +332,10 @@ TEST_SUITE("daemon::alerts") {
     AlertRig rig(receiver("big", "webhook", server.url("/big")) +
                  receiver("moved", "webhook", server.url("/moved")) +
                  receiver("found", "webhook", server.url("/found")));
-    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
-                         rig.dir.path / "err");
+    VirtualDaemon daemon(rig.dir.path / "state", rig.config, rig.dir.path / "err");
     rig.crash("job_a");
-    REQUIRE(wait_until([&] { return target.count() == 1; }, 15s));
-    std::this_thread::sleep_for(1500ms);  // no resend of the big one, no retry of the 302
+    REQUIRE(daemon.run_until([&] { return target.count() == 1; }, 15s));
+    daemon.pass(1500ms);  // no resend of the big one, no retry of the 302
     size_t big = 0, found = 0;
     for (const auto& request : server.requests()) {
       big += request.target == "/big";
@@ -359,14 +357,14 @@ TEST_SUITE("daemon::alerts") {
     });
     AlertRig rig(receiver("limited", "webhook", limited.url()) +
                  receiver("failing", "webhook", failing.url()));
-    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
-                         rig.dir.path / "err");
+    VirtualDaemon daemon(rig.dir.path / "state", rig.config, rig.dir.path / "err");
     rig.crash("job");
-    REQUIRE(wait_until([&] { return limited.count() >= 2 && failing.count() >= 3; }, 15s));
-    std::this_thread::sleep_for(1500ms);
-    const auto l = limited.requests();
-    REQUIRE(l.size() == 2);
-    CHECK(l[1].at - l[0].at >= 1900ms);
+    REQUIRE(daemon.run_until([&] { return limited.count() >= 1; }, 15s));
+    daemon.pass(1900ms);  // Retry-After: 2 on the daemon's clock
+    CHECK(limited.count() == 1);
+    REQUIRE(daemon.run_until([&] { return limited.count() >= 2 && failing.count() >= 3; }, 15s));
+    daemon.pass(1500ms);
+    CHECK(limited.count() == 2);
     CHECK(failing.count() == 3);
   }
   TEST_CASE("a receiver that never answers times out and is retried, a slow one delays no other") {
@@ -432,14 +430,13 @@ TEST_SUITE("daemon::alerts") {
     AlertRig rig(
         receiver("trusted", "webhook", server.url(), "    ca_file: " + p + "/ca.pem\n") +
         receiver("untrusted", "webhook", server.url(), "    ca_file: " + p + "/other.pem\n"));
-    DaemonProcess daemon(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
-                         rig.dir.path / "err");
+    VirtualDaemon daemon(rig.dir.path / "state", rig.config, rig.dir.path / "err");
     rig.crash("job");
-    REQUIRE(wait_until([&] { return server.count() == 1; }));
-    REQUIRE(wait_until(
+    REQUIRE(daemon.run_until([&] { return server.count() == 1; }));
+    REQUIRE(daemon.run_until(
         [&] { return daemon.stderr_text().find("alert untrusted") != std::string::npos; }));
     CHECK(daemon.stderr_text().find("tls handshake") != std::string::npos);
-    std::this_thread::sleep_for(500ms);
+    daemon.pass(500ms);
     CHECK(server.count() == 1);  // the untrusted lane never completed a request
   }
   TEST_CASE("a real Alertmanager receives the alert and shows it in its API") {

@@ -5,6 +5,9 @@
 // stored exactly once); a job restarted into a new log.txt; rotation by the real logrotate in
 // create and copytruncate modes; a vanished file; files present at the first start; a broken
 // config; SIGTERM. Every wait is bounded; the store is read with the project's own db::Store.
+// Where a test says nothing more may come (after a restart, a rotation, a locked store) the
+// daemon's loop runs in process on virtual time (tests/support/virtual_daemon.h), and the
+// settle's window is passed on its clock rather than waited out.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -31,6 +34,7 @@
 
 #include "tests/support/e2e.h"
 #include "tests/support/http_test_server.h"
+#include "tests/support/virtual_daemon.h"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -215,9 +219,10 @@ TEST_SUITE("daemon::e2e") {
       CHECK(daemon.stop(SIGKILL) == -SIGKILL);
     }
     write_slowly(job / "log.txt", log.substr(first_banner));
-    DaemonProcess again(dir.path / "state", {"watch", out.string()}, dir.path / "err2");
-    REQUIRE(wait_until([&] { return view.events("zimage_buckets") >= 4; }));
-    std::this_thread::sleep_for(600ms);  // longer than the settle delay: nothing more may come
+    VirtualDaemon again(dir.path / "state", daemon::inline_watch_config({out.string()}),
+                        dir.path / "err2");
+    REQUIRE(again.run_until([&] { return view.events("zimage_buckets") >= 4; }));
+    again.pass(600ms);  // longer than the settle delay: nothing more may come
     const auto story = view.story("zimage_buckets");
     REQUIRE(story->events.size() == 4);
     std::vector<int64_t> steps;
@@ -309,13 +314,14 @@ TEST_SUITE("daemon::e2e") {
     const fs::path out = dir.path / "output";
     const fs::path job = out / "locked";
     fs::create_directories(job);
-    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    VirtualDaemon daemon(dir.path / "state", daemon::inline_watch_config({out.string()}),
+                         dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};
     // The job is followed; then another writer holds the store while the crash is written.
     const std::string log = slurp(kGolden / "aitk_sampling_oom_step500.log");
     const size_t half = log.size() / 3;
     write_slowly(job / "log.txt", log.substr(0, half));
-    REQUIRE(wait_until([&] { return view.story("locked").has_value(); }));
+    REQUIRE(daemon.run_until([&] { return view.story("locked").has_value(); }));
     sqlite3* other = nullptr;
     REQUIRE(sqlite3_open((dir.path / "state" / "oomtriage.db").c_str(), &other) == SQLITE_OK);
     // The daemon may be committing this very moment (a checkpoint, the read's progress): wait for
@@ -323,13 +329,13 @@ TEST_SUITE("daemon::e2e") {
     sqlite3_busy_timeout(other, 10000);
     REQUIRE(sqlite3_exec(other, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) == SQLITE_OK);
     write_slowly(job / "log.txt", log.substr(half));
-    REQUIRE(wait_until(
+    REQUIRE(daemon.run_until(
         [&] { return daemon.stderr_text().find("nothing is lost") != std::string::npos; }));
-    std::this_thread::sleep_for(300ms);  // a few refused commits and checkpoints
+    daemon.pass(300ms);  // a few refused commits and checkpoints
     REQUIRE(sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(other);
-    REQUIRE(wait_until([&] { return view.events("locked") == 1; }, 40s));
-    std::this_thread::sleep_for(500ms);
+    REQUIRE(daemon.run_until([&] { return view.events("locked") == 1; }, 40s));
+    daemon.pass(500ms);
     CHECK(view.events("locked") == 1);
     const auto story = view.story("locked");
     REQUIRE(story);
@@ -403,21 +409,22 @@ TEST_SUITE("daemon::e2e") {
     const fs::path out = dir.path / "output";
     const fs::path job = out / "rewritten";
     fs::create_directories(job);
-    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    VirtualDaemon daemon(dir.path / "state", daemon::inline_watch_config({out.string()}),
+                         dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};
     const std::string crash = slurp(kGolden / "aitk_gc_off_oom_step2.log");
     std::string quiet(crash.size(), '.');
     for (size_t i = 79; i < quiet.size(); i += 80) quiet[i] = '\n';
     write_slowly(job / "log.txt", quiet);
-    REQUIRE(wait_until([&] { return view.story("rewritten").has_value(); }));
-    std::this_thread::sleep_for(300ms);
+    REQUIRE(daemon.run_until([&] { return view.story("rewritten").has_value(); }));
+    daemon.pass(300ms);
     {
       // Overwrite in place: never shorter, same size at the end.
       std::fstream f(job / "log.txt", std::ios::binary | std::ios::in | std::ios::out);
       f.seekp(0);
       f << crash;
     }
-    REQUIRE(wait_until([&] { return view.events("rewritten") == 1; }));
+    REQUIRE(daemon.run_until([&] { return view.events("rewritten") == 1; }));
   }
   TEST_CASE(
       "fault: a log deleted or renamed while its writer still writes: the later writes are read") {
@@ -426,8 +433,8 @@ TEST_SUITE("daemon::e2e") {
     TempDir dir;
     const fs::path out = dir.path / "output";
     fs::create_directories(out);
-    DaemonProcess daemon(dir.path / "state", {"--verbose", "watch", out.string()},
-                         dir.path / "err");
+    VirtualDaemon daemon(dir.path / "state", daemon::inline_watch_config({out.string()}),
+                         dir.path / "err", /*verbose=*/true);
     StoreView view{dir.path / "state" / "oomtriage.db"};
     const std::string log = slurp(kGolden / "aitk_sampling_oom_step500.log");
     const size_t third = log.size() / 3;
@@ -435,8 +442,8 @@ TEST_SUITE("daemon::e2e") {
       fs::create_directories(out / job);
       std::ofstream writer(out / job / "log.txt", std::ios::binary);
       writer << log.substr(0, third) << std::flush;
-      REQUIRE(wait_until([&] { return view.story(job).has_value(); }));
-      std::this_thread::sleep_for(200ms);
+      REQUIRE(daemon.run_until([&] { return view.story(job).has_value(); }));
+      daemon.pass(200ms);
       if (std::string(job) == "deleted") {
         fs::remove(out / job / "log.txt");
       } else {
@@ -446,12 +453,12 @@ TEST_SUITE("daemon::e2e") {
       const std::string gone =
           (out / job / "log.txt").string() +
           (std::string(job) == "deleted" ? " was deleted" : " was rotated away");
-      REQUIRE(wait_until([&] { return daemon.stderr_text().find(gone) != std::string::npos; }));
+      REQUIRE(
+          daemon.run_until([&] { return daemon.stderr_text().find(gone) != std::string::npos; }));
       for (size_t i = third; i < log.size(); i += 512) writer << log.substr(i, 512) << std::flush;
-      CHECK(wait_until([&] { return view.events(job) == 1; }));
+      CHECK(daemon.run_until([&] { return view.events(job) == 1; }));
       CHECK(nlohmann::json::parse(view.story(job)->events.at(0).event_json)["step"] == 500);
     }
-    CHECK(daemon.alive());
   }
   TEST_CASE(
       "fault: rotated while down into logs/ or logrotate's olddir: the unread tail is drained "
@@ -560,19 +567,20 @@ TEST_SUITE("daemon::e2e") {
       const fs::path conf = dir.path / "logrotate.conf";
       std::ofstream(conf) << (job / "log.txt").string() << " {\n  " << mode
                           << "\n  rotate 3\n  missingok\n  nocompress\n}\n";
-      DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+      VirtualDaemon daemon(dir.path / "state", daemon::inline_watch_config({out.string()}),
+                           dir.path / "err");
       StoreView view{dir.path / "state" / "oomtriage.db"};
       const std::string log = slurp(kGolden / "aitk_bucket_oom_random_step_abort.log");
       const size_t cut = log.find('\n', log.find("skipping batch 2/3")) + 1;
       write_slowly(job / "log.txt", log.substr(0, cut));
-      REQUIRE(wait_until([&] { return view.events("zimage_buckets") >= 1; }));
+      REQUIRE(daemon.run_until([&] { return view.events("zimage_buckets") >= 1; }));
       const std::string command =
           "logrotate -f -s " + (dir.path / "state.lr").string() + " " + conf.string() + " 2>&1";
       REQUIRE(std::system(command.c_str()) == 0);
       CHECK(fs::exists(job / "log.txt.1"));
       write_slowly(job / "log.txt", log.substr(cut));  // the trainer reopens and goes on
-      REQUIRE(wait_until([&] { return view.events("zimage_buckets") >= 4; }));
-      std::this_thread::sleep_for(600ms);
+      REQUIRE(daemon.run_until([&] { return view.events("zimage_buckets") >= 4; }));
+      daemon.pass(600ms);  // longer than the settle delay: nothing more may come
       CHECK(view.events("zimage_buckets") == 4);
     }
   }
@@ -581,22 +589,23 @@ TEST_SUITE("daemon::e2e") {
     const fs::path out = dir.path / "output";
     fs::create_directories(out / "a");
     fs::create_directories(out / "b");
-    DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+    VirtualDaemon daemon(dir.path / "state", daemon::inline_watch_config({out.string()}),
+                         dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};
     write_slowly(out / "a" / "log.txt", "Running 1 job\n# Running job: a\nsteps: 1\n");
-    REQUIRE(wait_until([&] { return view.story("a").has_value(); }));
+    REQUIRE(daemon.run_until([&] { return view.story("a").has_value(); }));
     fs::remove_all(out / "a");
     write_slowly(out / "b" / "log.txt", slurp(kGolden / "aitk_host_sigkill.log"));
-    REQUIRE(wait_until([&] { return view.events("b") == 1; }));
-    CHECK(daemon.alive());
+    REQUIRE(daemon.run_until([&] { return view.events("b") == 1; }));
     // A followed log written and deleted back to back: both changes usually come in one read of
     // the inotify queue (the write first), and the daemon must not trip over the file it let go.
     for (int i = 0; i < 20; ++i) {
       const fs::path log = out / ("flash" + std::to_string(i)) / "log.txt";
       fs::create_directories(log.parent_path());
       std::ofstream(log) << "Running 1 job\n";
-      REQUIRE(wait_until([&] { return view.story("flash" + std::to_string(i)).has_value(); }));
-      std::this_thread::sleep_for(20ms);  // followed and watched
+      REQUIRE(
+          daemon.run_until([&] { return view.story("flash" + std::to_string(i)).has_value(); }));
+      daemon.pass(20ms);  // followed and watched
       std::ofstream(log, std::ios::app) << "step 1\n";
       fs::remove(log);
     }
@@ -604,8 +613,7 @@ TEST_SUITE("daemon::e2e") {
     // the daemon has been through all of them.
     fs::create_directories(out / "after");
     write_slowly(out / "after" / "log.txt", "Killed\n");
-    CHECK(wait_until([&] { return view.events("after") == 1; }));
-    CHECK(daemon.alive());
+    CHECK(daemon.run_until([&] { return view.events("after") == 1; }));
   }
   TEST_CASE("two training folders with a job of the same name make two jobs, not one") {
     TempDir dir;
@@ -702,19 +710,19 @@ TEST_SUITE("daemon::e2e") {
     const fs::path conf = dir.path / "oomtriage.yaml";
     std::ofstream(conf) << "rescan_seconds: 3600\nwatch:\n  - logs: "
                         << (out / "*" / "*" / "log.txt").string() << "\n";
-    DaemonProcess daemon(dir.path / "state", {"--verbose", "daemon", "--config", conf.string()},
-                         dir.path / "err");
+    VirtualDaemon daemon(dir.path / "state", conf, dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};
     fs::create_directories(out / "group");
-    std::this_thread::sleep_for(200ms);
+    daemon.pass(200ms);
     fs::create_directories(out / "group" / "job");
-    std::this_thread::sleep_for(200ms);
+    daemon.pass(200ms);
     write_slowly(out / "group" / "job" / "log.txt", "Killed\n");
-    CHECK(wait_until([&] { return view.events("job") == 1; }, 3s));
+    // Virtual time: the rescan, an hour away, cannot have come in these seconds.
+    CHECK(daemon.run_until([&] { return view.events("job") == 1; }, 3s));
     // A folder and its log made at once (mkdir -p, then a write before the watch is there).
     fs::create_directories(out / "group2" / "job2");
     std::ofstream(out / "group2" / "job2" / "log.txt") << "Killed\n";
-    CHECK(wait_until([&] { return view.events("job2") == 1; }, 3s));
+    CHECK(daemon.run_until([&] { return view.events("job2") == 1; }, 3s));
   }
   TEST_CASE("SIGHUP reloads the config, and keeps the old one when the new one is bad") {
     TempDir dir;

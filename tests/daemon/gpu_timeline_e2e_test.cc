@@ -12,6 +12,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <regex>
 
 #include <fmt/format.h>
@@ -71,6 +72,16 @@ struct FakeCards {
     std::ofstream(tmp, std::ios::trunc) << fmt::format("gpu 0 {} {}\n", total, used) << text;
     fs::rename(tmp, path);
   }
+  // The samples of card 0 the stand-in has answered (a line each in <path>.samples).
+  size_t samples() const {
+    const std::string lines = slurp(path.string() + ".samples");
+    return static_cast<size_t>(std::count(lines.begin(), lines.end(), '\n'));
+  }
+  // Waits until the daemon has taken `n` more samples: its own sampling is the clock here.
+  bool sampled(size_t n) const {
+    const size_t from = samples();
+    return wait_until([&] { return samples() >= from + n; });
+  }
 };
 
 void append(const fs::path& log, const std::string& text) {
@@ -129,14 +140,14 @@ TEST_SUITE("daemon::gpu timeline") {
     append(rig.log,
            "#############################################\n# Running job: my_lora\n"
            "#############################################\nLoading Flux model\n");
-    std::this_thread::sleep_for(400ms);
+    REQUIRE(cards.sampled(4));
     for (int step = 1; step <= 8; ++step) {
       cards.set(card, {{trainer.pid, (16 + step / 4) * kGiB}, {stranger.pid, others}});
       append(rig.log, test::bar("my_lora", step, 100) + "\n");
-      std::this_thread::sleep_for(250ms);
+      REQUIRE(cards.sampled(3));
     }
     append(rig.log, "Sampling at step 8\n");
-    std::this_thread::sleep_for(150ms);  // read before the preview's memory is sampled
+    REQUIRE(cards.sampled(2));  // read before the preview's memory is sampled
     const uint64_t preview = 21 * kGiB + 860 * (1ull << 20);  // 96.0% of 22.75 GiB
     cards.set(card, {{trainer.pid, preview}, {stranger.pid, others}});
     REQUIRE(wait_until([&] { return alerts_named(server, "TrainingNearOOM").size() == 1; }));
@@ -154,16 +165,19 @@ TEST_SUITE("daemon::gpu timeline") {
     CHECK(metrics.find(fmt::format("oomtriage_gpu_other_processes_bytes{{gpu=\"0\"}} {}",
                                    others)) != std::string::npos);
     CHECK(metrics.find("oomtriage_near_oom_warnings_total 1") != std::string::npos);
-    std::this_thread::sleep_for(600ms);  // more samples at the same height: no second warning
+    REQUIRE(cards.sampled(6));  // more samples at the same height: no second warning
     // Neither a reload nor a restart warns again for the same height.
     ::kill(daemon->pid(), SIGHUP);
-    std::this_thread::sleep_for(600ms);
+    REQUIRE(wait_until([&] {
+      return daemon->stderr_text().find("SIGHUP: config reloaded") != std::string::npos;
+    }));
+    REQUIRE(cards.sampled(6));
     CHECK(daemon->stop(SIGTERM) == 0);
     const std::string first_stderr = daemon->stderr_text();
     daemon.emplace(rig.dir.path / "state",
                    std::vector<std::string>{"daemon", "--config", rig.config.string()},
                    rig.dir.path / "err2");
-    std::this_thread::sleep_for(600ms);
+    REQUIRE(cards.sampled(6));
     CHECK(alerts_named(server, "TrainingNearOOM").size() == 1);
     append(rig.log, test::traceback("  File \"run.py\", line 1, in <module>\n"));
     trainer.kill();
@@ -301,7 +315,7 @@ TEST_SUITE("daemon::gpu timeline") {
     cards.set(card, {{trainer.pid, 10 * kGiB}});
     StoreView view{rig.dir.path / "state" / "oomtriage.db"};
     REQUIRE(wait_until([&] { return view.story("my_lora").has_value(); }));
-    std::this_thread::sleep_for(500ms);  // sampled a few times
+    REQUIRE(cards.sampled(5));  // sampled a few times
 
     // A lost card's error is said once, and its return once.
     cards.set(card, {{trainer.pid, 10 * kGiB}}, "error 0 15\n");
@@ -309,7 +323,7 @@ TEST_SUITE("daemon::gpu timeline") {
         "GPU 0: NVML error, its memory is not sampled: nvmlDeviceGetMemoryInfo: GPU is lost "
         "(NVML error 15)";
     REQUIRE(wait_until([&] { return daemon.stderr_text().find(lost) != std::string::npos; }));
-    std::this_thread::sleep_for(500ms);
+    REQUIRE(cards.sampled(5));
     cards.set(card, {{trainer.pid, 10 * kGiB}});
     REQUIRE(wait_until([&] {
       return daemon.stderr_text().find("GPU 0: NVML answers again") != std::string::npos;

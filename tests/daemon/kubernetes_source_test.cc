@@ -13,6 +13,7 @@
 #include "daemon/common/daemon_config.h"
 #include "tests/support/cri_writer.h"
 #include "tests/support/e2e.h"
+#include "tests/support/virtual_daemon.h"
 
 using namespace oomtriage;
 using namespace oomtriage::testing;
@@ -61,13 +62,22 @@ struct PodRig {
         dir.path / "state", std::vector<std::string>{"daemon", "--config", config.string()},
         dir.path / err);
   }
+  std::unique_ptr<VirtualDaemon> start_virtual_daemon(const char* err) {
+    return std::make_unique<VirtualDaemon>(dir.path / "state", config, dir.path / err);
+  }
+  bool run_registered(const std::string& job) {
+    auto story = view.story(job);
+    return story && !story->runs.empty();
+  }
   // The daemon has registered the job and its first run (and read a little more).
   bool wait_for_run(const std::string& job) {
-    const bool started = wait_until([&] {
-      auto story = view.story(job);
-      return story && !story->runs.empty();
-    });
+    const bool started = wait_until([&] { return run_registered(job); });
     std::this_thread::sleep_for(300ms);
+    return started;
+  }
+  bool wait_for_run(VirtualDaemon& daemon, const std::string& job) {
+    const bool started = daemon.run_until([&] { return run_registered(job); });
+    daemon.pass(300ms);
     return started;
   }
   // kubelet's rotation: the file renamed; what the runtime writes next goes to a new 0.log.
@@ -81,10 +91,11 @@ struct PodRig {
     log.flush();
   }
   // The job's one event once it is stored and nothing more came, checked to be the golden
-  // log's OOM, in one run.
-  nlohmann::json the_one_event(const std::string& job) {
-    REQUIRE(wait_until([&] { return view.events(job) == 1; }));
-    std::this_thread::sleep_for(600ms);  // longer than the settle delay: nothing more may come
+  // log's OOM, in one run. The daemon runs on virtual time: the settle's window is passed on
+  // its clock.
+  nlohmann::json the_one_event(VirtualDaemon& daemon, const std::string& job) {
+    REQUIRE(daemon.run_until([&] { return view.events(job) == 1; }));
+    daemon.pass(600ms);  // longer than the settle delay: nothing more may come
     const auto story = view.story(job);
     REQUIRE(story->events.size() == 1);
     CHECK(story->runs.size() == 1);  // a rotation is not a restart
@@ -152,8 +163,8 @@ TEST_SUITE("daemon::kubernetes") {
       CHECK(daemon->stop(SIGKILL) == -SIGKILL);
     }
     pod.finish_writing(std::string_view(pod.plain).substr(cut));
-    auto daemon = pod.start_daemon("err2");
-    const nlohmann::json event = pod.the_one_event("ml/my-lora");
+    auto daemon = pod.start_virtual_daemon("err2");
+    const nlohmann::json event = pod.the_one_event(*daemon, "ml/my-lora");
     CHECK(event["kind"] == "cuda");
     CHECK(event["step"] == 500);
 
@@ -162,7 +173,7 @@ TEST_SUITE("daemon::kubernetes") {
     restarted.write(slurp(kGolden / "aitk_completed.log"));
     restarted.writer.close();
     restarted.flush();
-    REQUIRE(wait_until([&] {
+    REQUIRE(daemon->run_until([&] {
       auto s = pod.view.story("ml/my-lora");
       return s && s->runs.size() == 2 && s->runs[1].outcome == "completed";
     }));
@@ -173,16 +184,16 @@ TEST_SUITE("daemon::kubernetes") {
       "kubelet rotates the container log mid-bar: the new file goes on with the bar, the step is "
       "known") {
     PodRig pod("ml_wan-video-q9z2m_uid");
-    auto daemon = pod.start_daemon("err");
+    auto daemon = pod.start_virtual_daemon("err");
     // Up to the middle of the bar (line 67 of the plain log), then kubelet's rename and the
     // runtime's new file; the job's name and its bar were only in the old one.
     const size_t cut = pod.plain.find("| 400/3000");
     REQUIRE(cut != std::string::npos);
     pod.log.write(std::string_view(pod.plain).substr(0, cut));
-    REQUIRE(pod.wait_for_run("ml/wan-video"));
+    REQUIRE(pod.wait_for_run(*daemon, "ml/wan-video"));
     pod.rotate();
     pod.finish_writing(std::string_view(pod.plain).substr(cut));
-    CHECK(pod.the_one_event("ml/wan-video")["step"] == 500);
+    CHECK(pod.the_one_event(*daemon, "ml/wan-video")["step"] == 500);
   }
 
   TEST_CASE("kubelet rotates the container log while the daemon is down: the OOM once, one run") {
@@ -197,9 +208,9 @@ TEST_SUITE("daemon::kubernetes") {
     }
     pod.log.write(std::string_view(pod.plain).substr(half, three_quarters - half));
     pod.rotate();
-    auto daemon = pod.start_daemon("err2");
+    auto daemon = pod.start_virtual_daemon("err2");
     pod.finish_writing(std::string_view(pod.plain).substr(three_quarters));
     // The new file is read apart from the old one here: the step is not asserted (docs/fleet.md).
-    CHECK(pod.the_one_event("ml/flux-1")["kind"] == "cuda");
+    CHECK(pod.the_one_event(*daemon, "ml/flux-1")["kind"] == "cuda");
   }
 }

@@ -17,6 +17,7 @@
 #include "tests/support/files.h"
 
 using oomtriage::testing::slurp;
+using oomtriage::testing::wait_until;
 namespace fs = std::filesystem;
 
 namespace {
@@ -341,15 +342,9 @@ TEST_SUITE("daemon::scan") {
       std::ofstream append(log, std::ios::binary | std::ios::app);
       append << golden;
     }
-    bool seen = false;
-    for (int i = 0; i < 100 && !seen; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      seen = slurp(out).find('\n') != std::string::npos;
-    }
+    const bool seen = wait_until([&] { return slurp(out).find('\n') != std::string::npos; });
     ::kill(pid, SIGTERM);
-    for (int i = 0; i < 50 && ::kill(pid, 0) == 0; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    wait_until([&] { return ::kill(pid, 0) != 0; }, std::chrono::seconds(5));
     REQUIRE(seen);
     const std::string printed = slurp(out);
     const auto line = nlohmann::json::parse(printed.substr(0, printed.find('\n')));

@@ -7,7 +7,9 @@
 // and a squeue that fails is logged once while the rest goes on.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -78,12 +80,16 @@ TEST_SUITE("daemon::slurm") {
     const fs::path runs = dir.path / "runs";
     fs::create_directories(bin);
     fs::create_directories(runs);
-    std::ofstream(bin / "squeue") << "#!/bin/sh\ncat \"$OOMTRIAGE_TEST_QUEUE\"\n";
+    // Each poll and each question to sacct leaves a line (.polls, .asked), so the test waits for
+    // the daemon's polls rather than for a time.
+    std::ofstream(bin / "squeue") << "#!/bin/sh\necho >> \"$OOMTRIAGE_TEST_QUEUE.polls\"\n"
+                                     "cat \"$OOMTRIAGE_TEST_QUEUE\"\n";
     // sacct answers from files the test writes: <job>.sacct, in sacct's parsable format.
     std::ofstream(bin / "sacct")
         << "#!/bin/sh\n"
            "[ \"$1 $3 $4 $5 $6 $7\" = \"-j -X -n -P -o JobID,State,ExitCode\" ] "
            "|| { echo \"unexpected: $*\" >&2; exit 2; }\n"
+           "echo \"$2\" >> \"$OOMTRIAGE_TEST_QUEUE.asked\"\n"
            "cat \"$OOMTRIAGE_TEST_QUEUE.$2.sacct\" 2>/dev/null\n";
     fs::permissions(bin / "squeue", fs::perms::owner_all);
     fs::permissions(bin / "sacct", fs::perms::owner_all);
@@ -100,6 +106,17 @@ TEST_SUITE("daemon::slurm") {
     DaemonProcess daemon(dir.path / "state", {"daemon", "--config", config.string()},
                          dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};
+    const auto lines = [&](const std::string& suffix, const std::string& line) {
+      std::istringstream text(slurp(queue.string() + suffix));
+      size_t n = 0;
+      for (std::string l; std::getline(text, l);) n += l == line;
+      return n;
+    };
+    // Waits for `n` more polls of squeue: time on the daemon's poll clock, not a sleep.
+    const auto polled = [&](size_t n) {
+      const size_t from = lines(".polls", "");
+      return wait_until([&] { return lines(".polls", "") >= from + n; });
+    };
     REQUIRE(wait_until([&] { return view.story("slurm-7777") && view.story("slurm-7778"); }));
 
     // 7777 is killed by its cgroup while sampling at step 500: the log just stops. 7778 dies of
@@ -108,7 +125,7 @@ TEST_SUITE("daemon::slurm") {
     write_slowly(killed, golden.substr(0, golden.find("Error running job:")));
     write_slowly(cuda, golden);
     REQUIRE(wait_until([&] { return view.events("slurm-7778") == 1; }));
-    std::this_thread::sleep_for(500ms);
+    REQUIRE(polled(2));  // 7777's log was read, and has been quiet since
     CHECK(view.events("slurm-7777") == 0);
     CHECK(view.story("slurm-7777")->runs.at(0).outcome == "running");
 
@@ -116,7 +133,8 @@ TEST_SUITE("daemon::slurm") {
     std::ofstream(queue.string() + ".7777.sacct") << "7777|COMPLETING|0:0\n";
     std::ofstream(queue.string() + ".7778.sacct") << "7778|FAILED|1:0\n";
     std::ofstream(queue, std::ios::trunc) << "";
-    std::this_thread::sleep_for(1500ms);
+    // Asked twice: the first COMPLETING was heard before the second question.
+    REQUIRE(wait_until([&] { return lines(".asked", "7777") >= 2; }));
     CHECK(view.events("slurm-7777") == 0);
     std::ofstream(queue.string() + ".7777.sacct", std::ios::trunc) << "7777|OUT_OF_MEMORY|0:125\n";
     REQUIRE(wait_until([&] { return view.events("slurm-7777") == 1; }));
@@ -129,7 +147,7 @@ TEST_SUITE("daemon::slurm") {
     CHECK(event["message"].get<std::string>().find("OUT_OF_MEMORY") != std::string::npos);
     CHECK(story.runs.at(0).outcome == "crashed_oom");
     // FAILED adds nothing to the CUDA OOM the log told.
-    std::this_thread::sleep_for(500ms);
+    REQUIRE(polled(2));
     CHECK(view.events("slurm-7778") == 1);
     CHECK(nlohmann::json::parse(view.story("slurm-7778")->events[0].event_json)["kind"] == "cuda");
     CHECK(daemon.alive());
@@ -174,6 +192,7 @@ TEST_SUITE("daemon::slurm") {
     std::ofstream(bin / "squeue") << "#!/bin/sh\n"
                                      "case \"$*\" in *--expand-patterns*--Format=*STDOUT*) ;; "
                                      "*) echo \"unexpected: $*\" >&2; exit 2;; esac\n"
+                                     "echo >> \"$OOMTRIAGE_TEST_QUEUE.polls\"\n"
                                      "[ -f \"$OOMTRIAGE_TEST_QUEUE.fail\" ] && exit 1\n"
                                      "cat \"$OOMTRIAGE_TEST_QUEUE\"\n";
     fs::permissions(bin / "squeue", fs::perms::owner_all);
@@ -201,7 +220,12 @@ TEST_SUITE("daemon::slurm") {
     REQUIRE(wait_until([&] {
       return daemon.stderr_text().find("slurm: squeue failed (exit status 1)") != std::string::npos;
     }));
-    std::this_thread::sleep_for(2500ms);  // two more polls
+    const auto polls = [&] {
+      const std::string text = slurp(queue.string() + ".polls");
+      return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+    };
+    const size_t failing_since = polls();
+    REQUIRE(wait_until([&] { return polls() >= failing_since + 2; }));  // two more polls
     const std::string err = daemon.stderr_text();
     CHECK(err.find("slurm: squeue failed") == err.rfind("slurm: squeue failed"));
     fs::remove(queue.string() + ".fail");

@@ -100,7 +100,13 @@ void run_damage_case(Damage how) {
         return false;
       },
       15s));
-  std::this_thread::sleep_for(1500ms);  // nothing more may come
+  // Nothing more can be sent once no outbox row waits: a row is marked only after its answer.
+  REQUIRE(wait_until([&] {
+    auto opened = db::Store::open(store.string());
+    if (!opened) return false;
+    auto pending = (*opened)->count_alerts("pending");
+    return pending && *pending == 0;
+  }));
   size_t after = 0;
   size_t recovered_alerts = 0;
   for (const auto& r : server.requests()) {

@@ -10,7 +10,8 @@
 //                              line is in the file (a GPU off the bus, a wedged driver)
 //   error <gpu index> <code>   nvmlDeviceGetMemoryInfo on that card fails with NVML's code
 //                              (15: NVML_ERROR_GPU_IS_LOST)
-// A missing or empty file is a machine with no GPU.
+// A missing or empty file is a machine with no GPU. Each memory reading of card 0 (one per
+// sample) adds a line to <that file>.samples, so a test waits for samples, not for a time.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -84,6 +85,17 @@ struct ProcessInfo {  // nvmlProcessInfo_v2_t
   unsigned gpu_instance, compute_instance;
 };
 
+void count_sample() {
+  const char* path = std::getenv("FAKE_NVML_STATE");
+  if (path == nullptr) return;
+  char name[4096];
+  std::snprintf(name, sizeof name, "%s.samples", path);
+  if (FILE* file = std::fopen(name, "a")) {
+    std::fputc('\n', file);
+    std::fclose(file);
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -121,6 +133,7 @@ __attribute__((visibility("default"))) int nvmlDeviceGetMemoryInfo(void* device,
     nanosleep(&pause, nullptr);
     read_state();
   }
+  if (card == &cards[0]) count_sample();
   if (card->error != 0) return card->error;
   memory->total = card->total;
   memory->used = card->used;
