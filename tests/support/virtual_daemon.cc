@@ -29,7 +29,7 @@ VirtualDaemon::VirtualDaemon(const std::filesystem::path& state_dir, daemon::Dae
   start(state_dir, std::move(config), verbose);
 }
 
-// The loop's journal lines (daemon/render/journal_log.h) go to stderr: to `file` meanwhile.
+// The loop's journal lines (daemon/common/journal_log.h) go to stderr: to `file` meanwhile.
 VirtualDaemon::StderrTo::StderrTo(const std::filesystem::path& file) {
   std::fflush(stderr);
   const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
