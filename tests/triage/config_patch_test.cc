@@ -62,7 +62,7 @@ std::string patch(const std::vector<ConfigChange>& changes) {
 
 TEST_SUITE("triage::config_patch") {
   TEST_CASE("a value is replaced in place, its comment kept") {
-    CHECK(patch({{"config.process[0].train.gradient_checkpointing", "false", "true"}}) ==
+    CHECK(patch({{"config.process[0].train.gradient_checkpointing", false, true}}) ==
           "--- a/config.yaml\n+++ b/config.yaml\n"
           "@@ -13,7 +13,7 @@\n"
           "             - 1024\n"
@@ -75,7 +75,7 @@ TEST_SUITE("triage::config_patch") {
           "         dtype: bf16\n");
   }
   TEST_CASE("a missing key goes at the end of its section, with the section's indentation") {
-    CHECK(patch({{"config.process[0].train.skip_first_sample", "false", "true"}}) ==
+    CHECK(patch({{"config.process[0].train.skip_first_sample", false, true}}) ==
           "--- a/config.yaml\n+++ b/config.yaml\n"
           "@@ -17,6 +17,7 @@\n"
           "         # uncomment this to skip the pre training sample\n"
@@ -87,7 +87,7 @@ TEST_SUITE("triage::config_patch") {
           "         name_or_path: \"Qwen/Qwen-Image-Edit-2509\"\n");
   }
   TEST_CASE("a missing parent section is created") {
-    CHECK(patch({{"config.process[0].model.model_kwargs.match_target_res", "false", "true"}}) ==
+    CHECK(patch({{"config.process[0].model.model_kwargs.match_target_res", false, true}}) ==
           "--- a/config.yaml\n+++ b/config.yaml\n"
           "@@ -21,6 +21,8 @@\n"
           "       model:\n"
@@ -100,8 +100,9 @@ TEST_SUITE("triage::config_patch") {
           " meta:\n");
   }
   TEST_CASE("quoted strings keep their quotes, and a block list stays a block list") {
-    CHECK(patch({{"config.process[0].model.qtype", "\"qfloat8\"", "\"uint4\""},
-                 {"config.process[0].datasets[0].resolution", "[512,768,1024]", "[512,768]"}}) ==
+    CHECK(patch({{"config.process[0].model.qtype", "qfloat8", "uint4"},
+                 {"config.process[0].datasets[0].resolution",
+                  nlohmann::json::array({512, 768, 1024}), nlohmann::json::array({512, 768})}}) ==
           "--- a/config.yaml\n+++ b/config.yaml\n"
           "@@ -10,7 +10,6 @@\n"
           "           resolution:\n"
@@ -123,13 +124,13 @@ TEST_SUITE("triage::config_patch") {
   }
   TEST_CASE("environment changes are not written into the config") {
     const auto result = triage::patch_yaml(
-        kYaml, {{"env.PYTORCH_CUDA_ALLOC_CONF", "null", "\"expandable_segments:True\""}});
+        kYaml, {{"env.PYTORCH_CUDA_ALLOC_CONF", nullptr, "expandable_segments:True"}});
     REQUIRE(result);
     CHECK(*result == kYaml);
   }
   TEST_CASE("a list item that does not exist is an error, not a guess") {
     const auto result =
-        triage::patch_yaml(kYaml, {{"config.process[0].datasets[3].num_workers", "2", "1"}});
+        triage::patch_yaml(kYaml, {{"config.process[0].datasets[3].num_workers", 2, 1}});
     CHECK_FALSE(result);
     CHECK(result.error().message.find("list item") != std::string::npos);
   }
@@ -139,9 +140,9 @@ TEST_SUITE("triage::config_patch") {
         "      {\n        \"type\": \"diffusion_trainer\",\n        \"train\": {\n"
         "          \"gradient_checkpointing\": false,\n          \"batch_size\": 1\n        }\n"
         "      }\n    ]\n  }\n}\n";
-    const auto result = triage::patch_json(
-        json, {{"config.process[0].train.gradient_checkpointing", "false", "true"},
-               {"config.process[0].model.low_vram", "false", "true"}});
+    const auto result =
+        triage::patch_json(json, {{"config.process[0].train.gradient_checkpointing", false, true},
+                                  {"config.process[0].model.low_vram", false, true}});
     REQUIRE(result);
     CHECK(triage::unified_diff(json, *result, "a/.job_config.json", "b/.job_config.json") ==
           "--- a/.job_config.json\n+++ b/.job_config.json\n"
@@ -167,8 +168,8 @@ TEST_SUITE("triage::config_patch") {
     }
     const std::string original = slurp(path);
     const auto result = triage::patch_yaml(
-        original, {{"config.process[0].model.model_kwargs.match_target_res", "false", "true"},
-                   {"config.process[0].train.gradient_checkpointing", "true", "false"}});
+        original, {{"config.process[0].model.model_kwargs.match_target_res", false, true},
+                   {"config.process[0].train.gradient_checkpointing", true, false}});
     REQUIRE(result);
     const std::string diff = triage::unified_diff(original, *result, "a", "b");
     CHECK(diff.find("-        gradient_checkpointing: true  # need the on unless you have a ton "
@@ -252,7 +253,7 @@ TEST_SUITE("triage::config_patch") {
         if (dotted.find('~') != std::string::npos) continue;  // escaped keys: not config paths
         CAPTURE(path.filename().string());
         CAPTURE(dotted);
-        const ConfigChange change{dotted, "null", next.dump()};
+        const ConfigChange change{dotted, nullptr, next};
         const auto result = triage::patch_file(parsers::TargetKind::kYaml, text, {change});
         if (!result) {
           CHECK(!result.error().message.empty());
@@ -283,9 +284,9 @@ TEST_SUITE("triage::config_patch") {
         "        neg: 'don''t'\n";
     const auto result =
         triage::patch_file(parsers::TargetKind::kYaml, yaml,
-                           {{"config.process[0].train.gradient_checkpointing", "null", "true"},
-                            {"config.process[0].train.batch_size", "2", "1"},
-                            {"config.process[0].sample.neg", "\"don't\"", "\"it's\""}});
+                           {{"config.process[0].train.gradient_checkpointing", nullptr, true},
+                            {"config.process[0].train.batch_size", 2, 1},
+                            {"config.process[0].sample.neg", "don't", "it's"}});
     INFO(result.error().message);
     REQUIRE(result);
     CHECK(result->find("        batch_size: 1  # was: {4}\n") != std::string::npos);
@@ -306,12 +307,13 @@ TEST_SUITE("triage::config_patch") {
         "resolution = 512\n";
     const auto result = triage::patch_file(
         parsers::TargetKind::kToml, toml,
-        {{"train_batch_size", "4", "2", parsers::TargetKind::kToml, "", "training_arguments"},
-         {"gradient_accumulation_steps", "null", "2", parsers::TargetKind::kToml, "",
+        {{"train_batch_size", 4, 2, parsers::TargetKind::kToml, "", "training_arguments"},
+         {"gradient_accumulation_steps", nullptr, 2, parsers::TargetKind::kToml, "",
           "training_arguments"},
-         {"sample_prompts", "\"/p.txt\"", "null", parsers::TargetKind::kToml, "",
+         {"sample_prompts", "/p.txt", nullptr, parsers::TargetKind::kToml, "",
           "training_arguments"},
-         {"resolution", "[1024,768]", "[768,576]", parsers::TargetKind::kToml, "", "datasets[0]"}});
+         {"resolution", nlohmann::json::array({1024, 768}), nlohmann::json::array({768, 576}),
+          parsers::TargetKind::kToml, "", "datasets[0]"}});
     INFO(result.error().message);
     REQUIRE(result);
     CHECK(*result ==
@@ -325,9 +327,9 @@ TEST_SUITE("triage::config_patch") {
           "[[datasets]]\n"
           "resolution = 512\n");
     // A table that is not there is refused, not invented.
-    const auto missing = triage::patch_file(
-        parsers::TargetKind::kToml, toml,
-        {{"batch_size", "null", "1", parsers::TargetKind::kToml, "", "general"}});
+    const auto missing =
+        triage::patch_file(parsers::TargetKind::kToml, toml,
+                           {{"batch_size", nullptr, 1, parsers::TargetKind::kToml, "", "general"}});
     CHECK_FALSE(missing);
     CHECK(missing.error().message.find("[general]") != std::string::npos);
   }
@@ -338,7 +340,7 @@ TEST_SUITE("triage::config_patch") {
         "        batch_size: 2\n";
     Result<std::string> result = std::string();
     CHECK_NOTHROW(result = triage::patch_file(parsers::TargetKind::kYaml, yaml,
-                                              {{"config.process[0].train.batch_size", "2", "1"}}));
+                                              {{"config.process[0].train.batch_size", 2, 1}}));
     REQUIRE(result);
     CHECK(result->find("batch_size: 1") != std::string::npos);
   }

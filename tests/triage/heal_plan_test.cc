@@ -15,7 +15,7 @@ namespace {
 triage::Fix fix(const std::string& id) {
   triage::Fix f;
   f.id = id;
-  f.changes.push_back({"x", "1", "2", parsers::TargetKind::kYaml, "job.yaml"});
+  f.changes.push_back({"x", 1, 2, parsers::TargetKind::kYaml, "job.yaml"});
   return f;
 }
 
@@ -29,7 +29,7 @@ parsers::LogAnalysis crashed(parsers::OomKind kind) {
   return analysis;
 }
 
-triage::ConfigChange arg(const std::string& flag, const std::string& from, const std::string& to) {
+triage::ConfigChange arg(const std::string& flag, nlohmann::json from, nlohmann::json to) {
   return {flag, from, to, parsers::TargetKind::kArgs};
 }
 
@@ -107,15 +107,15 @@ TEST_SUITE("triage::heal plan") {
                        "--output_dir",
                        "out"};
     const Args changed = triage::apply_argument_changes(
-        argv,
-        {arg("--train_batch_size", "4", "2"), arg("--resolution", "1024", "768"),
-         arg("--gradient_checkpointing", "true", "false"), arg("--use_8bit_adam", "null", "true"),
-         arg("--mixed_precision", "null", "\"bf16\"")});
+        argv, {arg("--train_batch_size", 4, 2), arg("--resolution", 1024, 768),
+               arg("--gradient_checkpointing", true, false), arg("--use_8bit_adam", nullptr, true),
+               arg("--mixed_precision", nullptr, "bf16")});
     CHECK(changed == Args{"accelerate", "launch", "train.py", "--train_batch_size", "2",
                           "--resolution=768", "--output_dir", "out", "--use_8bit_adam",
                           "--mixed_precision", "bf16"});
     CHECK(triage::apply_argument_changes({"t.py", "--resolution", "1024,1024"},
-                                         {arg("--resolution", "[1024,1024]", "[768,768]")}) ==
+                                         {arg("--resolution", nlohmann::json::array({1024, 1024}),
+                                              nlohmann::json::array({768, 768}))}) ==
           Args{"t.py", "--resolution", "768,768"});
   }
 
