@@ -11,6 +11,7 @@
 
 #include "db/fleet_store_internal.h"
 #include "db/libpq.h"
+#include "triage/fix_codec.h"
 
 namespace oomtriage::db {
 namespace {
@@ -131,7 +132,7 @@ ALTER TABLE oomtriage.jobs ADD COLUMN outcome text NOT NULL DEFAULT 'unknown',
   ADD COLUMN run_count bigint NOT NULL DEFAULT 0, ADD COLUMN event_count bigint NOT NULL
   DEFAULT 0, ADD COLUMN phase text, ADD COLUMN model_family text, ADD COLUMN step bigint,
   ADD COLUMN top_fix text, ADD COLUMN gpu_peak_bytes bigint, ADD COLUMN gpu_total_bytes bigint;
-UPDATE oomtriage.jobs j SET )sql" OOMTRIAGE_JOB_LIST_COLUMNS R"sql(;
+UPDATE oomtriage.jobs j SET )sql" OOMTRIAGE_JOB_LIST_COLUMNS_V4 R"sql(;
 CREATE TABLE oomtriage.nodes (
   store_id uuid PRIMARY KEY,
   host text NOT NULL,
@@ -156,7 +157,29 @@ CREATE INDEX jobs_by_trainer ON oomtriage.jobs (trainer, last_seen DESC);
 -- with their JSON.
 CREATE INDEX events_by_created ON oomtriage.events (created_at) INCLUDE (phase, model_family);
 )sql",
+    // 5: each event's top fix as a column, written as it ships (FleetStore::ship), so no SQL
+    // reads the fixes' JSON; the events shipped before it are filled by fill_top_fix() below.
+    R"sql(
+ALTER TABLE oomtriage.events ADD COLUMN top_fix text;
+)sql",
 };
+
+// The version whose events gained the top_fix column.
+constexpr int kEventTopFixVersion = 5;
+
+// The top fix of the events shipped before migration 5, read by the one fix decoder: the first
+// fix's id, NULL for an event without fixes or whose fixes do not decode.
+Result<Ok> fill_top_fix(Connection& c) {
+  OOMTRIAGE_ASSIGN_OR_RETURN(auto rows,
+                             c.run("SELECT event_id::text, fixes_json FROM oomtriage.events"));
+  for (int row = 0; row < libpq().PQntuples(rows.get()); ++row) {
+    const auto fixes = triage::decode_fixes(text_at(rows.get(), row, 1));
+    if (!fixes || fixes->empty()) continue;
+    OOMTRIAGE_TRY(c.run("UPDATE oomtriage.events SET top_fix = $2 WHERE event_id = $1::uuid",
+                        {text_at(rows.get(), row, 0), pg_text(fixes->front().id)}));
+  }
+  return Ok{};
+}
 
 // The text search of the jobs list (`jobs --name`, /?q=) uses a trigram index where the role may
 // create pg_trgm (a trusted extension: the database's CREATE right is enough); elsewhere it
@@ -382,6 +405,9 @@ Result<Ok> FleetStore::migrate() {
   if (from == target) return tx.commit();
   for (int version = from; version < target; ++version) {
     if (auto r = c.script(kMigrations[version]); !r) return r.error();
+  }
+  if (from < kEventTopFixVersion) {
+    if (auto r = fill_top_fix(c); !r) return r.error();
   }
   if (from < 4) {
     // Optional: a role that may not create the extension keeps the slower search.

@@ -18,17 +18,31 @@
 
 namespace oomtriage::db {
 
-// What the jobs list shows and filters on, kept on each job (migration 4, FleetStore::ship): the
-// newest run's outcome, the counts, the newest event's phase, model family, step and top fix
-// (from the start of its fixes, which oomtriage writes as [{"id":"...: a pattern never fails on
-// a row, where a JSON cast would), and the newest sampled run's fullest card. `j` is the job.
-#define OOMTRIAGE_JOB_LIST_COLUMNS                                                             \
+// The job list's columns as migration 4 shipped them, kept only for that migration: it took the
+// top fix from the start of the fixes' text, before events had a top_fix column (migration 5).
+#define OOMTRIAGE_JOB_LIST_COLUMNS_V4                                                          \
   "outcome = COALESCE((SELECT r.outcome FROM oomtriage.runs r WHERE r.store_id = j.store_id "  \
   "AND r.job_id = j.id ORDER BY r.id DESC LIMIT 1), 'unknown'), run_count = (SELECT count(*) " \
   "FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = j.id), event_count = "   \
   "(SELECT count(*) FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = "     \
   "j.id), (phase, model_family, step, top_fix) = (SELECT e.phase, e.model_family, e.step, "    \
   "substring(e.fixes_json FROM '^[[][{]\"id\":\"([^\"]*)\"') FROM oomtriage.events e WHERE "   \
+  "e.store_id = j.store_id AND e.job_id = j.id ORDER BY e.id DESC LIMIT 1), (gpu_peak_bytes, " \
+  "gpu_total_bytes) = (SELECT g.peak_bytes, g.total_bytes FROM oomtriage.gpu_memory g WHERE "  \
+  "g.store_id = j.store_id AND g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC "     \
+  "LIMIT 1)"
+
+// What the jobs list shows and filters on, kept on each job (migration 4, FleetStore::ship): the
+// newest run's outcome, the counts, the newest event's phase, model family, step and top fix
+// (its top_fix column, written as it ships), and the newest sampled run's fullest card. `j` is the
+// job.
+#define OOMTRIAGE_JOB_LIST_COLUMNS                                                             \
+  "outcome = COALESCE((SELECT r.outcome FROM oomtriage.runs r WHERE r.store_id = j.store_id "  \
+  "AND r.job_id = j.id ORDER BY r.id DESC LIMIT 1), 'unknown'), run_count = (SELECT count(*) " \
+  "FROM oomtriage.runs r WHERE r.store_id = j.store_id AND r.job_id = j.id), event_count = "   \
+  "(SELECT count(*) FROM oomtriage.events e WHERE e.store_id = j.store_id AND e.job_id = "     \
+  "j.id), (phase, model_family, step, top_fix) = (SELECT e.phase, e.model_family, e.step, "    \
+  "e.top_fix FROM oomtriage.events e WHERE "                                                   \
   "e.store_id = j.store_id AND e.job_id = j.id ORDER BY e.id DESC LIMIT 1), (gpu_peak_bytes, " \
   "gpu_total_bytes) = (SELECT g.peak_bytes, g.total_bytes FROM oomtriage.gpu_memory g WHERE "  \
   "g.store_id = j.store_id AND g.job_id = j.id ORDER BY g.run_id DESC, g.peak_bytes DESC "     \

@@ -14,9 +14,16 @@
 #include "db/fleet_store_internal.h"
 #include "db/libpq.h"
 #include "parsers/job_config.h"
+#include "triage/fix_codec.h"
 
 namespace oomtriage::db {
 namespace {
+
+// An event's top fix for its column: the first fix's id, "" (stored NULL) without one.
+std::string top_fix(std::string_view fixes_json) {
+  const auto fixes = triage::decode_fixes(fixes_json);
+  return fixes && !fixes->empty() ? fixes->front().id : std::string();
+}
 
 // A config (its text already made fit for PostgreSQL) as JSON for the jsonb column, when it
 // reads as YAML or JSON; else NULL.
@@ -75,16 +82,18 @@ Result<Ok> FleetStore::ship(const FleetBatch& batch, const std::string& store_id
     OOMTRIAGE_TRY(c.run(
         "INSERT INTO oomtriage.events (event_id, store_id, id, host, job_id, run_id, "
         "snapshot_id, log_offset, kind, phase, model_family, step, recovered, event_json, "
-        "fixes_json, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "
-        "$14, $15, to_timestamp($16)) ON CONFLICT (event_id) DO UPDATE SET kind = excluded.kind, "
-        "phase = excluded.phase, step = excluded.step, recovered = excluded.recovered, "
-        "event_json = excluded.event_json, fixes_json = excluded.fixes_json",
+        "fixes_json, created_at, top_fix) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+        "$12, $13, $14, $15, to_timestamp($16), NULLIF($17, '')) ON CONFLICT (event_id) DO "
+        "UPDATE SET kind = excluded.kind, phase = excluded.phase, step = excluded.step, "
+        "recovered = excluded.recovered, event_json = excluded.event_json, fixes_json = "
+        "excluded.fixes_json, top_fix = excluded.top_fix",
         {e.uuid, store_id, std::to_string(e.stored.id), h, std::to_string(e.job_id),
          number(e.stored.run_id ? std::optional<int64_t>(e.stored.run_id) : std::nullopt),
          number(e.stored.snapshot_id), std::to_string(e.typed.offset), pg_text(e.typed.kind),
          pg_text(e.typed.phase), pg_text(e.typed.model_family), number(e.typed.step),
          e.typed.recovered ? "true" : "false", pg_text(e.stored.event_json),
-         pg_text(e.stored.fixes_json), std::to_string(e.stored.created_at)}));
+         pg_text(e.stored.fixes_json), std::to_string(e.stored.created_at),
+         pg_text(top_fix(e.stored.fixes_json))}));
   }
   for (const auto& [job_id, a] : batch.attempts) {
     OOMTRIAGE_TRY(c.run(

@@ -162,6 +162,29 @@ TEST_SUITE("db::fleet") {
   }
 
   TEST_CASE(
+      "a fleet store from before events had a top_fix column gets it filled by the fix decoder") {
+    PostgresCluster pg;
+    if (!pg.ok()) OOMTRIAGE_SKIP(pg.error());
+    {
+      auto fleet = db::FleetStore::open(pg.url());
+      REQUIRE(fleet);
+      Node node;
+      REQUIRE(node.store->set_fleet_outbox("postgresql://fleet/a"));
+      node.crash("old", 2, 100);
+      REQUIRE((*fleet)->ship(*node.store->fleet_batch(100), *node.store->store_id(), "node-a"));
+    }
+    // The store as schema 4 left it: no column, its events shipped before it.
+    pg.query("ALTER TABLE oomtriage.events DROP COLUMN top_fix");
+    pg.query("UPDATE oomtriage.meta SET value = '4' WHERE key = 'schema_version'");
+    REQUIRE(pg.query("SELECT count(*) FROM oomtriage.events") == "2\n");
+    auto fleet = db::FleetStore::open(pg.url());
+    REQUIRE(fleet);
+    CHECK(*(*fleet)->schema_version() == 5);
+    CHECK(pg.query("SELECT count(*) FROM oomtriage.events WHERE top_fix = 'lower_batch_size'") ==
+          "2\n");
+  }
+
+  TEST_CASE(
       "the fleet store: migrated once, a batch shipped twice stored once, the story read "
       "back as the node tells it") {
     PostgresCluster pg;
@@ -179,7 +202,7 @@ TEST_SUITE("db::fleet") {
     CHECK(opened == 3);
     auto fleet = db::FleetStore::open(pg.url());
     REQUIRE(fleet);
-    CHECK(*(*fleet)->schema_version() == 4);
+    CHECK(*(*fleet)->schema_version() == 5);
 
     Node a;
     Node b;
@@ -222,6 +245,9 @@ TEST_SUITE("db::fleet") {
     REQUIRE(jobs->size() == 3);
     CHECK((*jobs)[0].name == "sdxl");  // newest first
     CHECK((*jobs)[0].host == "node-b");
+    // Each event's top fix ships as a column, and the job list reads it from there.
+    CHECK(pg.query("SELECT DISTINCT top_fix FROM oomtriage.events") == "lower_batch_size\n");
+    CHECK((*jobs)[0].top_fix == "lower_batch_size");
     (*fleet)->set_host_filter("node-a");
     REQUIRE((*fleet)->list_jobs()->size() == 1);
 
