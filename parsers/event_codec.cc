@@ -11,11 +11,6 @@ namespace {
 using nlohmann::json;
 using nlohmann::ordered_json;
 
-template <class T>
-ordered_json or_null(const std::optional<T>& value) {
-  return value ? ordered_json(*value) : ordered_json(nullptr);
-}
-
 ordered_json evidence_json(const std::optional<Evidence>& evidence) {
   if (!evidence) return nullptr;
   return {

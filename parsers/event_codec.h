@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,12 @@
 #include "parsers/result.h"
 
 namespace oomtriage::parsers {
+
+// A value or JSON null: how every codec writes a field that may be absent.
+template <class T>
+nlohmann::ordered_json or_null(const std::optional<T>& value) {
+  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
+}
 
 nlohmann::ordered_json encode_event(const OomEvent& event);
 // encode_event() as the store holds it: one line, bytes that are not UTF-8 replaced.

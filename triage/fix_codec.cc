@@ -4,16 +4,14 @@
 #include <optional>
 #include <utility>
 
+#include "parsers/event_codec.h"
+
 namespace oomtriage::triage {
 namespace {
 
 using nlohmann::json;
 using nlohmann::ordered_json;
-
-template <class T>
-ordered_json or_null(const std::optional<T>& value) {
-  return value ? ordered_json(*value) : ordered_json(nullptr);
-}
+using parsers::or_null;
 
 ordered_json text_or_null(const std::string& text) {
   return text.empty() ? ordered_json(nullptr) : ordered_json(text);
