@@ -88,6 +88,7 @@ complete -c oomtriage -n '__oomtriage_in alerts' -l failed -d 'Only failed ones'
 complete -c oomtriage -n '__oomtriage_in check' -F
 complete -c oomtriage -n '__oomtriage_in check' -l spec -r -F -d 'A spec JSON file'
 complete -c oomtriage -n '__oomtriage_in check' -l gpu -x -a 'auto 8GiB 12GiB 16GiB 24GiB 32GiB 40GiB 48GiB 80GiB' -d 'The card (auto: NVML)'
+complete -c oomtriage -n '__oomtriage_in check' -l model -r -d 'The model family'
 complete -c oomtriage -n '__oomtriage_in check' -l explain -d 'Print the spec read'
 complete -c oomtriage -n '__oomtriage_in check-config' -F
 complete -c oomtriage -n '__oomtriage_in run' -l heal -d 'Restart with the next fix after an OOM'

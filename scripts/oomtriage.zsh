@@ -43,7 +43,7 @@ _oomtriage() {
       compadd -- --json --markdown --html --host --config $global $jobs ;;
     alert) compadd -- test --config --receiver $global ;;
     alerts) compadd -- resend --pending --failed --json $global ;;
-    check) compadd -- --spec --trainer --gpu --json --explain $global; _files ;;
+    check) compadd -- --spec --trainer --gpu --model --json --explain $global; _files ;;
     check-config) compadd -- $global; _files ;;
     run) compadd -- --heal --max-attempts --job --trainer --config --log --backoff --daemon-config \
            --webhook --gpu $global ;;

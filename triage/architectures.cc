@@ -179,6 +179,12 @@ double stated_billions(std::string_view name) {
 
 }  // namespace
 
+std::vector<std::string_view> architecture_ids() {
+  std::vector<std::string_view> ids;
+  for (const Architecture& a : kArchitectures) ids.push_back(a.id);
+  return ids;
+}
+
 const Architecture* find_architecture(std::string_view family_or_name) {
   for (const Architecture& a : kArchitectures) {
     if (a.id == family_or_name) return &a;
@@ -216,6 +222,7 @@ Architecture architecture_for(std::string_view family_or_name, std::string* assu
   }
   Architecture guess = *find_architecture("flux1-dev");
   guess.id = "unknown";
+  guess.guessed = billions <= 0;
   if (billions > 0) {
     // A transformer of that size, blocks of 12 x hidden^2 parameters, 40 of them.
     guess.denoiser_billions = billions;

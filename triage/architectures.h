@@ -10,6 +10,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace oomtriage::triage {
 
@@ -35,7 +36,13 @@ struct Architecture {
   // The family's activations relative to the common coefficient (docs/memory-model.md: fitted
   // where measurements exist, 1 elsewhere).
   double activation_scale = 1.0;
+  // Not a row of the table nor a size its id states: a FLUX-sized stand-in, which the verdict
+  // must not rest on (the estimate's model_unknown says why).
+  bool guessed = false;
 };
+
+// The table's family ids, in its order (for "did you mean").
+std::vector<std::string_view> architecture_ids();
 
 // The row for a family id or model name; nullptr when nothing matches.
 const Architecture* find_architecture(std::string_view family_or_name);

@@ -475,11 +475,25 @@ const PhaseEstimate* MemoryEstimate::phase(Phase wanted) const {
   return nullptr;
 }
 
+// Why a family the table does not know is not known: a variable a README's command leaves for
+// the shell, no name at all, or a name the table lacks.
+std::string why_unknown(const std::string& family) {
+  if (family.find('$') != std::string::npos) {
+    return fmt::format("the model is '{}', a shell variable the command line did not expand",
+                       family);
+  }
+  if (family.empty() || family == "other" || family == "unknown") {
+    return "the job does not name its model";
+  }
+  return fmt::format("the model '{}' is not in the architecture table", family);
+}
+
 MemoryEstimate estimate_memory(const MemorySpec& spec, const MemoryCorrection& correction) {
   Job job = settle(spec);
   MemoryEstimate estimate;
   estimate.family = std::string(job.arch.id);
   estimate.assumptions = job.assumptions;
+  if (job.arch.guessed) estimate.model_unknown = why_unknown(spec.model_family);
   estimate.phases = Model(std::move(job)).phases();
   estimate.correction = correction;
   if (correction.factor != 1.0 && correction.factor > 0) {
@@ -516,6 +530,11 @@ std::string_view to_string(Fit fit) {
 
 FitVerdict judge(const MemoryEstimate& estimate, uint64_t usable) {
   FitVerdict verdict;
+  if (!estimate.model_unknown.empty()) {
+    verdict.fit = Fit::kUnknown;
+    verdict.unread.emplace_back("model");
+    return verdict;
+  }
   for (const PhaseEstimate& p : estimate.phases) {
     if (is_caching(p.phase)) {
       if (p.peak_bytes > usable) verdict.caching_over.push_back(p.phase);

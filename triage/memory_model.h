@@ -49,6 +49,10 @@ struct MemoryEstimate {
   std::vector<PhaseEstimate> phases;     // the phases the job runs, in the order it runs them
   std::vector<std::string> assumptions;  // "batch_size not stated: 1 assumed"
   MemoryCorrection correction;           // factor 1 when none applied
+  // Why the model is not known, when it is not ("'$MODEL_NAME' is a shell variable the command
+  // line did not expand"): the phases then price a FLUX-sized stand-in and judge() gives no
+  // verdict. Empty when the family is in the table or its id states its size.
+  std::string model_unknown;
 
   // The run's peak: the phase with the largest peak once training starts (the training step when
   // phases tie). Caching phases are judged too but not counted here: trainers can run them in a
@@ -68,8 +72,9 @@ double bytes_per_weight(std::string_view dtype, std::string_view quantization = 
 // What a job can use of a card: its size less the CUDA context and the allocator's slack.
 uint64_t usable_bytes(uint64_t card_bytes);
 
-// kUnknown: a value the verdict depends on could not be read (FitVerdict::unread says which);
-// never "fits" for a job whose batch, say, was refused.
+// kUnknown: the model is not known, or a value the verdict depends on could not be read
+// (FitVerdict::unread says which: "model", "batch_size", ...); never "fits" for a job whose
+// batch, say, was refused, nor for a model that was guessed.
 enum class Fit { kFits, kTight, kWillNotFit, kUnknown };
 std::string_view to_string(Fit fit);
 
@@ -84,7 +89,7 @@ struct FitVerdict {
 };
 
 // kWillNotFit when a phase of the run (peak()) exceeds `usable`; kTight when the peak is within
-// 10% under it.
+// 10% under it; kUnknown (unread "model") when the estimate's model is not known.
 FitVerdict judge(const MemoryEstimate& estimate, uint64_t usable);
 
 }  // namespace oomtriage::triage

@@ -8,11 +8,76 @@
 
 #include <algorithm>
 
+#include "triage/architectures.h"
 #include "triage/memory_pressure.h"
 #include "triage/spec_from_config.h"
 #include "triage/triage_job.h"
 
 namespace oomtriage::triage {
+namespace {
+
+// An unstated field, the value the model assumes for it put another common way, and the
+// assumption in words. Each is a default that trainers or users commonly change, in either
+// direction: the verdict should say when it rests on one.
+struct Alternative {
+  std::string_view field;
+  std::string_view assumed;  // "the text encoders are cached"
+  void (*other)(MemorySpec&);
+};
+
+const Alternative kAlternatives[] = {
+    {"text_encoder_cached", "the text encoders are cached",
+     [](MemorySpec& s) { s.text_encoder_cached = false; }},
+    {"gradient_checkpointing", "gradient checkpointing is on",
+     [](MemorySpec& s) { s.gradient_checkpointing = false; }},
+    {"training_type", "it trains a LoRA", [](MemorySpec& s) { s.training_type = "full"; }},
+    {"dtype", "it trains in bf16", [](MemorySpec& s) { s.dtype = "fp32"; }},
+    {"quantization", "the weights are not quantized",
+     [](MemorySpec& s) { s.quantization = "fp8"; }},
+    {"sampling", "it previews at the training size",
+     [](MemorySpec& s) { s.sampling = SamplingSpec{.enabled = false}; }},
+};
+
+bool runs_out(Fit fit) { return fit == Fit::kWillNotFit; }
+
+Confidence confidence_of(const MemorySpec& spec, const MemoryEstimate& estimate,
+                         const FitVerdict& verdict, uint64_t usable,
+                         const MemoryCorrection& correction) {
+  Confidence c;
+  c.model_known = estimate.model_unknown.empty();
+  const bool video = architecture_for(spec.model_family, nullptr).frames_per_token > 0;
+  const bool adapter = !spec.training_type || *spec.training_type == "lora" ||
+                       *spec.training_type == "lokr" || *spec.training_type == "loha";
+  const nlohmann::ordered_json fields = to_json(spec);
+  for (auto it = fields.begin(); it != fields.end(); ++it) {
+    const std::string& field = it.key();
+    const nlohmann::ordered_json& value = it.value();
+    // The model's name is model_known; frames and a rank mean nothing to an image model or a
+    // full fine-tune.
+    if (field == "model_family" || (field == "frames" && !video) ||
+        (field == "lora_rank" && !adapter)) {
+      continue;
+    }
+    (value.is_null() ? c.defaults_assumed : c.fields_read).push_back(field);
+  }
+  if (verdict.fit == Fit::kUnknown) return c;
+  const auto unstated = [&](std::string_view field) {
+    return std::find(c.defaults_assumed.begin(), c.defaults_assumed.end(), field) !=
+           c.defaults_assumed.end();
+  };
+  for (const Alternative& alternative : kAlternatives) {
+    if (!unstated(alternative.field)) continue;
+    MemorySpec other = spec;
+    alternative.other(other);
+    const FitVerdict flipped = judge(estimate_memory(other, correction), usable);
+    if (runs_out(flipped.fit) != runs_out(verdict.fit)) {
+      c.deciding.emplace_back(alternative.assumed);
+    }
+  }
+  return c;
+}
+
+}  // namespace
 
 Preflight preflight_spec(const MemorySpec& spec, uint64_t usable_bytes,
                          const MemoryCorrection& correction) {
@@ -21,6 +86,7 @@ Preflight preflight_spec(const MemorySpec& spec, uint64_t usable_bytes,
   out.estimate = estimate_memory(spec, correction);
   out.usable_bytes = usable_bytes;
   out.verdict = judge(out.estimate, usable_bytes);
+  out.confidence = confidence_of(spec, out.estimate, out.verdict, usable_bytes, correction);
   return out;
 }
 
@@ -41,8 +107,10 @@ Preflight preflight_config(const parsers::JobConfig& config, uint64_t usable_byt
   if (!out.verdict.unread.empty()) {
     out.verdict.fit = Fit::kUnknown;
     out.verdict.first_failing = parsers::Phase::kUnknown;
+    out.confidence.deciding.clear();
     return out;
   }
+  if (out.verdict.fit == Fit::kUnknown) return out;  // the model is not known
   if (out.verdict.fit == Fit::kFits) return out;
   // Priced without the fleet's factor, as a crash's fixes are; the card is scaled instead.
   const MemoryEstimate plain = estimate_memory(out.spec);

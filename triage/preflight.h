@@ -17,11 +17,23 @@
 
 namespace oomtriage::triage {
 
+// How far a verdict can be trusted: what the job states, what the model assumed in its place,
+// and whether it knows the model at all.
+struct Confidence {
+  bool model_known = true;
+  std::vector<std::string> fields_read;       // the spec's fields the job states ("batch_size")
+  std::vector<std::string> defaults_assumed;  // the fields the model took a default for
+  // The assumptions the verdict turns on: with the field's other common value the verdict
+  // flips ("the text encoders are cached" when caching them is what makes the job fit).
+  std::vector<std::string> deciding;
+};
+
 struct Preflight {
   MemorySpec spec;  // what the model read (`check --explain`)
   MemoryEstimate estimate;
   uint64_t usable_bytes = 0;
   FitVerdict verdict;
+  Confidence confidence;
   std::vector<Fix> fixes;  // empty when the job fits
 };
 

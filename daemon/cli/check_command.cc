@@ -4,35 +4,30 @@
 #include "daemon/cli/check_command.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdlib>
 #include <filesystem>
 
 #include "daemon/cli/check_input.h"
+#include "daemon/common/did_you_mean.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/nvml_probe.h"
 #include "daemon/render/preflight_output.h"
 #include "daemon/service/fleet_memory.h"
-#include "parsers/sizes.h"
+#include "parsers/gpu_cards.h"
+#include "triage/architectures.h"
 #include "triage/preflight.h"
 #include "triage/spec_from_config.h"
 
 namespace oomtriage::daemon {
 namespace {
 
-constexpr uint64_t kGiB = 1ull << 30;
-
-// "24GiB", "24 GB", "24": a card's memory. Cards sold as "24 GB" hold 24 GiB, so a bare number
-// and GB read as GiB here.
+// "24", "24GB", "RTX 4090", "A100-80GB": the card table's reading (parsers/gpu_cards.h).
 Result<uint64_t> card_bytes(const std::string& gpu) {
-  char* end = nullptr;
-  const double gib = std::strtod(gpu.c_str(), &end);
-  if (!gpu.empty() && end == gpu.c_str() + gpu.size() && gib > 0 && gib < 1e6) {
-    return static_cast<uint64_t>(gib * static_cast<double>(kGiB));
-  }
-  if (const auto bytes = parsers::parse_size(gpu); bytes && *bytes > 0) return *bytes;
-  return make_error(ErrorCode::kBadInput,
-                    fmt::format("--gpu {}: not a memory size (24GiB, 24, or auto)", gpu));
+  Result<uint64_t> bytes = parsers::parse_card_memory(gpu);
+  if (!bytes) return make_error(bytes.error().code, "--gpu " + bytes.error().message);
+  return bytes;
 }
 
 // --gpu auto asks NVML for the card CUDA will use first. Without NVML there is no answer to
@@ -121,6 +116,30 @@ Result<Ok> within_reason(const CheckInput& input, const triage::MemorySpec& spec
   return Ok{};
 }
 
+// --model over the family the input names: a family the memory model knows, else an error
+// with the names it was probably meant to be.
+Result<Ok> name_model(const std::string& model, CheckInput& input) {
+  triage::MemorySpec probe;
+  probe.model_family = model;
+  if (const triage::MemoryEstimate e = triage::estimate_memory(probe); !e.model_unknown.empty()) {
+    std::vector<std::string> ids;
+    for (const std::string_view id : triage::architecture_ids()) ids.emplace_back(id);
+    const std::vector<std::string> close = close_matches(model, ids);
+    return make_error(
+        ErrorCode::kBadInput,
+        fmt::format("--model {}: not a family the memory model knows{}", model,
+                    close.empty() ? std::string(" (docs/memory-model.md lists them)")
+                                  : fmt::format("; did you mean {}?", fmt::join(close, ", "))));
+  }
+  if (input.spec) input.spec->model_family = model;
+  if (input.config) {
+    input.config->name_or_path = model;
+    input.config->arch.clear();
+    input.config->family = parsers::family_from_name(model);
+  }
+  return Ok{};
+}
+
 // What reading the input assumed comes before what the model assumed.
 void add_assumptions(std::vector<std::string>& to, const std::vector<std::string>& first) {
   to.insert(to.begin(), first.begin(), first.end());
@@ -133,6 +152,12 @@ int run_check(const CheckOptions& options) {
   if (!input) {
     fmt::print(stderr, "oomtriage: {}\n", input.error().message);
     return exit_code_for(input.error());
+  }
+  if (options.model) {
+    if (auto named = name_model(*options.model, *input); !named) {
+      fmt::print(stderr, "oomtriage: {}\n", named.error().message);
+      return exit_code_for(named.error());
+    }
   }
   const triage::MemorySpec spec =
       input->spec ? *input->spec : triage::spec_from_config(*input->config);

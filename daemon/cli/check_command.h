@@ -20,6 +20,7 @@ struct CheckOptions {
   std::optional<std::string> spec;    // --spec FILE.json
   std::vector<std::string> command;   // after --
   std::string trainer = "auto";
+  std::optional<std::string> model;  // --model: the family, over what the input names
   std::string gpu = "auto";  // "24GiB", "24" (GiB), "auto"
   bool json = false;
   bool explain = false;
@@ -27,8 +28,8 @@ struct CheckOptions {
   ColorMode color = ColorMode::kAuto;
 };
 
-// 0 the job fits (or is tight), 3 it will not fit, 4 unknown (a value the verdict depends on
-// could not be read: never "fits" in its place), 1 bad input (exactly one of CONFIG, --spec
+// 0 the job fits (or is tight), 3 it will not fit, 4 unknown (the model is not known, or a value
+// the verdict depends on could not be read: never "fits" in its place), 1 bad input (exactly one of CONFIG, --spec
 // and COMMAND is needed), 2 the environment failed (a file that cannot be read; `--gpu auto`
 // without NVML: there is no silent default card).
 int run_check(const CheckOptions& options);

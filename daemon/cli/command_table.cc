@@ -33,6 +33,7 @@
 #include "db/store.h"
 #include "db/store_recovery.h"
 #include "parsers/event.h"
+#include "parsers/gpu_cards.h"
 #include "parsers/trainer_table.h"
 
 namespace oomtriage::daemon {
@@ -139,7 +140,12 @@ class CheckCommand final : public Subcommand {
     app.add_option("--trainer", options_.trainer,
                    "The trainer, when the config's content or the command does not say")
         ->check(known_trainer);
-    app.add_option("--gpu", options_.gpu, "The card: 24GiB, 24 (GiB), or auto (NVML; the default)");
+    app.add_option("--gpu", options_.gpu,
+                   "The card: 24, 24GB, 24GiB, a card name ('RTX 4090', A100-80GB, H100), or auto "
+                   "(NVML; the default)");
+    app.add_option("--model", options_.model,
+                   "The model family, when the config or command does not name one the model "
+                   "knows (flux1-dev, sdxl, qwen-image, wan21-t2v-14b, ...)");
     app.add_flag("--json", options_.json, "Print one JSON object");
     app.add_flag("--explain", options_.explain, "Print the spec read and what was assumed");
   }
@@ -430,11 +436,13 @@ class RunCommand final : public Subcommand {
     app.add_option("--webhook", webhook_,
                    "Send alerts to this webhook (Alertmanager webhook v4 JSON)");
     app.add_option("--gpu", options_.gpu,
-                   "Judge the job config against a GPU of this size before launching (24GiB, "
-                   "24, or auto; default: the daemon config's gpu_memory)")
+                   "Judge the job config against this GPU before launching (24, 24GB, 24GiB, "
+                   "a card name such as 'RTX 4090' or A100-80GB, or auto; default: the daemon "
+                   "config's gpu_memory)")
         ->check([](const std::string& gpu) {
-          return gpu == "auto" || parse_gpu_memory(gpu) ? std::string()
-                                                        : "not a memory size (24GiB, 24, or auto)";
+          if (gpu == "auto") return std::string();
+          const Result<uint64_t> card = parsers::parse_card_memory(gpu);
+          return card ? std::string() : card.error().message;
         });
     app.add_option("COMMAND", options_.command, "The trainer's command, after --")->required();
   }

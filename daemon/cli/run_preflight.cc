@@ -12,6 +12,7 @@
 #include "daemon/service/job_locator.h"
 #include "daemon/service/preflight_alerts.h"
 #include "parsers/job_config.h"
+#include "parsers/gpu_cards.h"
 #include "triage/architectures.h"
 #include "triage/spec_from_config.h"
 
@@ -21,7 +22,10 @@ namespace {
 namespace fs = std::filesystem;
 
 std::optional<uint64_t> card_bytes(const RunOptions& options) {
-  if (!options.gpu.empty() && options.gpu != "auto") return parse_gpu_memory(options.gpu);
+  if (!options.gpu.empty() && options.gpu != "auto") {
+    const Result<uint64_t> card = parsers::parse_card_memory(options.gpu);
+    return card ? std::optional<uint64_t>(*card) : std::nullopt;
+  }
   if (options.gpu.empty() && options.alerts.gpu_memory) return options.alerts.gpu_memory;
   return options.card_size ? options.card_size() : std::nullopt;
 }

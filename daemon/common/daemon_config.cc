@@ -8,7 +8,7 @@
 #include "db/fleet_store.h"
 
 #include "parsers/bounded_document.h"
-#include "parsers/sizes.h"
+#include "parsers/gpu_cards.h"
 #include "triage/heal_plan.h"
 
 #include <unistd.h>
@@ -299,19 +299,6 @@ Result<Ok> read_at_least(const YAML::Node& value, const std::string& source, std
 
 }  // namespace
 
-std::optional<uint64_t> parse_gpu_memory(const std::string& text) {
-  constexpr double kGiB = 1024.0 * 1024 * 1024;
-  if (!text.empty() && text.find_first_not_of("0123456789.") == std::string::npos) {
-    char* end = nullptr;
-    const double gib = std::strtod(text.c_str(), &end);
-    if (end != text.c_str() + text.size() || !(gib > 0) || gib > 1e6) return std::nullopt;
-    return static_cast<uint64_t>(gib * kGiB);
-  }
-  const auto bytes = parsers::parse_size(text);
-  if (!bytes || *bytes == 0) return std::nullopt;
-  return bytes;
-}
-
 std::string describe_preflight(const DaemonConfig& config) {
   if (config.preflight == "off") return "pre-flight off";
   if (!config.gpu_memory) return "pre-flight warns against the card NVML reports";
@@ -404,17 +391,17 @@ const std::vector<ConfigKey<DaemonConfig>>& daemon_config_keys() {
          }
          return Ok{};
        }},
-      {"gpu_memory", "auto | a memory size", "24GiB",
+      {"gpu_memory", "auto | a memory size | a card name", "24GiB",
        [](const Node& value, const std::string& source, DaemonConfig& config) -> Result<Ok> {
          const std::string text = value.as<std::string>();
          if (text == "auto") {
            config.gpu_memory.reset();
-         } else if (const auto bytes = parse_gpu_memory(text)) {
+         } else if (const auto bytes = parsers::parse_card_memory(text)) {
            config.gpu_memory = *bytes;
          } else {
            return bad(
                source, value,
-               "gpu_memory must be `auto` or a memory size such as `24GiB`, not `" + text + "`");
+               "gpu_memory must be `auto`, a memory size or a card: " + bytes.error().message);
          }
          return Ok{};
        }},

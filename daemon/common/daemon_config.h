@@ -121,9 +121,6 @@ struct DaemonConfig {
   std::vector<std::string> warnings;
 };
 
-// "24GiB", "24 GiB", "24576MiB", or a bare number of GiB ("24"): bytes; nullopt otherwise.
-std::optional<uint64_t> parse_gpu_memory(const std::string& text);
-
 // What check-config says of the pre-flight: "pre-flight warns against a 24.00 GiB card",
 // "pre-flight warns against the card NVML reports", "pre-flight off".
 std::string describe_preflight(const DaemonConfig& config);

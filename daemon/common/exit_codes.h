@@ -7,7 +7,8 @@
 //      does not exist; a one-line message names the file, line and reason;
 //   2  the environment failed: a file that cannot be read, a store that stays locked;
 //   3  `scan --fail-on-oom` found a fatal OOM; `check` predicts the job will not fit;
-//   4  `check` cannot know: a value the verdict depends on could not be read.
+//   4  `check` cannot know: the model is not known (a name the table lacks, a variable the
+//      command line left unexpanded) or a value the verdict depends on could not be read.
 // `run` exits with its trainer's code.
 #pragma once
 
@@ -41,7 +42,8 @@ inline int exit_code_for(const Error& error) {
 inline constexpr const char* kExitCodesHelp =
     "Exit codes: 0 done; 1 bad input or usage; 2 the environment failed (a file that cannot be "
     "read, a store that stays locked; --gpu auto without NVML); 3 scan --fail-on-oom found a fatal "
-    "OOM, or check predicts the job will not fit; 4 check cannot know (a value it depends on could "
-    "not be read); run exits with its trainer's code.";
+    "OOM, or check predicts the job will not fit; 4 check cannot know (an unknown model, an "
+    "unexpanded variable, a value it depends on that could not be read); run exits with its "
+    "trainer's code.";
 
 }  // namespace oomtriage::daemon

@@ -23,20 +23,42 @@ nlohmann::ordered_json phase_to_json(const triage::PhaseEstimate& phase) {
           {"terms", terms}};
 }
 
+// ", if the text encoders are cached and gradient checkpointing is on (not stated)": the
+// assumptions the verdict turns on, or "".
+std::string deciding_text(const triage::Confidence& confidence) {
+  const std::vector<std::string>& d = confidence.deciding;
+  if (d.empty()) return "";
+  std::string joined;
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i > 0) joined += i + 1 == d.size() ? " and " : ", ";
+    joined += d[i];
+  }
+  return fmt::format(", if {} (not stated)", joined);
+}
+
 std::string verdict_line(const triage::Preflight& p, bool color) {
   const triage::PhaseEstimate& peak = p.estimate.peak();
+  const std::string deciding = deciding_text(p.confidence);
   switch (p.verdict.fit) {
     case triage::Fit::kFits:
-      return fmt::format("{}: peak {} ({}) of {} usable\n",
+      return fmt::format("{}: peak {} ({}) of {} usable{}\n",
                          paint(color, fmt::fg(fmt::terminal_color::green), "fits"),
                          format_bytes(peak.peak_bytes), parsers::to_string(peak.phase),
-                         format_bytes(p.usable_bytes));
+                         format_bytes(p.usable_bytes), deciding);
     case triage::Fit::kTight:
-      return fmt::format("{}: peak {} ({}) is within 10% of {} usable\n",
+      return fmt::format("{}: peak {} ({}) is within 10% of {} usable{}\n",
                          paint(color, fmt::fg(fmt::terminal_color::yellow), "tight"),
                          format_bytes(peak.peak_bytes), parsers::to_string(peak.phase),
-                         format_bytes(p.usable_bytes));
+                         format_bytes(p.usable_bytes), deciding);
     case triage::Fit::kUnknown:
+      if (!p.confidence.model_known) {
+        return fmt::format(
+            "{}: {}, so no verdict: name it with --model (a family of docs/memory-model.md: "
+            "flux1-dev, sdxl, qwen-image, wan21-t2v-14b, ...) or describe the job with --spec "
+            "FILE.json; the phases below price a FLUX-sized stand-in\n",
+            paint(color, fmt::fg(fmt::terminal_color::yellow) | fmt::emphasis::bold, "unknown"),
+            p.estimate.model_unknown);
+      }
       return fmt::format(
           "{}: {} could not be read (below), so no verdict; the phases shown take the default "
           "in its place\n",
@@ -46,10 +68,11 @@ std::string verdict_line(const triage::Preflight& p, bool color) {
   }
   const triage::PhaseEstimate* first = p.estimate.phase(p.verdict.first_failing);
   return fmt::format(
-      "{}: {} needs {} of {} usable (peak {} in {})\n",
+      "{}: {} needs {} of {} usable (peak {} in {}){}\n",
       paint(color, fmt::fg(fmt::terminal_color::red) | fmt::emphasis::bold, "will not fit"),
       parsers::to_string(p.verdict.first_failing), format_bytes(first ? first->peak_bytes : 0),
-      format_bytes(p.usable_bytes), format_bytes(peak.peak_bytes), parsers::to_string(peak.phase));
+      format_bytes(p.usable_bytes), format_bytes(peak.peak_bytes), parsers::to_string(peak.phase),
+      deciding);
 }
 
 std::string assumptions_text(const std::vector<std::string>& assumptions) {
@@ -79,6 +102,13 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
   out["fits"] = unknown ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(fits);
   out["verdict"] = triage::to_string(p.verdict.fit);
   if (unknown) out["unread"] = p.verdict.unread;
+  out["confidence"] = {{"model_known", p.confidence.model_known},
+                       {"model_unknown", p.estimate.model_unknown.empty()
+                                             ? nlohmann::ordered_json(nullptr)
+                                             : nlohmann::ordered_json(p.estimate.model_unknown)},
+                       {"fields_read", p.confidence.fields_read},
+                       {"defaults_assumed", p.confidence.defaults_assumed},
+                       {"deciding", p.confidence.deciding}};
   out["first_failing_phase"] =
       fits ? nlohmann::ordered_json(nullptr)
            : nlohmann::ordered_json(parsers::to_string(p.verdict.first_failing));

@@ -179,7 +179,7 @@ TEST_SUITE("daemon::check") {
     write(dir, "spec.json", kFluxSpec);
     c = check(dir, {"--spec", "spec.json", "--gpu", "lots"});
     CHECK(c.exit_code == 1);
-    CHECK(c.err.find("--gpu lots: not a memory size") != std::string::npos);
+    CHECK(c.err.find("--gpu 'lots': not a memory size") != std::string::npos);
   }
 
   TEST_CASE("--gpu auto without NVML exits 2 with one line saying what to give instead") {
