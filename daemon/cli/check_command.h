@@ -21,7 +21,7 @@ struct CheckOptions {
   std::vector<std::string> command;   // after --
   std::string trainer = "auto";
   std::optional<std::string> model;  // --model: the family, over what the input names
-  std::string gpu = "auto";  // "24GiB", "24" (GiB), "auto"
+  std::string gpu = "auto";          // "24GiB", "24" (GiB), "auto"
   bool json = false;
   bool explain = false;
   std::string store;  // the state dir's store: the fleet's corrections are read from it
@@ -29,9 +29,9 @@ struct CheckOptions {
 };
 
 // 0 the job fits (or is tight), 3 it will not fit, 4 unknown (the model is not known, or a value
-// the verdict depends on could not be read: never "fits" in its place), 1 bad input (exactly one of CONFIG, --spec
-// and COMMAND is needed), 2 the environment failed (a file that cannot be read; `--gpu auto`
-// without NVML: there is no silent default card).
+// the verdict depends on could not be read: never "fits" in its place), 1 bad input (exactly one of
+// CONFIG, --spec and COMMAND is needed), 2 the environment failed (a file that cannot be read;
+// `--gpu auto` without NVML: there is no silent default card).
 int run_check(const CheckOptions& options);
 
 }  // namespace oomtriage::daemon
