@@ -49,6 +49,10 @@ struct MemoryEstimate {
   std::vector<PhaseEstimate> phases;     // the phases the job runs, in the order it runs them
   std::vector<std::string> assumptions;  // "batch_size not stated: 1 assumed"
   MemoryCorrection correction;           // factor 1 when none applied
+  // Per GPU (issue 44): the phases are one GPU's; `per_gpu` says why ("per GPU, 4 processes:
+  // ZeRO-3 shards ..."), empty for one GPU without sharding.
+  int processes = 1;
+  std::string per_gpu;
 
   // The run's peak: the phase with the largest peak once training starts (the training step when
   // phases tie). Caching phases are judged too but not counted here: trainers can run them in a
