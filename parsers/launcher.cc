@@ -281,6 +281,11 @@ LaunchedCommand read_launcher(const std::vector<std::string>& argv) {
     out.launcher = "torchrun";
     at = read_launcher_words("torchrun", argv, at + 3, out.setup);
   }
+  // torchrun's and deepspeed's counts are per machine; accelerate's --num_processes is the total.
+  if ((out.launcher == "torchrun" || out.launcher == "deepspeed") && out.setup.processes &&
+      out.setup.machines.value_or(1) > 1) {
+    out.setup.processes = *out.setup.processes * *out.setup.machines;
+  }
   out.trainer_argv.assign(argv.begin() + static_cast<long>(std::min(at, argv.size())), argv.end());
   read_trainer_words(out.trainer_argv, out.setup);
   // A launcher told to use every GPU it sees runs one process per visible GPU.

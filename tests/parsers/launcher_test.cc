@@ -25,6 +25,9 @@ TEST_SUITE("launcher") {
 
   TEST_CASE("torchrun, python -m torch.distributed.run and deepspeed count their GPUs") {
     CHECK(read_launcher({"torchrun", "--nproc_per_node=8", "run_clm.py"}).setup.processes == 8);
+    // Per machine: 8 GPUs on each of 2 machines are 16 processes.
+    CHECK(read_launcher({"torchrun", "--nnodes", "2", "--nproc_per_node", "8", "run_clm.py"})
+              .setup.processes == 16);
     // The launcher alone does not say DDP: the trainer's config may shard (the model's default
     // on more than one GPU is DDP).
     const LaunchedCommand t =
