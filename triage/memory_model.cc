@@ -10,6 +10,8 @@
 #include <optional>
 
 #include "triage/architectures.h"
+#include "triage/llm_memory.h"
+#include "triage/parallel_memory.h"
 
 namespace oomtriage::triage {
 namespace {
@@ -110,6 +112,7 @@ struct Job {
   std::string attention = "sdpa";
   Offload offload;
   SamplingSpec sampling;
+  ParallelPlan parallel;  // what one GPU holds (triage/parallel_memory.h)
   std::vector<std::string> assumptions;
 };
 
@@ -195,6 +198,8 @@ Job settle(const MemorySpec& spec) {
     job.sampling.height = job.height;
   }
   if (job.sampling.frames <= 0) job.sampling.frames = job.frames;
+  job.parallel = parallel_plan(spec);
+  said.insert(said.end(), job.parallel.assumptions.begin(), job.parallel.assumptions.end());
   return job;
 }
 
@@ -264,7 +269,7 @@ class Model {
     return dtype_bytes(job_.dtype);
   }
   double denoiser_weights() const {
-    return params() * denoiser_bytes_per_weight() * resident_share(job_);
+    return params() * denoiser_bytes_per_weight() * resident_share(job_) * job_.parallel.weights;
   }
   double text_encoder_weights() const {
     const double te_bytes = quantized(job_.te_quantization)
@@ -317,14 +322,16 @@ class Model {
   void add_training_state(Terms& t, bool with_gradients) const {
     // Full fine-tuning offloads the states of the layers it offloads.
     const double n = trainable_params() * (full() ? resident_share(job_) : 1.0);
-    if (!full()) t.add("trainable_weights", n * trainable_bytes());
+    const ParallelPlan& per_gpu = job_.parallel;
+    if (!full()) t.add("trainable_weights", n * trainable_bytes() * per_gpu.weights);
     if (with_gradients) {
       const double held = is_one_of(job_.offload.kind, {"zero2_cpu"}) ? 0.05
                           : fused_backward()                          ? 1.0 / a_.blocks
                                                                       : 1.0;
-      t.add("gradients", n * held * trainable_bytes());
+      t.add("gradients", n * held * trainable_bytes() * per_gpu.gradients);
+      if (per_gpu.gradient_buckets) t.add("gradient_buckets", n * held * trainable_bytes());
     }
-    t.add("optimizer_states", n * optimizer_bytes_per_param());
+    t.add("optimizer_states", n * optimizer_bytes_per_param() * per_gpu.optimizer);
     if (job_.te_trained) {
       const double te = a_.text_encoder_billions * 1e9;
       const double te_trainable = full() ? te : job_.rank * te / 4096;
@@ -334,6 +341,9 @@ class Model {
 
   void add_weights(Terms& t) const {
     t.add("denoiser_weights", denoiser_weights());
+    if (job_.parallel.gathers_layers) {  // the block in use and the one prefetched, whole
+      t.add("gathered_layers", params() / std::max(1, a_.blocks) * 2 * 2);
+    }
     if (text_encoder_resident()) t.add("text_encoder_weights", text_encoder_weights());
     t.add("vae_weights", vae_weights());
   }
@@ -352,11 +362,15 @@ class Model {
     const double mlp = a_.mlp_width > 0 ? a_.mlp_width : 4.0 * a_.hidden;
     const double per_token =
         kFitted.block_bytes_per_hidden * a_.hidden + kFitted.block_bytes_per_mlp * mlp;
-    const double one_block = elements / a_.hidden * per_token * a_.activation_scale;
+    const double one_block =
+        elements / a_.hidden * per_token * a_.activation_scale * job_.parallel.activations;
     const bool offloaded = job_.offload.kind == "activation_offload";
     double bytes = 0;
     if (job_.checkpointing) {  // every block's input kept, one block recomputed at a time
-      bytes = (offloaded ? 0 : elements * blocks * kFitted.checkpoint_bytes) + one_block;
+      bytes =
+          (offloaded ? 0
+                     : elements * blocks * kFitted.checkpoint_bytes * job_.parallel.activations) +
+          one_block;
     } else {
       bytes = offloaded ? one_block * 2 : one_block * blocks;
     }
@@ -452,7 +466,7 @@ class Model {
 bool is_working_memory(const MemoryTerm& term) {
   return is_one_of(term.name, {"activations", "denoise_activations", "vae_decode", "vae_encode",
                                "encode_activations", "block_being_quantized", "state_dict_copy",
-                               "allocator_overhead"});
+                               "allocator_overhead", "logits", "gathered_layers"});
 }
 
 const PhaseEstimate& MemoryEstimate::peak() const {
@@ -489,12 +503,18 @@ std::string why_unknown(const std::string& family) {
 }
 
 MemoryEstimate estimate_memory(const MemorySpec& spec, const MemoryCorrection& correction) {
-  Job job = settle(spec);
   MemoryEstimate estimate;
-  estimate.family = std::string(job.arch.id);
-  estimate.assumptions = job.assumptions;
-  if (job.arch.guessed) estimate.model_unknown = why_unknown(spec.model_family);
-  estimate.phases = Model(std::move(job)).phases();
+  if (is_llm_spec(spec)) {  // a decoder LLM: triage/llm_memory.h
+    estimate = estimate_llm_memory(spec);
+  } else {
+    Job job = settle(spec);
+    estimate.family = std::string(job.arch.id);
+    estimate.assumptions = job.assumptions;
+    if (job.arch.guessed) estimate.model_unknown = why_unknown(spec.model_family);
+    estimate.processes = job.parallel.processes;
+    estimate.per_gpu = job.parallel.summary;
+    estimate.phases = Model(std::move(job)).phases();
+  }
   estimate.correction = correction;
   if (correction.factor != 1.0 && correction.factor > 0) {
     for (PhaseEstimate& p : estimate.phases) {

@@ -53,6 +53,10 @@ struct MemoryEstimate {
   // line did not expand"): the phases then price a FLUX-sized stand-in and judge() gives no
   // verdict. Empty when the family is in the table or its id states its size.
   std::string model_unknown;
+  // Per GPU (issue 44): the phases are one GPU's; `per_gpu` says why ("per GPU, 4 processes:
+  // ZeRO-3 shards ..."), empty for one GPU without sharding.
+  int processes = 1;
+  std::string per_gpu;
 
   // The run's peak: the phase with the largest peak once training starts (the training step when
   // phases tie). Caching phases are judged too but not counted here: trainers can run them in a

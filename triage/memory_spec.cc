@@ -90,6 +90,33 @@ void read_offload(FieldReader& in, MemorySpec& spec) {
   spec.offload = offload;
 }
 
+// The per-GPU and LLM fields (issue 44): lora_targets is a list of words or one word.
+void read_parallel_and_llm(FieldReader& in, MemorySpec& spec) {
+  in.integer("processes", spec.processes);
+  in.integer("machines", spec.machines);
+  in.word("sharding", spec.sharding);
+  in.word("offload_optimizer", spec.offload_optimizer);
+  in.word("offload_params", spec.offload_params);
+  in.integer("context_parallel", spec.context_parallel);
+  in.integer("sequence_length", spec.sequence_length);
+  in.word("weights_dtype", spec.weights_dtype);
+  in.boolean("fused_loss", spec.fused_loss);
+  const json* targets = in.find("lora_targets");
+  if (targets == nullptr) return;
+  std::vector<std::string> words;
+  if (targets->is_string()) words.push_back(targets->get<std::string>());
+  if (targets->is_array()) {
+    for (const json& t : *targets) {
+      if (!t.is_string()) return in.fail("lora_targets", "a list of module names or null");
+      words.push_back(t.get<std::string>());
+    }
+  }
+  if (!targets->is_string() && !targets->is_array()) {
+    return in.fail("lora_targets", "a list of module names or null");
+  }
+  spec.lora_targets = std::move(words);
+}
+
 void read_sampling(FieldReader& in, MemorySpec& spec) {
   const json* v = in.find("sampling");
   if (v == nullptr) return;
@@ -146,6 +173,7 @@ Result<MemorySpec> parse_memory_spec(const json& object, std::string_view source
   in.word("attention", spec.attention);
   read_offload(in, spec);
   read_sampling(in, spec);
+  read_parallel_and_llm(in, spec);
   if (!in.error().empty()) return make_error(ErrorCode::kBadInput, in.error());
   return spec;
 }
@@ -180,6 +208,21 @@ nlohmann::ordered_json to_json(const MemorySpec& spec) {
                        {"batch_size", s.batch_size}, {"tiled_vae", s.tiled_vae}};
   } else {
     out["sampling"] = nullptr;
+  }
+  // The per-GPU and LLM fields, shown when a spec uses them.
+  if (spec.processes || spec.machines || spec.sharding || spec.offload_optimizer ||
+      spec.offload_params || spec.context_parallel || spec.sequence_length || spec.lora_targets ||
+      spec.weights_dtype || spec.fused_loss) {
+    out["processes"] = opt(spec.processes);
+    out["machines"] = opt(spec.machines);
+    out["sharding"] = opt(spec.sharding);
+    out["offload_optimizer"] = opt(spec.offload_optimizer);
+    out["offload_params"] = opt(spec.offload_params);
+    out["context_parallel"] = opt(spec.context_parallel);
+    out["sequence_length"] = opt(spec.sequence_length);
+    out["lora_targets"] = opt(spec.lora_targets);
+    out["weights_dtype"] = opt(spec.weights_dtype);
+    out["fused_loss"] = opt(spec.fused_loss);
   }
   return out;
 }

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "parsers/result.h"
 
@@ -58,6 +59,22 @@ struct MemorySpec {
   std::optional<Offload> offload;
   std::optional<std::string> attention;  // sdpa | xformers | flash | sage | eager
   std::optional<SamplingSpec> sampling;  // unset: the trainer's previews are not known
+
+  // Per GPU and decoder LLMs (issue 44, wt-llm; docs/memory-model.md "Per GPU", "Decoder LLMs").
+  std::optional<int> processes;  // GPUs the job runs on, over every machine
+  std::optional<int> machines;   // for hybrid sharding: shards within a machine
+  // none | ddp | zero1 | zero2 | zero3 | fsdp_full | fsdp_grad_op | fsdp_hybrid |
+  // fsdp_hybrid_zero2 | fsdp_no_shard
+  std::optional<std::string> sharding;
+  std::optional<std::string> offload_optimizer;  // none | cpu | nvme
+  std::optional<std::string> offload_params;     // none | cpu | nvme
+  std::optional<int> context_parallel;           // each sequence split over this many GPUs
+  std::optional<int> sequence_length;            // LLMs: tokens per sample (padded or packed)
+  // LLMs: the linears a LoRA adapts ("q_proj", "v_proj", ... or "all-linear").
+  std::optional<std::vector<std::string>> lora_targets;
+  // LLMs: the dtype the weights are loaded in (fp32: masters under mixed precision).
+  std::optional<std::string> weights_dtype;
+  std::optional<bool> fused_loss;  // LLMs: the loss without whole logits (unsloth, Liger, CCE)
 };
 
 // Reads a spec object. A field of the wrong type is a kBadInput error naming `source` and the

@@ -9,10 +9,12 @@
 
 #include <algorithm>
 
+#include "daemon/cli/launch_input.h"
 #include "daemon/cli/trainer_command.h"
 #include "daemon/common/user_file.h"
 #include "daemon/service/job_locator.h"
 #include "parsers/bounded_document.h"
+#include "parsers/launcher.h"
 #include "parsers/log_analyzer.h"
 #include "parsers/native_config.h"
 #include "parsers/printed_arguments.h"
@@ -127,12 +129,17 @@ Result<CheckInput> read_config_input(const std::string& path, parsers::Trainer t
     OOMTRIAGE_ASSIGN_OR_RETURN(const std::string text, read_user_file(path));
     OOMTRIAGE_TRY(parse_json_file(text, path));
   }
+  // An LLM trainer's config (axolotl, LLaMA-Factory, TRL, HF Trainer, unsloth): launch_input.h.
+  OOMTRIAGE_ASSIGN_OR_RETURN(std::optional<CheckInput> llm, read_llm_config_input(path));
+  if (llm) return std::move(*llm);
   OOMTRIAGE_ASSIGN_OR_RETURN(ConfigFile read, read_config_file(path, trainer, std::nullopt));
   return from_config_file(std::move(read));
 }
 
-Result<CheckInput> read_command_input(const std::vector<std::string>& argv,
-                                      parsers::Trainer trainer) {
+namespace {
+
+Result<CheckInput> read_image_command_input(const std::vector<std::string>& argv,
+                                            parsers::Trainer trainer) {
   parsers::AnalyzerOptions options;
   options.trainer = trainer;
   parsers::LogAnalyzer analyzer(options);
@@ -177,6 +184,19 @@ Result<CheckInput> read_command_input(const std::vector<std::string>& argv,
         *facts.named_dataset_config));
   }
   input.config = std::move(config);
+  return input;
+}
+
+}  // namespace
+
+// The launcher's words first (processes, DeepSpeed, FSDP: launch_input.h), then an LLM trainer's
+// command, else an image trainer's.
+Result<CheckInput> read_command_input(const std::vector<std::string>& argv,
+                                      parsers::Trainer trainer) {
+  const parsers::LaunchedCommand launched = parsers::read_launcher(argv);
+  if (auto llm = read_llm_command_input(launched)) return std::move(*llm);
+  OOMTRIAGE_ASSIGN_OR_RETURN(CheckInput input, read_image_command_input(argv, trainer));
+  apply_launch(input, launched);
   return input;
 }
 

@@ -95,6 +95,8 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
   const bool fits = p.verdict.fit != triage::Fit::kWillNotFit;
   nlohmann::ordered_json out;
   out["family"] = p.estimate.family;
+  out["processes"] = p.estimate.processes;  // the phases are one GPU's
+  if (!p.estimate.per_gpu.empty()) out["per_gpu"] = p.estimate.per_gpu;
   out["peak_bytes"] = peak.peak_bytes;
   out["peak_phase"] = parsers::to_string(peak.phase);
   out["card_bytes"] = card_bytes;
@@ -129,6 +131,7 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
 std::string render_preflight_text(const triage::Preflight& p, uint64_t card_bytes, bool color) {
   std::string out = verdict_line(p, color);
   out += fmt::format("model: {}\n", p.estimate.family);
+  if (!p.estimate.per_gpu.empty()) out += fmt::format("{}\n", p.estimate.per_gpu);
   if (p.estimate.correction.runs > 0) {
     out += fmt::format("{}\n", triage::describe(p.estimate.correction));
   }
