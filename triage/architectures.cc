@@ -92,7 +92,9 @@ const std::array kNamePatterns = {
     NamePattern{"flex1", "flex1"},
     NamePattern{"chroma", "chroma"},
     NamePattern{"klein9b", "flux2-klein-9b"},
-    NamePattern{"klein", "flux2-klein-4b"},
+    NamePattern{"klein4b", "flux2-klein-4b"},
+    // A family named without its size: the larger of its sizes (the costlier reading).
+    NamePattern{"klein", "flux2-klein-9b"},
     NamePattern{"flux2", "flux2-dev"},
     NamePattern{"flux", "flux1-dev"},
     NamePattern{"qwenimageedit", "qwen-image-edit"},

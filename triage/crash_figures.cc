@@ -1,5 +1,5 @@
-// triage/crash_figures.cc: the weights a config keeps on the GPU, priced by the memory model's
-// tables, and the calibration step.
+// triage/crash_figures.cc: the weights a config keeps on the GPU, priced by the memory model,
+// and the calibration step.
 #include "triage/crash_figures.h"
 
 #include <algorithm>
@@ -10,24 +10,20 @@
 
 namespace oomtriage::triage {
 
-std::optional<ModelSize> model_size(const parsers::JobConfig& c) {
-  const Architecture* a = find_architecture(spec_from_config(c).model_family);
-  if (a == nullptr) return std::nullopt;
-  return ModelSize{a->denoiser_billions, a->text_encoder_billions};
-}
-
 uint64_t weights_bytes(const parsers::JobConfig& c) {
-  const auto size = model_size(c);
-  if (!size) return 0;
-  constexpr double kBillion = 1e9;
-  const double transformer_bpp = bytes_per_weight(c.dtype, c.quantize ? c.qtype : "");
-  double bytes = size->transformer_params_billion * kBillion * transformer_bpp;
-  const bool te_resident = !c.cache_text_embeddings && !c.unload_text_encoder;
-  if (te_resident) {
-    const double te_bpp = bytes_per_weight(c.dtype, c.quantize_te ? c.qtype_te : "");
-    bytes += size->text_encoder_params_billion * kBillion * te_bpp;
+  const MemorySpec spec = spec_from_config(c);
+  if (find_architecture(spec.model_family) == nullptr) return 0;
+  // The memory model's own weight terms of a training step: the denoiser at its precision,
+  // quantization and share on the GPU, the text encoders while they stay. The VAE's are left
+  // out: no fix moves them.
+  const MemoryEstimate estimate = estimate_memory(spec);
+  const PhaseEstimate* step = estimate.phase(parsers::Phase::kTrainStep);
+  if (step == nullptr) return 0;
+  uint64_t bytes = 0;
+  for (const MemoryTerm& term : step->terms) {
+    if (term.name == "denoiser_weights" || term.name == "text_encoder_weights") bytes += term.bytes;
   }
-  return static_cast<uint64_t>(bytes);
+  return bytes;
 }
 
 std::optional<Calibration> calibrate(const MemoryPressure& pressure,

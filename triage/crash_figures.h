@@ -4,20 +4,20 @@
 // likely to fit when the memory model (triage/memory_model.h) cannot price the fix itself.
 // Documented assumptions, not a simulator:
 //   peak = weights + activations
-//   weights      = transformer params x bytes/param (qtype when quantized, else train.dtype)
-//                  + text-encoder params x bytes/param while the text encoder stays resident
-//                  (not cached with cache_text_embeddings, not unloaded); the parameter counts
-//                  are the architecture table's (triage/architectures.h) and the bytes per
-//                  parameter the memory model's (bytes_per_weight())
+//   weights      = the memory model's weight terms of a training step (triage/memory_model.h):
+//                  the transformer at its precision, quantization and share on the GPU, plus the
+//                  text encoders while they stay resident (not cached, not unloaded); one price
+//                  list, so a fix's weights cost what `check` says they cost
 //   activations  = whatever the memory pressure says was needed beyond the weights
 //                  (triage/memory_pressure.h: a crash's memory in use plus the failed request, a
 //                  prediction's or a sample's peak); activations = need - weights (at least 10%
 //                  of need).
 // A fix scales one part: gradient checkpointing keeps ~40% of the activations, activations scale
 // linearly with batch and frames and with pixels (resolution squared), quantization rescales the
-// weights. The estimate is only made when the need and the card are known (calibrated); it is
-// never shown as a measurement, and a fix "fits" when the estimate stays under kFitMargin of the
-// memory the job can use (capacity minus other processes).
+// weights (the model's price of the config before and after the fix). The estimate is only made
+// when the need and the card are known (calibrated); it is never shown as a measurement, and a fix
+// "fits" when the estimate stays under kFitMargin of the memory the job can use (capacity minus
+// other processes).
 #pragma once
 
 #include <cstdint>
@@ -27,15 +27,6 @@
 #include "triage/memory_pressure.h"
 
 namespace oomtriage::triage {
-
-struct ModelSize {
-  double transformer_params_billion = 0;
-  double text_encoder_params_billion = 0;
-};
-
-// Parameter counts of the config's model, from the architecture table; nullopt for a model the
-// table does not know.
-std::optional<ModelSize> model_size(const parsers::JobConfig& config);
 
 struct Calibration {
   uint64_t need_bytes = 0;         // what the job needed, from the memory pressure
@@ -50,7 +41,8 @@ struct Calibration {
 std::optional<Calibration> calibrate(const MemoryPressure& pressure,
                                      const parsers::JobConfig* config);
 
-// Modelled weights on the GPU for a config (0 when the family is unknown).
+// The weights a config keeps on the GPU, as the memory model prices them (its training step's
+// denoiser and text-encoder weight terms); 0 when the model does not know the family.
 uint64_t weights_bytes(const parsers::JobConfig& config);
 
 }  // namespace oomtriage::triage

@@ -42,6 +42,11 @@ struct Fitted {
 };
 constexpr Fitted kFitted;
 
+// Families whose measured activations with checkpointing on equal those without it (Sana:
+// 23.72 vs 23.71 GiB in SimpleTuner's sweep, docs/memory-model.md): the trainers' checkpointing
+// does not reach their blocks, so "on" is priced as measured, the costlier reading.
+constexpr std::string_view kCheckpointingWithoutEffect[] = {"sana"};
+
 bool is_one_of(std::string_view word, std::initializer_list<std::string_view> words) {
   return std::find(words.begin(), words.end(), word) != words.end();
 }
@@ -156,6 +161,12 @@ Job settle(const MemorySpec& spec) {
   }
   job.checkpointing = spec.gradient_checkpointing.value_or(true);
   if (!spec.gradient_checkpointing) said.push_back("gradient checkpointing not stated: on assumed");
+  if (job.checkpointing &&
+      std::find(std::begin(kCheckpointingWithoutEffect), std::end(kCheckpointingWithoutEffect),
+                a.id) != std::end(kCheckpointingWithoutEffect)) {
+    job.checkpointing = false;
+    said.push_back(fmt::format("{}: checkpointing measured without effect; priced as off", a.id));
+  }
   // Trainers cache large text encoders' outputs and drop the encoders; small ones stay.
   const bool large_te = a.text_encoder_billions >= 2;
   job.te_cached = spec.text_encoder_cached.value_or(large_te);
@@ -166,7 +177,16 @@ Job settle(const MemorySpec& spec) {
   job.te_trained = spec.text_encoder_trained.value_or(false);
   job.quantization = lower(spec.quantization.value_or("none"));
   job.dtype = lower(spec.dtype.value_or("bf16"));
-  if (!spec.dtype) said.push_back("precision not stated: bf16 assumed");
+  // ZeRO's CPU offload keeps the fp32 master copy in host memory, the GPU the 16-bit one.
+  const bool masters_on_cpu = spec.offload && spec.offload->kind == "zero2_cpu";
+  if (!spec.dtype && job.training == "full" && !masters_on_cpu) {
+    // Sources disagree (diffusers and kohya default to fp32 or fp32 masters under mixed
+    // precision; SimpleTuner and OneTrainer train in bf16): the costlier one is assumed.
+    job.dtype = "fp32";
+    said.push_back("precision not stated: fp32 master weights assumed for a full fine-tune");
+  } else if (!spec.dtype) {
+    said.push_back("precision not stated: bf16 assumed");
+  }
   // CogVideoX-2B is the fp16 model; 5B trains in bf16.
   if (job.arch.id == "cogvideox" && job.dtype == "fp16") {
     job.arch = *find_architecture("cogvideox-2b");
@@ -180,10 +200,14 @@ Job settle(const MemorySpec& spec) {
       job.quantization = "int8";
     }
   }
-  // A trainer that quantizes the denoiser quantizes the text encoders it keeps too.
-  job.te_quantization = lower(spec.text_encoder_quantization.value_or(
-      quantized(job.quantization) ? std::string("int8") : std::string("none")));
+  // Whether a trainer that quantizes the denoiser quantizes the text encoders it keeps differs
+  // by trainer (AI Toolkit does; diffusers, kohya and musubi only when asked): unstated, they
+  // are assumed kept in 16 bits, the costlier reading.
+  job.te_quantization = lower(spec.text_encoder_quantization.value_or("none"));
   if (!quantized_bytes(job.te_quantization)) job.te_quantization = "none";
+  if (!spec.text_encoder_quantization && quantized(job.quantization) && !job.te_cached) {
+    said.push_back("text encoder quantization not stated: 16-bit encoders assumed");
+  }
   job.optimizer = lower(spec.optimizer.value_or("adamw"));
   if (!spec.optimizer) said.push_back("optimizer not stated: AdamW assumed");
   job.attention = lower(spec.attention.value_or("sdpa"));
@@ -534,8 +558,13 @@ double bytes_per_weight(std::string_view dtype, std::string_view quantization) {
 }
 
 uint64_t usable_bytes(uint64_t card_bytes) {
-  constexpr uint64_t kContext = 512ull << 20;  // the CUDA context and the allocator's slack
-  return card_bytes > kContext ? card_bytes - kContext : 0;
+  constexpr uint64_t kContext = 512ull << 20;  // the CUDA context
+  // The caching allocator's reserved-but-unallocated memory grows with the blocks it caches, so
+  // with the card a job fills: the model's peak is what is allocated, the card must hold what is
+  // reserved (docs/memory-model.md: the share was chosen by leave-one-source-out on dev).
+  constexpr double kAllocatorReserve = 0.06;
+  const auto reserve = static_cast<uint64_t>(static_cast<double>(card_bytes) * kAllocatorReserve);
+  return card_bytes > kContext + reserve ? card_bytes - kContext - reserve : 0;
 }
 
 std::string_view to_string(Fit fit) {

@@ -159,6 +159,10 @@ class Planner {
   void plan_cache_latents_to_disk(int priority);
   void plan_bf16(int priority);
   void plan_8bit_optimizer(int priority);
+  // What `fix` does to the weights, priced by the memory model (weights_bytes() of the config
+  // before and after its changes, against the crash's modelled weights); unmodelled without
+  // crash figures or when the model does not know the family.
+  Effect weights_effect(const Fix& fix, std::string what) const;
 
   std::string step_words() const {
     if (!e_.step) return "";

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "triage/config_edits.h"
+
 namespace oomtriage::triage::detail {
 namespace {
 
@@ -58,16 +60,8 @@ void Planner::plan_quantize(int priority) {
   if (c_.quantize || to_qtype != "qfloat8") change(fix, "model.qtype", js(c_.qtype), js(to_qtype));
   const double old_bpp = c_.quantize ? bpp : bytes_per_weight(c_.dtype);
   const double new_bpp = bytes_per_weight(c_.dtype, to_qtype);
-  Effect effect;
-  const auto size = model_size(c_);
-  if (size && cal_ && cal_->weights_bytes > 0) {
-    const double transformer = size->transformer_params_billion * 1e9 * old_bpp;
-    const double saved = transformer * (1.0 - new_bpp / old_bpp);
-    effect.weights = std::max(0.0, 1.0 - saved / cal_->weights_bytes);
-    effect.what = fmt::format("transformer weights {:.2f} -> {:.2f} bytes/param", old_bpp, new_bpp);
-  } else {
-    effect.modelled = false;
-  }
+  Effect effect = weights_effect(
+      fix, fmt::format("transformer weights {:.2f} -> {:.2f} bytes/param", old_bpp, new_bpp));
   add(priority, std::move(fix), effect);
 }
 
@@ -94,14 +88,7 @@ void Planner::plan_cache_text_embeddings(int priority) {
                   parsers::to_string(c_.family)),
       "A caching pass at start; caption dropout and trigger-word changes need a re-cache", 0.6);
   change(fix, "train.cache_text_embeddings", js(false), js(true));
-  Effect effect = unmodelled();
-  const auto size = model_size(c_);
-  if (size && cal_ && cal_->weights_bytes > 0) {
-    const double te = size->text_encoder_params_billion * 1e9 *
-                      bytes_per_weight(c_.dtype, c_.quantize_te ? c_.qtype_te : "");
-    effect = Effect{.weights = std::max(0.0, 1.0 - te / cal_->weights_bytes),
-                    .what = "text encoder off the GPU"};
-  }
+  Effect effect = weights_effect(fix, "text encoder off the GPU");
   add(priority, std::move(fix), effect);
 }
 
@@ -139,8 +126,19 @@ void Planner::plan_bf16(int priority) {
                                           : " (full precision)"),
                  "Needs a GPU with bf16 (Ampere or newer); no visible quality loss for LoRAs", 0.7);
   change(fix, "train.dtype", js(c_.dtype), js("bf16"));
-  add(priority, std::move(fix),
-      Effect{.activations = 0.5, .weights = c_.quantize ? 1.0 : 0.5, .what = "fp32 -> bf16"});
+  Effect effect = weights_effect(fix, "fp32 -> bf16");
+  if (!effect.modelled) effect = Effect{.what = "fp32 -> bf16"};  // no modelled weights to scale
+  effect.activations = 0.5;  // a crash's activations were held in fp32
+  add(priority, std::move(fix), effect);
+}
+
+Effect Planner::weights_effect(const Fix& fix, std::string what) const {
+  if (!cal_ || cal_->weights_bytes == 0) return unmodelled();
+  const auto before = static_cast<double>(weights_bytes(c_));
+  const auto after = static_cast<double>(weights_bytes(with_changes(c_, fix.changes)));
+  if (before <= 0) return unmodelled();
+  return Effect{.weights = std::max(0.0, 1.0 - (before - after) / cal_->weights_bytes),
+                .what = std::move(what)};
 }
 
 void Planner::plan_8bit_optimizer(int priority) {

@@ -78,6 +78,7 @@ CheckInput from_config_file(ConfigFile read) {
   input.assumptions.insert(input.assumptions.end(), read.config.problems.begin(),
                            read.config.problems.end());
   input.config = std::move(read.config);
+  input.files = std::move(read.files);
   return input;
 }
 

@@ -14,6 +14,7 @@
 
 #include "parsers/event.h"
 #include "parsers/job_config.h"
+#include "parsers/native_config.h"
 #include "parsers/result.h"
 #include "triage/memory_spec.h"
 
@@ -24,6 +25,9 @@ struct CheckInput {
   std::optional<parsers::JobConfig> config;  // CONFIG or COMMAND
   // Bad fields (file, line, reason), dataset configs that cannot be read, arguments not read.
   std::vector<std::string> assumptions;
+  // Issue 44, one reading everywhere: the config files read, main first (empty for a spec or a
+  // command line's own arguments); `run`'s pre-flight digests them.
+  std::vector<parsers::NativeFile> files;
 };
 
 // Errors: kIo when a file cannot be read; kBadInput naming the file (and line, when the parser

@@ -1,6 +1,9 @@
 // daemon/service/fleet_memory.cc: a store's finished runs as the fleet correction's history.
 #include "daemon/service/fleet_memory.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <filesystem>
 
 #include "daemon/service/job_locator.h"
@@ -12,13 +15,34 @@
 namespace oomtriage::daemon {
 namespace {
 
-std::optional<triage::FleetRun> fleet_run(const db::FleetHistoryRow& row) {
+// Many runs share one snapshot: its reason is said once.
+void say_once(std::vector<std::string>* unread, std::string line) {
+  if (unread == nullptr) return;
+  if (std::find(unread->begin(), unread->end(), line) == unread->end()) {
+    unread->push_back(std::move(line));
+  }
+}
+
+// The run as the fleet correction reads it; nullopt, and why in `unread`, when its config
+// snapshot cannot be read through the job registry or names a family the model does not know.
+std::optional<triage::FleetRun> fleet_run(const db::FleetHistoryRow& row,
+                                          std::vector<std::string>* unread) {
   const auto read = read_config_text(row.config_path, row.config_content,
                                      parsers::Trainer::kUnknown, std::nullopt);
-  if (!read) return std::nullopt;
+  if (!read) {
+    say_once(unread, read.error().message);
+    return std::nullopt;
+  }
   const parsers::JobConfig* config = &read->config;
   const triage::MemorySpec spec = triage::spec_from_config(*config);
-  if (triage::find_architecture(spec.model_family) == nullptr) return std::nullopt;
+  if (triage::find_architecture(spec.model_family) == nullptr) {
+    say_once(unread, spec.model_family.empty()
+                         ? fmt::format("{}: names no model family", row.config_path)
+                         : fmt::format("{}: the model family '{}' is not in the memory model's "
+                                       "table",
+                                       row.config_path, spec.model_family));
+    return std::nullopt;
+  }
   const triage::MemoryEstimate estimate = triage::estimate_memory(spec);
   triage::FleetRun run;
   run.family = estimate.family;
@@ -46,18 +70,20 @@ std::optional<triage::FleetRun> fleet_run(const db::FleetHistoryRow& row) {
 
 }  // namespace
 
-Result<std::vector<triage::FleetRun>> fleet_runs(db::Store& store, int limit) {
+Result<std::vector<triage::FleetRun>> fleet_runs(db::Store& store, int limit,
+                                                 std::vector<std::string>* unread) {
   OOMTRIAGE_ASSIGN_OR_RETURN(auto rows, store.fleet_history(limit));
   std::vector<triage::FleetRun> runs;
   for (const db::FleetHistoryRow& row : rows) {
-    if (auto run = fleet_run(row)) runs.push_back(std::move(*run));
+    if (auto run = fleet_run(row, unread)) runs.push_back(std::move(*run));
   }
   return runs;
 }
 
 Result<triage::MemoryCorrection> fleet_correction(db::Store& store, const std::string& family,
-                                                  std::optional<uint64_t> card_bytes) {
-  OOMTRIAGE_ASSIGN_OR_RETURN(auto runs, fleet_runs(store));
+                                                  std::optional<uint64_t> card_bytes,
+                                                  std::vector<std::string>* unread) {
+  OOMTRIAGE_ASSIGN_OR_RETURN(auto runs, fleet_runs(store, kFleetHistoryRuns, unread));
   return triage::fleet_correction(runs, family, card_bytes);
 }
 

@@ -6,7 +6,8 @@
 // model, an OOM's need taken from its figures, a completed run's peak from its sampled GPU
 // memory (db/store.h GpuMemoryRow), the card from the OOM, the pre-flight check or the samples.
 // `oomtriage check`, `run` and the daemon's pre-flight (preflight_alerts.h) ask here. A snapshot
-// that does not parse, or whose family the model does not know, is left out.
+// that does not parse, or whose family the model does not know, is left out, and said so in
+// `unread` ("PATH: reason", one line per snapshot) for the caller to print once.
 #pragma once
 
 #include <cstdint>
@@ -24,10 +25,12 @@ namespace oomtriage::daemon {
 // How many of the newest finished runs are read: enough for a median, bounded in time.
 inline constexpr int kFleetHistoryRuns = 500;
 
-Result<std::vector<triage::FleetRun>> fleet_runs(db::Store& store, int limit = kFleetHistoryRuns);
+Result<std::vector<triage::FleetRun>> fleet_runs(db::Store& store, int limit = kFleetHistoryRuns,
+                                                 std::vector<std::string>* unread = nullptr);
 
 Result<triage::MemoryCorrection> fleet_correction(db::Store& store, const std::string& family,
-                                                  std::optional<uint64_t> card_bytes);
+                                                  std::optional<uint64_t> card_bytes,
+                                                  std::vector<std::string>* unread = nullptr);
 // Opens the store at `store_path` read-only for the question (`oomtriage check`).
 Result<triage::MemoryCorrection> fleet_correction(const std::string& store_path,
                                                   const std::string& family,

@@ -76,8 +76,14 @@ std::optional<uint64_t> PreflightAlerts::card_bytes() {
 triage::MemoryCorrection PreflightAlerts::correction_for(const std::string& family, uint64_t card) {
   const int64_t now = wall_clock_();
   if (!fleet_ || now - fleet_read_at_ >= kFleetRefreshSeconds) {
-    auto runs = fleet_runs(store_);
+    std::vector<std::string> unread;
+    auto runs = fleet_runs(store_, kFleetHistoryRuns, &unread);
     count_store_failure(metrics_, "fleet_history", runs);  // uncorrected until the next read
+    for (const std::string& line : unread) {
+      if (said_unread_.insert(line).second) {
+        log_line(kWarning, "fleet history: {}; left out of the fleet correction", line);
+      }
+    }
     fleet_ = runs ? std::move(*runs) : std::vector<triage::FleetRun>{};
     fleet_read_at_ = now;
   }

@@ -81,6 +81,7 @@ class PreflightAlerts {
   bool enabled_ = true;
   std::optional<uint64_t> gpu_memory_;
   bool said_unknown_card_ = false;
+  std::set<std::string> said_unread_;  // fleet snapshots not read, each logged once
   std::set<std::tuple<int64_t, std::string, uint64_t>> seen_;  // (job, digest, card)
   // The fleet's runs, read again at most every kFleetRefreshSeconds: a start that sees a
   // thousand jobs reads the history once.

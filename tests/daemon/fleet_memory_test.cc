@@ -129,26 +129,41 @@ TEST_SUITE("daemon::fleet memory") {
       CHECK(after.find("adjusted -20% from 1 run of " + family) != std::string::npos);
       CHECK(after.find("1 with a measured peak") != std::string::npos);
     }
-    SUBCASE("a kohya TOML and a OneTrainer JSON are read as `check` reads them, by content") {
+    SUBCASE("a kohya TOML, a SimpleTuner and a OneTrainer JSON are read as `check` reads them") {
       const fs::path configs = kSource / "tests/testdata/configs";
       // Kept where it was read: its dataset config (resolution, batch) is beside it.
       record_run(store, "kohya", read_text(configs / "kohya_flux_lora.toml"), "completed", 0, 1,
                  (configs / "kohya_flux_lora.toml").string());
       record_run(store, "onetrainer", read_text(configs / "onetrainer_config.json"), "completed", 0,
                  2, "config.json");
-      auto runs = fleet_runs(store);
+      record_run(store, "simpletuner", read_text(configs / "simpletuner_config.json"), "completed",
+                 0, 3, "config.json");
+      std::vector<std::string> unread;
+      auto runs = fleet_runs(store, kFleetHistoryRuns, &unread);
       REQUIRE(runs);
-      REQUIRE(runs->size() == 2);
+      CHECK(unread.empty());
+      REQUIRE(runs->size() == 3);
       for (const triage::FleetRun& run : *runs) {
         CHECK(run.family == "flux1-dev");
         CHECK(run.predicted_peak > 0);
       }
     }
-    SUBCASE("a snapshot that does not parse is left out") {
+    SUBCASE("a snapshot that does not parse is left out, and said once with its file") {
       record_run(store, "bad", "config: [unclosed", "completed", 0, 1);
-      auto runs = fleet_runs(store);
+      record_run(store, "bad", "config: [unclosed", "completed", 0, 2);  // a second run of it
+      std::vector<std::string> unread;
+      auto runs = fleet_runs(store, kFleetHistoryRuns, &unread);
       REQUIRE(runs);
       CHECK(runs->empty());
+      REQUIRE(unread.size() == 1);
+      CHECK(unread.front().find("/srv/bad/config.yaml") != std::string::npos);
+      // A family the model does not know: said too.
+      record_run(store, "unknown",
+                 read_text(kSource / "tests/testdata/configs/hf_training_args.json"), "completed",
+                 0, 3, "training_args.json");
+      unread.clear();
+      REQUIRE(fleet_correction(store, family, std::nullopt, &unread));
+      CHECK(unread.size() == 2);
     }
   }
 }

@@ -290,11 +290,12 @@ TEST_SUITE("daemon::run pre-flight") {
   }
 
   // Read by content as `check` reads a config: not guessed from the extension and passed over.
-  TEST_CASE("run --gpu judges a kohya TOML and a OneTrainer JSON config too") {
+  TEST_CASE("run --gpu judges a kohya TOML, a SimpleTuner config.json and a OneTrainer JSON too") {
     TempDir dir;
     const fs::path configs = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests/testdata/configs";
-    // Both train FLUX.1-dev unquantized in bf16: its weights alone are over 8 GiB.
-    for (const std::string file : {"kohya_flux_lora.toml", "onetrainer_config.json"}) {
+    // All train FLUX.1-dev (SimpleTuner's in int8): its weights alone are over 8 GiB.
+    for (const std::string file :
+         {"kohya_flux_lora.toml", "simpletuner_config.json", "onetrainer_config.json"}) {
       CAPTURE(file);
       const std::string command = "'" OOMTRIAGE_BINARY + std::string("' --state-dir '") +
                                   (dir.path / "state").string() + "' run --gpu 8GiB --config '" +
@@ -305,5 +306,49 @@ TEST_SUITE("daemon::run pre-flight") {
       INFO(err);
       CHECK(err.find("oomtriage run: warning: predicted OOM in") != std::string::npos);
     }
+  }
+
+  // A command line is read as `check -- COMMAND` reads it: the config its trainer's flag names,
+  // not the first file with a config's extension (here accelerate's own YAML).
+  TEST_CASE("run --gpu reads the config a command line names, and says when it cannot read one") {
+    TempDir dir;
+    const fs::path configs = fs::path(OOMTRIAGE_SOURCE_DIR) / "tests/testdata/configs";
+    for (const std::string file : {"kohya_flux_lora.toml", "kohya_dataset.toml"}) {
+      fs::copy_file(configs / file, dir.path / file);
+    }
+    std::ofstream(dir.path / "accelerate.yaml") << "compute_environment: LOCAL_MACHINE\n"
+                                                   "num_processes: 1\n"
+                                                   "mixed_precision: bf16\n";
+    std::ofstream(dir.path / "broken.yaml") << "config: [\n";
+    const auto run_with = [&](const std::string& args) {
+      const std::string command = "cd '" + dir.path.string() + "' && '" OOMTRIAGE_BINARY +
+                                  std::string("' --state-dir '") + (dir.path / "state").string() +
+                                  "' run --gpu 8GiB " + args + " 2>'" +
+                                  (dir.path / "err.txt").string() + "'";
+      const int status = std::system(command.c_str());
+      return std::make_pair(status, slurp(dir.path / "err.txt"));
+    };
+    auto [status, err] = run_with(
+        "--job kohya -- /bin/true launch --config_file accelerate.yaml "
+        "flux_train_network.py --config_file kohya_flux_lora.toml");
+    INFO(err);
+    CHECK(status == 0);
+    CHECK(err.find("oomtriage run: warning: predicted OOM in") != std::string::npos);
+    CHECK(err.find("no pre-flight") == std::string::npos);
+
+    // A config that does not parse: one line naming it, and the job still runs.
+    std::tie(status, err) = run_with("--config broken.yaml --job broken -- /bin/true");
+    CHECK(status == 0);
+    const std::string line = "oomtriage run: no pre-flight check: ";
+    const size_t said = err.find(line);
+    REQUIRE(said != std::string::npos);
+    CHECK(err.find("broken.yaml", said) != std::string::npos);
+    CHECK(err.find(line, said + line.size()) == std::string::npos);  // once
+    CHECK(err.find("predicted OOM") == std::string::npos);
+
+    // A command that names no config and passes no arguments to read: said, not skipped.
+    std::tie(status, err) = run_with("--job bare -- /bin/true");
+    CHECK(status == 0);
+    CHECK(err.find("oomtriage run: no pre-flight check: ") != std::string::npos);
   }
 }

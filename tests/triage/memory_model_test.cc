@@ -9,6 +9,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -205,7 +208,12 @@ TEST_CASE("memory model: the verdict") {
   CHECK(over.fit == Fit::kWillNotFit);
   CHECK(over.first_failing != Phase::kUnknown);
   CHECK(e.phase(over.first_failing)->peak_bytes > peak - 1);
-  CHECK(usable_bytes(24ull << 30) == (24ull << 30) - (512ull << 20));
+  // The card less the CUDA context and the caching allocator's reserve, which grows with the card.
+  const auto reserve = [](uint64_t card) { return card - usable_bytes(card) - (512ull << 20); };
+  CHECK(usable_bytes(24ull << 30) < (24ull << 30) - (512ull << 20));
+  CHECK(reserve(80ull << 30) > reserve(24ull << 30));
+  CHECK(double(reserve(24ull << 30)) / (24ull << 30) == doctest::Approx(0.06).epsilon(0.01));
+  CHECK(usable_bytes(256ull << 20) == 0);
 }
 
 TEST_CASE("memory model: a fleet correction scales every phase") {
@@ -249,13 +257,48 @@ TEST_CASE("memory model: the dev measurements, predicted and stated") {
   std::ifstream in(rows_path);
   if (!in) OOMTRIAGE_SKIP("../shared/data/vram/dev.jsonl is absent");
   std::vector<double> errors;
-  int pairs = 0, right = 0;
+  // costly: "fits" for a job that does not (the wrong verdict that costs a crashed run);
+  // contradicted: of those, the ones whose very spec another row states the other way on that
+  // card (one spec, two truths: no model of the spec gets both).
+  int pairs = 0, right = 0, costly = 0, contradicted = 0;
   std::string table =
       fmt::format("{:<48} {:>9} {:>9} {:>6}\n", "row", "predicted", "stated", "ratio");
+  std::vector<nlohmann::json> rows;
+  std::map<std::string, std::map<int, std::set<bool>>> truths;  // spec -> card -> truths
   std::string line;
   while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const auto row = nlohmann::json::parse(line);
+    if (!line.empty()) rows.push_back(nlohmann::json::parse(line));
+  }
+  // The fits / does-not-fit pairs, as the scoring of the held-out set counts them.
+  const auto truth_on = [](const nlohmann::json& target, int card) -> std::optional<bool> {
+    const double usable = card - 0.5;
+    const double stated = target["gib"].get<double>();
+    const std::string q = target["qualifier"];
+    if (q == "=" || q == "~") {
+      if (std::abs(stated - usable) < 0.1 * usable) return std::nullopt;
+      return stated < usable;
+    }
+    if (q == "<=" || q == "<") {
+      if (stated > usable * 0.9) return std::nullopt;
+      return true;
+    }
+    if (q == ">=" || q == ">") {
+      if (!(stated >= usable * 1.1 || (target["kind"] == "oom" && card <= stated))) {
+        return std::nullopt;
+      }
+      return false;
+    }
+    return std::nullopt;
+  };
+  for (const auto& row : rows) {
+    if (row["target"]["gib"].is_null()) continue;
+    for (const int card : {12, 16, 24, 48, 80}) {
+      if (const auto truth = truth_on(row["target"], card)) {
+        truths[row["spec"].dump()][card].insert(*truth);
+      }
+    }
+  }
+  for (const auto& row : rows) {
     const auto& target = row["target"];
     if (target["gib"].is_null()) continue;
     const auto spec = parse_memory_spec(row["spec"], row["id"].get<std::string>());
@@ -269,35 +312,32 @@ TEST_CASE("memory model: the dev measurements, predicted and stated") {
     if (target["kind"] == "measurement" && (q == "=" || q == "~")) {
       errors.push_back(std::abs(predicted - stated) / stated);
     }
-    // The fits / does-not-fit pairs, as the scoring of the held-out set counts them.
     for (const int card : {12, 16, 24, 48, 80}) {
-      const double usable = card - 0.5;
-      bool truth = false;
-      if (q == "=" || q == "~") {
-        if (std::abs(stated - usable) < 0.1 * usable) continue;
-        truth = stated < usable;
-      } else if (q == "<=" || q == "<") {
-        if (stated > usable * 0.9) continue;
-        truth = true;
-      } else if (q == ">=" || q == ">") {
-        if (!(stated >= usable * 1.1 || (target["kind"] == "oom" && card <= stated))) continue;
-        truth = false;
-      } else {
-        continue;
-      }
+      const std::optional<bool> truth = truth_on(target, card);
+      if (!truth) continue;
       ++pairs;
       const bool fits = judge(e, usable_bytes(uint64_t(card) << 30)).fit != Fit::kWillNotFit;
-      if (fits == truth) ++right;
+      if (fits == *truth) ++right;
+      if (fits && !*truth) {
+        ++costly;
+        if (truths[row["spec"].dump()][card].size() > 1) ++contradicted;
+      }
     }
   }
   REQUIRE(!errors.empty());
   std::sort(errors.begin(), errors.end());
   const double median = errors[errors.size() / 2];
   MESSAGE(table);
-  MESSAGE(fmt::format("median absolute error {:.1f}% over {} measurements; verdicts {}/{}",
-                      median * 100, errors.size(), right, pairs));
+  MESSAGE(fmt::format(
+      "median absolute error {:.1f}% over {} measurements; verdicts {}/{}; of the {} wrong, {} "
+      "say \"fits\" for a job that does not ({} of them where another row states the same spec "
+      "the other way)",
+      median * 100, errors.size(), right, pairs, pairs - right, costly, contradicted));
   CHECK(median <= 0.15);
-  CHECK(right * 100 >= pairs * 90);
+  CHECK(right * 100 >= pairs * 92);
+  // At most a third of the wrong verdicts on the costly side, once the pairs no model of the spec
+  // can get right are set apart (docs/memory-model.md: the dev summary says both counts).
+  CHECK((costly - contradicted) * 3 <= pairs - right);
 }
 
 TEST_CASE("spec from config: an AI Toolkit job in the model's words") {
