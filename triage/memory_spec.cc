@@ -146,6 +146,9 @@ Result<MemorySpec> parse_memory_spec(const json& object, std::string_view source
   in.word("attention", spec.attention);
   read_offload(in, spec);
   read_sampling(in, spec);
+  in.boolean("ema", spec.ema);
+  in.boolean("fused_backward_pass", spec.fused_backward_pass);
+  in.word("master_weights", spec.master_weights);
   if (!in.error().empty()) return make_error(ErrorCode::kBadInput, in.error());
   return spec;
 }
@@ -181,6 +184,10 @@ nlohmann::ordered_json to_json(const MemorySpec& spec) {
   } else {
     out["sampling"] = nullptr;
   }
+  // Issue 44's fields, shown when a reader or the spec states them.
+  if (spec.ema) out["ema"] = *spec.ema;
+  if (spec.fused_backward_pass) out["fused_backward_pass"] = *spec.fused_backward_pass;
+  if (spec.master_weights) out["master_weights"] = *spec.master_weights;
   return out;
 }
 

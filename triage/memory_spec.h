@@ -58,6 +58,14 @@ struct MemorySpec {
   std::optional<Offload> offload;
   std::optional<std::string> attention;  // sdpa | xformers | flash | sage | eager
   std::optional<SamplingSpec> sampling;  // unset: the trainer's previews are not known
+  // Issue 44, every training type (readers): unset keeps the model's assumption.
+  std::optional<bool> ema;  // a second copy of the trained weights on the GPU
+  // Gradients applied as the backward pass makes them (one block's at a time); unset: a full
+  // fine-tune with Adafactor fuses (OneTrainer's and sd-scripts' way), nothing else does.
+  std::optional<bool> fused_backward_pass;
+  // The dtype a full fine-tune keeps its trained weights in: fp32 master weights under mixed
+  // precision (diffusers, sd-scripts without --full_bf16), or bf16; unset: the job's dtype.
+  std::optional<std::string> master_weights;
 };
 
 // Reads a spec object. A field of the wrong type is a kBadInput error naming `source` and the
