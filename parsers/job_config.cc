@@ -460,17 +460,14 @@ Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
   r.read(train, tp, "unload_text_encoder", config.unload_text_encoder);
   r.read(train, tp, "train_text_encoder", config.train_text_encoder);
 
-  // A training process without a network trains the whole model in AI Toolkit (its
-  // BaseSDTrainProcess builds an adapter only from `network:`; config/examples'
-  // train_full_fine_tune_*.yaml have none). Issue 44: read as a full fine-tune.
+  // A process without a network trains the whole model in AI Toolkit, but configs written for
+  // LoRAs leave it out too often to conclude so: left unknown, the memory model says what it
+  // assumes.
   const ordered_json& network = process.contains("network") ? process["network"] : empty;
   if (network.is_object() && !network.empty()) {
     config.network_type = "lora";
     r.read(network, p + ".network", "type", config.network_type);
     r.read(network, p + ".network", "linear", config.lora_rank);
-  } else if (process.contains("train")) {
-    config.network_type = "full";
-    config.fused_backward_pass = false;  // AI Toolkit keeps every gradient until the step
   }
 
   const ordered_json& model = process.contains("model") ? process["model"] : empty;

@@ -399,7 +399,7 @@ void settle_family(Trainer trainer, JobConfig& config) {
 
 // What a trainer always does, whatever its config says. SimpleTuner caches text embeddings (its
 // text_embeds data backend) and unloads the text encoders before training
-// (documentation/DATALOADER.md).
+// (docs/trainer-readers.md).
 void settle_trainer_defaults(Trainer trainer, JobConfig& config) {
   if (trainer == Trainer::kSimpleTuner) {
     config.cache_text_embeddings = true;

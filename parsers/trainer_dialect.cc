@@ -39,9 +39,8 @@ const std::vector<DialectRow>& rows() {
        "false"},
       {T::kSdScripts, "model.quantize", "fp8_base", C::kBool, "false"},
       {T::kSdScripts, "network.linear", "network_dim", C::kInt, ""},
-      // Issue 44: what trains, where the weights live, the dataset's sizes and frames
-      // (sd-scripts library/train_util.py, musubi-tuner hv_train_network.py,
-      // dataset/config_utils.py).
+      // Issue 44: what trains, where the weights live, the dataset's sizes and frames; the
+      // sources of these rows and the ones below are in docs/trainer-readers.md.
       {T::kSdScripts, "network.type", "network_module", C::kTrainingWord, ""},
       {T::kSdScripts, "network.type", "network_args", C::kNetworkArgs, ""},
       {T::kSdScripts, "model.qtype", "fp8_base", C::kFp8Flag, ""},
@@ -68,7 +67,7 @@ const std::vector<DialectRow>& rows() {
       {T::kDiffusers, "train.disable_sampling", "validation_prompt", C::kPresentIsFalse, ""},
       {T::kDiffusers, "datasets[].num_workers", "dataloader_num_workers", C::kInt, "0"},
       {T::kDiffusers, "network.linear", "rank", C::kInt, ""},
-      // Issue 44 (examples/dreambooth/train_dreambooth*.py, text_to_image/, controlnet/).
+      // Issue 44: prior preservation, EMA, text-encoder training (docs/trainer-readers.md).
       {T::kDiffusers, "train.optimizer", "optimizer", C::kOptimizer, ""},
       {T::kDiffusers, "train.prior_preservation", "with_prior_preservation", C::kBool, "false"},
       {T::kDiffusers, "train.ema", "use_ema", C::kBool, "false"},
@@ -90,8 +89,8 @@ const std::vector<DialectRow>& rows() {
       {T::kSimpleTuner, "model.quantize", "base_model_precision", C::kQuantizeName,
        "\"no_change\""},
       {T::kSimpleTuner, "network.linear", "lora_rank", C::kInt, ""},
-      // Issue 44 (documentation/OPTIONS.md, documentation/DATALOADER.md; the data-backend JSON
-      // and the LyCORIS config are read beside the config).
+      // Issue 44: the data-backend JSON and the LyCORIS config are read beside the config
+      // (docs/trainer-readers.md).
       {T::kSimpleTuner, "model.family", "model_family", C::kText, ""},
       {T::kSimpleTuner, "model.flavour", "model_flavour", C::kText, ""},
       {T::kSimpleTuner, "network.type", "model_type", C::kTrainingWord, "\"lora\""},
@@ -126,7 +125,7 @@ const std::vector<DialectRow>& rows() {
       {T::kOneTrainer, "datasets[].num_workers", "dataloader_threads", C::kInt, "2"},
       {T::kOneTrainer, "datasets[].cache_latents_to_disk", "latent_caching", C::kBool, "true"},
       {T::kOneTrainer, "network.linear", "lora_rank", C::kInt, ""},
-      // Issue 44 (modules/util/config/TrainConfig.py, modules/util/enum/*.py).
+      // Issue 44 (docs/trainer-readers.md).
       {T::kOneTrainer, "network.type", "training_method", C::kTrainingWord, "\"FINE_TUNE\""},
       {T::kOneTrainer, "model.family", "model_type", C::kText, "\"STABLE_DIFFUSION_15\""},
       {T::kOneTrainer, "model.qtype", "transformer.weight_dtype", C::kQuantWord, ""},

@@ -25,7 +25,7 @@ struct ScriptFacts {
   std::string_view training_type;  // "lora", "full", "controlnet"; "" when the script trains any
   std::string_view family;         // an architecture id, "" when the script serves many
   // sd-scripts' FLUX and HunyuanImage count --blocks_to_swap N as N/2 double blocks and N single
-  // blocks' worth (library/flux_models.py enable_block_swap): the denoiser's blocks (double and
+  // blocks' worth (docs/trainer-readers.md): the denoiser's blocks (double and
   // single, as triage/architectures.h counts them) that one swap unit stands for; 1 elsewhere.
   double blocks_per_swap_unit = 1.0;
   // musubi-tuner's scripts train from text-encoder outputs cached beforehand by its own caching

@@ -4,7 +4,7 @@
 // every class: SimpleTuner's model_family/flavour, precise base_model_precision words, LyCORIS
 // and the data-backend JSON; kohya/musubi block swap, fp8, full fine-tune scripts, --task and the
 // dataset TOML beside a command; OneTrainer's training_method, component weight_dtype and
-// offloading; AI Toolkit without a network; diffusers' scripts, prior preservation, EMA, fp32.
+// offloading; diffusers' scripts, prior preservation, EMA, fp32.
 #include <doctest/doctest.h>
 
 #include <tuple>
@@ -18,7 +18,7 @@ using namespace oomtriage::parsers;
 namespace {
 
 JobConfig native(Trainer trainer, std::vector<NativeFile> files) {
-  Result<JobConfig> read = read_native_config(trainer, files);
+  oomtriage::Result<JobConfig> read = read_native_config(trainer, files);
   REQUIRE(read);
   return *read;
 }
@@ -181,21 +181,6 @@ frame_extraction = "head"
     CHECK(onetrainer_family("FLUX_DEV_1") == "flux1-dev");
     CHECK(onetrainer_family("SOMETHING_NEW") == "");
     CHECK(training_word("EMBEDDING") == "embedding");
-  }
-
-  TEST_CASE("AI Toolkit: a training process without a network is a full fine-tune") {
-    Result<JobConfig> c = parse_job_config(R"(
-job: extension
-config:
-  name: ft
-  process:
-    - type: sd_trainer
-      train: {batch_size: 1, optimizer: adafactor}
-      model: {name_or_path: ostris/Flex.1-alpha}
-)",
-                                           ConfigFormat::kYaml, "ft.yaml");
-    REQUIRE(c);
-    CHECK(c->network_type == "full");
   }
 
   TEST_CASE("diffusers: fp32 without --mixed_precision, prior preservation, EMA, 8-bit Adam") {
