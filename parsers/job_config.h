@@ -118,6 +118,9 @@ struct DatasetView {
   bool has_control_images = false;
   bool resolution_is_list = false;
   int num_workers = 2;
+  // Issue 44, readers: both sides when the dataset states them ([960, 544]); 0 when it states one.
+  int width = 0;
+  int height = 0;
 };
 
 struct JobConfig {
@@ -163,6 +166,18 @@ struct JobConfig {
   double layer_offloading_transformer_percent = 1.0;
   double layer_offloading_text_encoder_percent = 1.0;
   bool match_target_res = false;
+
+  // Issue 44, readers that take what the trainer takes (parsers/trainer_words.h): what the
+  // trainers' own words say of the model and of how it trains.
+  std::string family_id;     // an architecture id the trainer's own words name exactly, or ""
+  std::string family_words;  // those words as written: SimpleTuner "flux/dev", musubi "t2v-14B"
+  int blocks_to_swap = 0;    // denoiser blocks kept on the CPU (kohya/musubi --blocks_to_swap)
+  double layer_offload_fraction = 0;        // OneTrainer's layer_offload_fraction
+  bool activation_offload = false;          // OneTrainer's gradient_checkpointing CPU_OFFLOADED
+  std::optional<bool> fused_backward_pass;  // gradients applied as the backward pass makes them
+  std::optional<bool> ema;                  // a second copy of the trained weights
+  bool prior_preservation = false;          // class images ride along: the batch doubles
+  std::string weight_dtype;  // the dtype the trained weights are kept in ("fp32", "bf16"), or ""
 
   std::vector<DatasetView> datasets;
   SampleView sample;

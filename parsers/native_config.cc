@@ -8,6 +8,7 @@
 
 #include "parsers/bounded_document.h"
 #include "parsers/trainer_dialect.h"
+#include "parsers/trainer_words.h"
 
 namespace oomtriage::parsers {
 namespace {
@@ -74,6 +75,31 @@ int json_line(std::string_view text, std::string_view key) {
 
 int Entry::line_of() const { return json_text.empty() ? line : json_line(json_text, key); }
 
+// SimpleTuner's data-backend JSON: a list of datasets; the caches (text and image embeds) and
+// disabled ones train nothing. One level of nesting is kept as "video.num_frames".
+void read_backends(const json& list, size_t target, std::string_view text, Document& doc) {
+  for (const json& backend : list) {
+    if (!backend.is_object()) continue;
+    const auto type = backend.find("dataset_type");
+    if (type != backend.end() && *type != "image" && *type != "video") continue;
+    const auto off = [&](const char* key) {
+      const auto it = backend.find(key);
+      return it != backend.end() && *it == true;
+    };
+    if (off("disabled") || off("disable")) continue;
+    const std::string table = "datasets[" + std::to_string(doc.datasets.size()) + "]";
+    Flat flat;
+    for (const auto& [key, value] : backend.items()) {
+      flat.try_emplace(key, Entry{value, target, table, key, 0, text});
+      if (!value.is_object()) continue;
+      for (const auto& [inner, inner_value] : value.items()) {
+        flat.try_emplace(key + "." + inner, Entry{inner_value, target, table, inner, 0, text});
+      }
+    }
+    doc.datasets.push_back(std::move(flat));
+  }
+}
+
 std::string read_file_into(const NativeFile& file, size_t target, bool dataset_file,
                            Document& doc) {
   if (file.kind == TargetKind::kToml) {
@@ -111,6 +137,10 @@ std::string read_file_into(const NativeFile& file, size_t target, bool dataset_f
   Result<json> parsed = parse_json(file.text, file.path);
   if (!parsed) return parsed.error().message;
   const json& root = *parsed;
+  if (dataset_file && root.is_array()) {
+    read_backends(root, target, file.text, doc);
+    return "";
+  }
   if (!root.is_object()) return file.path + ": not a JSON object";
   for (const auto& [key, value] : root.items()) {
     doc.flat.try_emplace(bare(key), Entry{value, target, "", key, 0, file.text});
@@ -125,7 +155,29 @@ std::string read_file_into(const NativeFile& file, size_t target, bool dataset_f
   return "";
 }
 
+// Knobs of the issue-44 keys (nullopt: not one of them).
+std::optional<Knob> word_knob(std::string_view neutral) {
+  if (neutral == "network.type") return Knob::kNetwork;
+  if (neutral == "model.qtype" || neutral == "model.te_qtype") return Knob::kQuantize;
+  if (neutral == "datasets[].size") return Knob::kResolution;
+  if (neutral == "datasets[].num_frames") return Knob::kNumFrames;
+  if (neutral == "train.cache_text_to_disk") return Knob::kTextEncoder;
+  if (neutral == "train.prior_preservation") return Knob::kBatchSize;
+  if (neutral == "train.text_encoder_trained") return Knob::kNetwork;  // what trains
+  if (neutral == "train.full_bf16" || neutral == "train.full_fp16" ||
+      neutral == "train.weight_dtype") {
+    return Knob::kDtype;
+  }
+  if (neutral.rfind("model.", 0) == 0) return Knob::kNetwork;  // the model's own words
+  if (neutral == "train.ema" || neutral == "train.ema_device" ||
+      neutral == "train.fused_backward_pass") {
+    return Knob::kOptimizer;
+  }
+  return std::nullopt;  // block swap, offloading: kOffloading
+}
+
 Knob knob_of(std::string_view neutral) {
+  if (const auto knob = word_knob(neutral)) return *knob;
   if (neutral == "train.gradient_checkpointing") return Knob::kGradientCheckpointing;
   if (neutral == "train.batch_size" || neutral == "datasets[].batch_size") return Knob::kBatchSize;
   if (neutral == "train.gradient_accumulation") return Knob::kGradientAccumulation;
@@ -154,6 +206,57 @@ DatasetView& dataset(JobConfig& config, size_t index) {
   return config.datasets[index];
 }
 
+// The issue-44 keys (what the trainers' own words say of the model and how it trains).
+void set_word(JobConfig& c, std::string_view neutral, size_t index, const json& value) {
+  const std::string word = value.is_string() ? value.get<std::string>() : "";
+  if (neutral == "network.type") {
+    // A full fine-tune stays one whatever adapter options sit beside it; an adapter's algorithm
+    // (LyCORIS algo) refines the adapter.
+    if (!word.empty() && c.network_type != "full") c.network_type = word;
+  } else if (neutral == "model.qtype") {
+    // Two flags may both say it (--fp8_base --fp8_scaled): one unset does not undo the other.
+    if (word == "none" && c.quantize) return;
+    c.quantize = word != "none";
+    c.qtype = word;
+  } else if (neutral == "model.te_qtype") {
+    c.quantize_te = word != "none";
+    c.qtype_te = word;
+  } else if (neutral == "model.family" || neutral == "model.task") {
+    c.family_words = word + (c.family_words.empty() ? "" : "/" + c.family_words);
+  } else if (neutral == "model.flavour") {
+    c.family_words += "/" + word;
+  } else if (neutral == "datasets[].size") {
+    dataset(c, index).width = value[0].get<int>();
+    dataset(c, index).height = value[1].get<int>();
+  } else if (neutral == "datasets[].num_frames") {
+    if (value.get<int>() > 0) dataset(c, index).num_frames = value.get<int>();
+  } else if (neutral == "train.block_swap") {
+    c.blocks_to_swap = value.get<int>();
+  } else if (neutral == "train.layer_offload_fraction") {
+    c.layer_offload_fraction = value.get<double>();
+  } else if (neutral == "train.activation_offload") {
+    c.activation_offload = c.activation_offload || value.get<bool>();
+  } else if (neutral == "train.stream_offload") {
+    if (value.get<bool>()) c.layer_offload_fraction = 1.0;
+  } else if (neutral == "train.fused_backward_pass") {
+    c.fused_backward_pass = value.get<bool>();
+  } else if (neutral == "train.full_bf16" || neutral == "train.full_fp16") {
+    if (value.get<bool>()) c.weight_dtype = neutral == "train.full_bf16" ? "bf16" : "fp16";
+  } else if (neutral == "train.weight_dtype") {
+    if (!word.empty()) c.weight_dtype = word;
+  } else if (neutral == "train.cache_text_to_disk") {
+    c.cache_text_embeddings = c.cache_text_embeddings || value.get<bool>();
+  } else if (neutral == "train.prior_preservation") {
+    c.prior_preservation = value.get<bool>();
+  } else if (neutral == "train.ema") {
+    c.ema = value.get<bool>();
+  } else if (neutral == "train.ema_device") {
+    if (c.ema && word == "cpu") c.ema = false;  // its copy lives in host memory
+  } else if (neutral == "train.text_encoder_trained") {
+    c.train_text_encoder = value.get<bool>();
+  }
+}
+
 // Sets one neutral key; `value` is already decoded.
 void set_neutral(JobConfig& c, std::string_view neutral, size_t index, const json& value) {
   if (neutral == "train.gradient_checkpointing") {
@@ -170,6 +273,8 @@ void set_neutral(JobConfig& c, std::string_view neutral, size_t index, const jso
   } else if (neutral == "train.dtype") {
     c.dtype = value.get<std::string>();
   } else if (neutral == "train.optimizer") {
+    // diffusers' --optimizer AdamW beside --use_8bit_adam trains 8-bit AdamW.
+    if (c.optimizer == "adamw8bit" && value.get<std::string>() == "adamw") return;
     c.optimizer = value.get<std::string>();
   } else if (neutral == "train.disable_sampling") {
     c.disable_sampling = value.get<bool>();
@@ -191,6 +296,8 @@ void set_neutral(JobConfig& c, std::string_view neutral, size_t index, const jso
     c.quantize = value.get<bool>();
   } else if (neutral == "network.linear") {
     c.lora_rank = value.get<int>();
+  } else {
+    set_word(c, neutral, index, value);
   }
 }
 
@@ -274,6 +381,32 @@ void apply_rows(Trainer trainer, const Document& doc, bool complete,
   }
 }
 
+// The family the trainer's own words name (SimpleTuner's model_family/model_flavour, OneTrainer's
+// model_type, musubi's --task), preferred to a guess from the model's file name.
+void settle_family(Trainer trainer, JobConfig& config) {
+  const std::string& words = config.family_words;
+  if (words.empty()) return;
+  const size_t slash = words.find('/');
+  const std::string first = words.substr(0, slash);
+  const std::string rest = slash == std::string::npos ? "" : words.substr(slash + 1);
+  if (trainer == Trainer::kSimpleTuner) config.family_id = simpletuner_family(first, rest);
+  if (trainer == Trainer::kOneTrainer) config.family_id = onetrainer_family(first);
+  if (trainer == Trainer::kSdScripts) config.family_id = musubi_task_family(first);
+  if (!config.family_id.empty() && config.family == ModelFamily::kOther) {
+    config.family = family_from_name(config.family_id);
+  }
+}
+
+// What a trainer always does, whatever its config says. SimpleTuner caches text embeddings (its
+// text_embeds data backend) and unloads the text encoders before training
+// (docs/trainer-readers.md).
+void settle_trainer_defaults(Trainer trainer, JobConfig& config) {
+  if (trainer == Trainer::kSimpleTuner) {
+    config.cache_text_embeddings = true;
+    config.unknown.reset(static_cast<size_t>(Knob::kTextEncoder));
+  }
+}
+
 }  // namespace
 
 Result<JobConfig> read_native_config(Trainer trainer, const std::vector<NativeFile>& files) {
@@ -318,12 +451,14 @@ Result<JobConfig> read_native_config(Trainer trainer, const std::vector<NativeFi
     config.name = it->second.value.get<std::string>();
   }
   apply_rows(trainer, doc, true, names, config);
+  settle_family(trainer, config);
+  settle_trainer_defaults(trainer, config);
   return config;
 }
 
 std::optional<JobConfig> config_from_printed_arguments(
     Trainer trainer, const std::vector<std::pair<std::string, std::string>>& arguments,
-    bool complete, const std::string& log) {
+    bool complete, const std::string& log, const std::vector<NativeFile>& beside) {
   if (arguments.empty() || dialect_of(trainer).empty()) return std::nullopt;
   Document doc;
   for (const auto& [key, text] : arguments) {
@@ -348,12 +483,23 @@ std::optional<JobConfig> config_from_printed_arguments(
   config.process_path = "";
   config.targets.push_back({TargetKind::kArgs, log, ""});
   config.datasets.clear();
-  if (const auto it = doc.flat.find("pretrained_model_name_or_path");
-      it != doc.flat.end() && it->second.value.is_string()) {
-    config.name_or_path = it->second.value.get<std::string>();
-    config.family = family_from_name(config.name_or_path);
+  std::vector<std::string> names = {log};
+  for (size_t i = 0; i < beside.size(); ++i) {
+    names.push_back(beside[i].path);
+    config.targets.push_back({beside[i].kind, beside[i].path, ""});
+    std::string error = read_file_into(beside[i], i + 1, true, doc);
+    if (!error.empty()) config.problems.push_back(error + "; its settings are unknown");
   }
-  apply_rows(trainer, doc, complete, {log}, config);
+  for (const char* key : {"pretrained_model_name_or_path", "dit", "pretrained_model"}) {
+    if (const auto it = doc.flat.find(key); it != doc.flat.end() && it->second.value.is_string()) {
+      config.name_or_path = it->second.value.get<std::string>();
+      config.family = family_from_name(config.name_or_path);
+      break;
+    }
+  }
+  apply_rows(trainer, doc, complete, names, config);
+  settle_family(trainer, config);
+  settle_trainer_defaults(trainer, config);
   return config;
 }
 

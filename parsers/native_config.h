@@ -32,10 +32,12 @@ Result<JobConfig> read_native_config(Trainer trainer, const std::vector<NativeFi
 // The arguments a log printed (name, value as Python prints it), read as a config of `trainer`
 // whose target is the command line. `complete`: the print shows every argument (a whole
 // `Namespace(...)`), so an absent one took the trainer's default; else absent ones are unknown.
-// `log` names the log in problems. nullopt when nothing was printed or the trainer has no
-// dialect.
+// `log` names the log in problems. `beside`: the files the arguments name that the trainer reads
+// too (kohya/musubi's --dataset_config TOML, SimpleTuner's --data_backend_config JSON and
+// --lycoris_config), read as files[1...] are by read_native_config. nullopt when nothing was
+// printed or the trainer has no dialect.
 std::optional<JobConfig> config_from_printed_arguments(
     Trainer trainer, const std::vector<std::pair<std::string, std::string>>& arguments,
-    bool complete, const std::string& log);
+    bool complete, const std::string& log, const std::vector<NativeFile>& beside = {});
 
 }  // namespace oomtriage::parsers

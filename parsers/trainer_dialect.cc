@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 #include "parsers/trainer_table.h"
+#include "parsers/trainer_words.h"
 
 namespace oomtriage::parsers {
 namespace {
@@ -37,22 +39,47 @@ const std::vector<DialectRow>& rows() {
        "false"},
       {T::kSdScripts, "model.quantize", "fp8_base", C::kBool, "false"},
       {T::kSdScripts, "network.linear", "network_dim", C::kInt, ""},
+      // Issue 44: what trains, where the weights live, the dataset's sizes and frames; the
+      // sources of these rows and the ones below are in docs/trainer-readers.md.
+      {T::kSdScripts, "network.type", "network_module", C::kTrainingWord, ""},
+      {T::kSdScripts, "network.type", "network_args", C::kNetworkArgs, ""},
+      {T::kSdScripts, "model.qtype", "fp8_base", C::kFp8Flag, ""},
+      {T::kSdScripts, "model.qtype", "fp8_scaled", C::kFp8Flag, ""},
+      {T::kSdScripts, "model.task", "task", C::kText, ""},
+      {T::kSdScripts, "train.block_swap", "blocks_to_swap", C::kInt, ""},
+      {T::kSdScripts, "train.fused_backward_pass", "fused_backward_pass", C::kBool, "false"},
+      {T::kSdScripts, "train.full_bf16", "full_bf16", C::kBool, ""},
+      {T::kSdScripts, "train.full_fp16", "full_fp16", C::kBool, ""},
+      {T::kSdScripts, "train.cache_text_to_disk", "cache_text_encoder_outputs_to_disk", C::kBool,
+       ""},
+      {T::kSdScripts, "train.activation_offload", "cpu_offload_checkpointing", C::kBool, ""},
+      {T::kSdScripts, "datasets[].size", "resolution", C::kSize, "", true},
+      {T::kSdScripts, "datasets[].num_frames", "image_directory", C::kImageFrames, "", true},
+      {T::kSdScripts, "datasets[].num_frames", "target_frames", C::kMaxInt, "", true},
       // diffusers' example scripts: command-line flags only.
       {T::kDiffusers, "train.gradient_checkpointing", "gradient_checkpointing", C::kBool, "false"},
       {T::kDiffusers, "train.batch_size", "train_batch_size", C::kInt, "4"},
       {T::kDiffusers, "train.gradient_accumulation", "gradient_accumulation_steps", C::kInt, "1"},
       {T::kDiffusers, "datasets[].resolution", "resolution", C::kResolution, "512"},
-      {T::kDiffusers, "train.dtype", "mixed_precision", C::kDtype, ""},
+      // accelerate's default mixed precision is "no": the weights train in fp32.
+      {T::kDiffusers, "train.dtype", "mixed_precision", C::kDtype, "\"no\""},
       {T::kDiffusers, "train.optimizer", "use_8bit_adam", C::kEightBitFlag, "false"},
       {T::kDiffusers, "train.disable_sampling", "validation_prompt", C::kPresentIsFalse, ""},
       {T::kDiffusers, "datasets[].num_workers", "dataloader_num_workers", C::kInt, "0"},
       {T::kDiffusers, "network.linear", "rank", C::kInt, ""},
+      // Issue 44: prior preservation, EMA, text-encoder training (docs/trainer-readers.md).
+      {T::kDiffusers, "train.optimizer", "optimizer", C::kOptimizer, ""},
+      {T::kDiffusers, "train.prior_preservation", "with_prior_preservation", C::kBool, "false"},
+      {T::kDiffusers, "train.ema", "use_ema", C::kBool, "false"},
+      {T::kDiffusers, "train.text_encoder_trained", "train_text_encoder", C::kBool, "false"},
+      {T::kDiffusers, "train.cache_text_embeddings", "pre_compute_text_embeddings", C::kBool,
+       "false"},
       // SimpleTuner: config.json/config.toml hold its argparse names (config.json with "--").
       // SimpleTuner's default is on, and only a JSON false turns it off.
       {T::kSimpleTuner, "train.gradient_checkpointing", "gradient_checkpointing", C::kBool, "true"},
       {T::kSimpleTuner, "train.batch_size", "train_batch_size", C::kInt, "4"},
       {T::kSimpleTuner, "train.gradient_accumulation", "gradient_accumulation_steps", C::kInt, "1"},
-      {T::kSimpleTuner, "datasets[].resolution", "resolution", C::kResolution, ""},
+      {T::kSimpleTuner, "datasets[].resolution", "resolution", C::kSideOrArea, "", true},
       {T::kSimpleTuner, "train.dtype", "mixed_precision", C::kDtype, "\"bf16\""},
       {T::kSimpleTuner, "train.optimizer", "optimizer", C::kOptimizer, ""},
       {T::kSimpleTuner, "sample.sample_every", "validation_steps", C::kInt, ""},
@@ -62,6 +89,24 @@ const std::vector<DialectRow>& rows() {
       {T::kSimpleTuner, "model.quantize", "base_model_precision", C::kQuantizeName,
        "\"no_change\""},
       {T::kSimpleTuner, "network.linear", "lora_rank", C::kInt, ""},
+      // Issue 44: the data-backend JSON and the LyCORIS config are read beside the config
+      // (docs/trainer-readers.md).
+      {T::kSimpleTuner, "model.family", "model_family", C::kText, ""},
+      {T::kSimpleTuner, "model.flavour", "model_flavour", C::kText, ""},
+      {T::kSimpleTuner, "network.type", "model_type", C::kTrainingWord, "\"lora\""},
+      {T::kSimpleTuner, "network.type", "lora_type", C::kTrainingWord, ""},
+      {T::kSimpleTuner, "network.type", "algo", C::kTrainingWord, ""},
+      {T::kSimpleTuner, "model.qtype", "base_model_precision", C::kQuantWord, "\"no_change\""},
+      {T::kSimpleTuner, "train.block_swap", "musubi_blocks_to_swap", C::kInt, ""},
+      {T::kSimpleTuner, "train.stream_offload", "ramtorch", C::kBool, ""},
+      {T::kSimpleTuner, "train.stream_offload", "enable_group_offload", C::kBool, ""},
+      {T::kSimpleTuner, "train.ema", "use_ema", C::kBool, "false"},
+      {T::kSimpleTuner, "train.ema_device", "ema_device", C::kText, "\"cpu\""},
+      {T::kSimpleTuner, "train.text_encoder_trained", "train_text_encoder", C::kBool, "false"},
+      {T::kSimpleTuner, "datasets[].batch_size", "train_batch_size", C::kInt, "", true},
+      {T::kSimpleTuner, "datasets[].num_frames", "dataset_type", C::kImageFrames, "", true},
+      {T::kSimpleTuner, "datasets[].num_frames", "video.num_frames", C::kMaxInt, "", true},
+      {T::kSimpleTuner, "datasets[].num_frames", "num_frames", C::kMaxInt, "", true},
       // OneTrainer: its JSON config (TrainConfig).
       // A bool up to config v4, "ON"/"OFF"/"CPU_OFFLOADED" in v5-v10, per model part since.
       {T::kOneTrainer, "train.gradient_checkpointing", "gradient_checkpointing", C::kBoolAsOnOff,
@@ -80,6 +125,23 @@ const std::vector<DialectRow>& rows() {
       {T::kOneTrainer, "datasets[].num_workers", "dataloader_threads", C::kInt, "2"},
       {T::kOneTrainer, "datasets[].cache_latents_to_disk", "latent_caching", C::kBool, "true"},
       {T::kOneTrainer, "network.linear", "lora_rank", C::kInt, ""},
+      // Issue 44 (docs/trainer-readers.md).
+      {T::kOneTrainer, "network.type", "training_method", C::kTrainingWord, "\"FINE_TUNE\""},
+      {T::kOneTrainer, "model.family", "model_type", C::kText, "\"STABLE_DIFFUSION_15\""},
+      {T::kOneTrainer, "model.qtype", "transformer.weight_dtype", C::kQuantWord, ""},
+      {T::kOneTrainer, "model.qtype", "unet.weight_dtype", C::kQuantWord, ""},
+      {T::kOneTrainer, "model.qtype", "prior.weight_dtype", C::kQuantWord, ""},
+      {T::kOneTrainer, "train.weight_dtype", "transformer.weight_dtype", C::kWeightDtype, ""},
+      {T::kOneTrainer, "train.weight_dtype", "unet.weight_dtype", C::kWeightDtype, ""},
+      {T::kOneTrainer, "train.weight_dtype", "prior.weight_dtype", C::kWeightDtype, ""},
+      {T::kOneTrainer, "model.te_qtype", "text_encoder.weight_dtype", C::kQuantWord, ""},
+      {T::kOneTrainer, "train.layer_offload_fraction", "layer_offload_fraction", C::kNumber, "0"},
+      {T::kOneTrainer, "train.layer_offload_fraction", "transformer.offload_fraction", C::kNumber,
+       ""},
+      {T::kOneTrainer, "train.layer_offload_fraction", "unet.offload_fraction", C::kNumber, ""},
+      {T::kOneTrainer, "train.activation_offload", "gradient_checkpointing", C::kCpuOffloaded, ""},
+      {T::kOneTrainer, "train.fused_backward_pass", "optimizer.fused_back_pass", C::kBool, ""},
+      {T::kOneTrainer, "train.ema", "ema", C::kEmaMode, "\"OFF\""},
       // HF Trainer: TrainingArguments (training_args.json, or printed at start).
       {T::kTransformers, "train.gradient_checkpointing", "gradient_checkpointing", C::kBool,
        "false"},
@@ -146,6 +208,105 @@ std::optional<bool> as_bool(const json& value) {
     if (s == "false") return false;
   }
   return std::nullopt;
+}
+
+// [width, height] from "960,544", "1024x768", [960, 544] or 1024.
+std::optional<json> size_of(const json& native) {
+  std::vector<int> sides;
+  if (native.is_array()) {
+    for (const json& item : native) {
+      if (const auto n = as_int(item)) sides.push_back(*n);
+    }
+  } else if (native.is_string()) {
+    const std::string s = native.get<std::string>();
+    size_t start = 0;
+    while (start <= s.size()) {
+      const size_t end = std::min(s.find_first_of(",x* ", start), s.size());
+      if (const auto n = as_int(json(s.substr(start, end - start)))) sides.push_back(*n);
+      start = end + 1;
+    }
+  } else if (const auto n = as_int(native)) {
+    sides = {*n, *n};
+  }
+  if (sides.size() == 1) sides.push_back(sides[0]);
+  if (sides.size() != 2 || sides[0] < 64 || sides[1] < 64) return std::nullopt;
+  return json::array({sides[0], sides[1]});
+}
+
+// The issue-44 codecs: words and sizes read through parsers/trainer_words.h.
+std::optional<json> decode_words(Codec codec, const json& native) {
+  const std::string word = native.is_string() ? native.get<std::string>() : "";
+  switch (codec) {
+    case Codec::kText:
+      if (native.is_string()) return word;
+      return std::nullopt;
+    case Codec::kQuantWord:
+      if (!native.is_string()) return std::nullopt;
+      if (const auto q = quantization_word(word)) return *q;
+      return std::nullopt;
+    case Codec::kFp8Flag:
+      if (const auto b = as_bool(native)) return *b ? "fp8" : "none";
+      return std::nullopt;
+    case Codec::kTrainingWord:
+      if (!native.is_string()) return std::nullopt;
+      if (const auto t = training_word(word)) return *t;
+      return std::nullopt;
+    case Codec::kNetworkArgs: {
+      std::vector<std::string> args;
+      if (native.is_array()) {
+        for (const json& item : native) {
+          if (item.is_string()) args.push_back(item.get<std::string>());
+        }
+      } else if (native.is_string()) {
+        args.push_back(word);
+      }
+      for (const std::string& arg : args) {
+        const size_t equals = arg.find('=');
+        if (equals == std::string::npos || lower(arg.substr(0, equals)) != "algo") continue;
+        if (const auto t = training_word(arg.substr(equals + 1))) return *t;
+      }
+      return "";
+    }
+    case Codec::kSize: return size_of(native);
+    case Codec::kMaxInt: {
+      int best = 0;
+      if (native.is_array()) {
+        for (const json& item : native) best = std::max(best, as_int(item).value_or(0));
+      } else if (const auto n = as_int(native)) {
+        best = *n;
+      }
+      if (best <= 0) return std::nullopt;
+      return best;
+    }
+    case Codec::kSideOrArea:
+      if (native.is_number() && native.get<double>() > 0 && native.get<double>() < 64) {
+        // Megapixels: 1.0 is SimpleTuner's 1024x1024.
+        return static_cast<int>(std::sqrt(native.get<double>()) * 1024 / 64 + 0.5) * 64;
+      }
+      return decode(Codec::kResolution, native);
+    case Codec::kNumber:
+      if (native.is_number()) return native.get<double>();
+      return std::nullopt;
+    case Codec::kWeightDtype: {
+      const std::string w = lower(word);
+      if (w == "bfloat_16") return "bf16";
+      if (w == "float_16") return "fp16";
+      if (w == "float_32" || w == "tfloat_32") return "fp32";
+      if (native.is_string()) return "";
+      return std::nullopt;
+    }
+    case Codec::kCpuOffloaded:
+      if (native.is_boolean()) return false;
+      if (native.is_string()) return lower(word) == "cpu_offloaded";
+      return std::nullopt;
+    case Codec::kEmaMode:
+      if (native.is_string()) return lower(word) == "gpu";
+      return std::nullopt;
+    case Codec::kImageFrames:
+      if (native.is_string()) return lower(word) == "video" ? 0 : 1;
+      return std::nullopt;
+    default: return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -243,6 +404,7 @@ std::optional<json> decode(Codec codec, const json& native) {
       if (!native.is_string()) return std::nullopt;
       return lower(native.get<std::string>()) == "no" ||
              lower(native.get<std::string>()) == "never";
+    default: return decode_words(codec, native);
   }
   return std::nullopt;
 }
@@ -302,6 +464,8 @@ json encode(Codec codec, const json& neutral, const json& current) {
       if (current.is_string()) return neutral == json(true) ? "ON" : "OFF";
       return neutral;
     case Codec::kQuantizeName: return neutral == json(true) ? "int8-quanto" : "no_change";
+    case Codec::kSideOrArea: return encode(Codec::kResolution, neutral, current);
+    default: return neutral;  // the other issue-44 codecs are read, not written
     case Codec::kPresentIsFalse:
       // Turning sampling off removes the key; turning it on cannot invent prompts.
       return neutral == json(true) ? json(nullptr) : current;

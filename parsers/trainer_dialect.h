@@ -31,6 +31,21 @@ enum class Codec {
   kQuantizeName,    // SimpleTuner's base_model_precision: "no_change" is off, "int8-quanto" on
   kPresentIsFalse,  // a key whose presence turns sampling on (--validation_prompt, sample_prompts)
   kNoIsTrue,        // HF's eval_strategy: "no" means evaluation is off
+  // Issue 44, readers (parsers/trainer_words.h): values read, never written by a fix.
+  kText,          // a word kept as written (SimpleTuner model_family, musubi --task)
+  kQuantWord,     // "int4-quanto", "nf4-bnb", "FLOAT_8", "no_change" -> "int4", "nf4", ...
+  kFp8Flag,       // kohya's --fp8_base / --fp8_scaled: true is "fp8"
+  kTrainingWord,  // "FINE_TUNE", "full", "lycoris", "networks.lora" -> "full", "lokr", "lora"
+  kNetworkArgs,   // kohya's network_args ["algo=lokr", ...] -> "lokr"; "" without an algo
+  kSize,          // "960,544", [960, 544], 1024 -> [width, height]
+  kMaxInt,        // 45, [1, 25, 45] -> the largest (musubi's target_frames)
+  kSideOrArea,    // SimpleTuner's resolution: pixels, or megapixels below 64 (1.0 -> 1024)
+  kNumber,        // a fraction (OneTrainer's layer_offload_fraction)
+  kWeightDtype,   // OneTrainer's weight_dtype: "BFLOAT_16" -> "bf16"; quantized ones -> ""
+  kCpuOffloaded,  // OneTrainer's gradient_checkpointing: "CPU_OFFLOADED" is true
+  kEmaMode,       // OneTrainer's ema: "GPU" is true, "OFF"/"CPU" false
+  kImageFrames,   // a dataset of images (musubi's image_directory, SimpleTuner's dataset_type
+                  // "image"): 1 frame; "video": 0, its frames are read elsewhere
 };
 
 struct DialectRow {

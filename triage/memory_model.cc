@@ -41,6 +41,8 @@ struct Fitted {
   double workspace_bytes = 0.3 * kGiB;
 };
 constexpr Fitted kFitted;
+// The share of the denoiser a ControlNet copies (its encoder and middle blocks).
+constexpr double kControlNetShare = 0.45;
 
 // Families whose measured activations with checkpointing on equal those without it (Sana:
 // 23.72 vs 23.71 GiB in SimpleTuner's sweep, docs/memory-model.md): the trainers' checkpointing
@@ -119,7 +121,18 @@ struct Job {
   SamplingSpec sampling;
   ParallelPlan parallel;  // what one GPU holds (triage/parallel_memory.h)
   std::vector<std::string> assumptions;
+  // Issue 44, every training type: spec.ema, spec.fused_backward_pass, spec.master_weights.
+  bool ema = false;
+  std::optional<bool> fused_backward_pass;
+  std::string master_weights;
 };
+
+// Issue 44: the training-type fields of the spec, settled (unset ones keep the model's rules).
+void settle_training_words(const MemorySpec& spec, Job& job) {
+  job.ema = spec.ema.value_or(false);
+  job.fused_backward_pass = spec.fused_backward_pass;
+  job.master_weights = lower(spec.master_weights.value_or(""));
+}
 
 Job settle(const MemorySpec& spec) {
   Job job;
@@ -224,6 +237,7 @@ Job settle(const MemorySpec& spec) {
   if (job.sampling.frames <= 0) job.sampling.frames = job.frames;
   job.parallel = parallel_plan(spec);
   said.insert(said.end(), job.parallel.assumptions.begin(), job.parallel.assumptions.end());
+  settle_training_words(spec, job);
   return job;
 }
 
@@ -289,6 +303,7 @@ class Model {
   // keeps fp32 master weights).
   double denoiser_bytes_per_weight() const {
     if (quantized(job_.quantization) && !full()) return *quantized_bytes(job_.quantization);
+    if (full() && !job_.master_weights.empty()) return dtype_bytes(job_.master_weights);
     if (full() && job_.dtype == "fp16") return 4;
     return dtype_bytes(job_.dtype);
   }
@@ -310,7 +325,7 @@ class Model {
 
   double trainable_params() const {
     if (full()) return params();
-    if (job_.training == "controlnet") return params() * 0.45;
+    if (job_.training == "controlnet") return params() * kControlNetShare;
     return double(job_.rank) * kFitted.lora_width_per_block * a_.hidden *
            (a_.blocks + a_.double_blocks);
   }
@@ -323,6 +338,7 @@ class Model {
   // Full fine-tuning with Adafactor applies each block's gradients during the backward pass
   // (OneTrainer's and sd-scripts' fused back pass), so one block's gradients exist at a time.
   bool fused_backward() const {
+    if (job_.fused_backward_pass) return *job_.fused_backward_pass;
     return full() && job_.optimizer.find("adafactor") != std::string::npos;
   }
   double optimizer_bytes_per_param() const {
@@ -356,6 +372,7 @@ class Model {
       if (per_gpu.gradient_buckets) t.add("gradient_buckets", n * held * trainable_bytes());
     }
     t.add("optimizer_states", n * optimizer_bytes_per_param() * per_gpu.optimizer);
+    if (job_.ema) t.add("ema_weights", n * trainable_bytes());  // the averaged copy
     if (job_.te_trained) {
       const double te = a_.text_encoder_billions * 1e9;
       const double te_trainable = full() ? te : job_.rank * te / 4096;
@@ -398,12 +415,22 @@ class Model {
     } else {
       bytes = offloaded ? one_block * 2 : one_block * blocks;
     }
+    bytes *= activation_precision_factor() * controlnet_activation_factor();
     if (job_.attention == "eager" || job_.attention == "math" || job_.attention == "none") {
       const double t = tokens(job_.width, job_.height, job_.frames);
       const double heads = std::max(1, a_.hidden / 128);
       bytes += job_.batch * heads * t * t * 2 * (job_.checkpointing ? 1 : blocks);
     }
     return bytes;
+  }
+
+  // Issue 44: a job without mixed precision (diffusers' scripts without --mixed_precision) keeps
+  // its activations in fp32, twice the bf16 bytes the fitted constants count.
+  double activation_precision_factor() const { return dtype_bytes(job_.dtype) >= 4 ? 2.0 : 1.0; }
+  // A ControlNet's trainable copy of the encoder runs its own forward beside the denoiser's and
+  // keeps its activations for the backward pass too: as many more as the share it copies.
+  double controlnet_activation_factor() const {
+    return job_.training == "controlnet" ? 1.0 + kControlNetShare : 1.0;
   }
 
   void add_overhead(Terms& t, double transient) const {

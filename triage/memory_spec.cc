@@ -174,6 +174,9 @@ Result<MemorySpec> parse_memory_spec(const json& object, std::string_view source
   read_offload(in, spec);
   read_sampling(in, spec);
   read_parallel_and_llm(in, spec);
+  in.boolean("ema", spec.ema);
+  in.boolean("fused_backward_pass", spec.fused_backward_pass);
+  in.word("master_weights", spec.master_weights);
   if (!in.error().empty()) return make_error(ErrorCode::kBadInput, in.error());
   return spec;
 }
@@ -224,6 +227,10 @@ nlohmann::ordered_json to_json(const MemorySpec& spec) {
     out["weights_dtype"] = opt(spec.weights_dtype);
     out["fused_loss"] = opt(spec.fused_loss);
   }
+  // Issue 44's fields, shown when a reader or the spec states them.
+  if (spec.ema) out["ema"] = *spec.ema;
+  if (spec.fused_backward_pass) out["fused_backward_pass"] = *spec.fused_backward_pass;
+  if (spec.master_weights) out["master_weights"] = *spec.master_weights;
   return out;
 }
 

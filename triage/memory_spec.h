@@ -75,6 +75,14 @@ struct MemorySpec {
   // LLMs: the dtype the weights are loaded in (fp32: masters under mixed precision).
   std::optional<std::string> weights_dtype;
   std::optional<bool> fused_loss;  // LLMs: the loss without whole logits (unsloth, Liger, CCE)
+  // Issue 44, every training type (readers): unset keeps the model's assumption.
+  std::optional<bool> ema;  // a second copy of the trained weights on the GPU
+  // Gradients applied as the backward pass makes them (one block's at a time); unset: a full
+  // fine-tune with Adafactor fuses (OneTrainer's and sd-scripts' way), nothing else does.
+  std::optional<bool> fused_backward_pass;
+  // The dtype a full fine-tune keeps its trained weights in: fp32 master weights under mixed
+  // precision (diffusers, sd-scripts without --full_bf16), or bf16; unset: the job's dtype.
+  std::optional<std::string> master_weights;
 };
 
 // Reads a spec object. A field of the wrong type is a kBadInput error naming `source` and the

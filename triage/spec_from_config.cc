@@ -13,6 +13,10 @@ using parsers::Knob;
 // The most specific family a config names: its model name or path ("Wan-AI/Wan2.1-T2V-1.3B"),
 // then its arch tag ("wan21:1b"), then the family the trainer's dialect settled on.
 std::string family_id(const parsers::JobConfig& c) {
+  // The trainer's own words for the model (parsers/trainer_words.h) name it exactly.
+  if (const Architecture* a = find_architecture(c.family_id); a && !c.family_id.empty()) {
+    return std::string(a->id);
+  }
   for (const std::string& name : {c.name_or_path, c.arch}) {
     if (const Architecture* a = find_architecture(name)) return std::string(a->id);
   }
@@ -29,6 +33,39 @@ std::string dtype_word(const std::string& dtype) {
   return "bf16";
 }
 
+// Issue 44: the dataset that states both sides, the largest by area ([960, 544] is not 960x960).
+std::optional<std::pair<int, int>> largest_sized_dataset(const parsers::JobConfig& c) {
+  std::optional<std::pair<int, int>> best;
+  for (const parsers::DatasetView& d : c.datasets) {
+    if (d.width <= 0 || d.height <= 0) continue;
+    if (!best || d.width * d.height > best->first * best->second) best = {d.width, d.height};
+  }
+  return best;
+}
+
+// Issue 44: what the readers say of where the weights live, how the trained weights are kept,
+// and the training types beyond a LoRA.
+void add_training_words(const parsers::JobConfig& c, MemorySpec& spec) {
+  if (c.blocks_to_swap > 0) {
+    spec.offload = Offload{"block_swap", static_cast<double>(c.blocks_to_swap)};
+  } else if (c.layer_offload_fraction >= 1.0) {
+    spec.offload = Offload{"stream_all_blocks", std::nullopt};
+  } else if (c.layer_offload_fraction > 0) {
+    spec.offload = Offload{"layer_fraction", c.layer_offload_fraction};
+  } else if (c.activation_offload && (!spec.offload || spec.offload->kind == "none")) {
+    spec.offload = Offload{"activation_offload", std::nullopt};
+  }
+  if (c.ema) spec.ema = *c.ema;
+  if (c.fused_backward_pass) spec.fused_backward_pass = *c.fused_backward_pass;
+  if (!c.weight_dtype.empty() && c.network_type == "full") spec.master_weights = c.weight_dtype;
+  // Class images for prior preservation ride in the same batch.
+  if (c.prior_preservation && spec.batch_size) spec.batch_size = *spec.batch_size * 2;
+  if (const auto size = largest_sized_dataset(c)) {
+    spec.width = size->first;
+    spec.height = size->second;
+  }
+}
+
 }  // namespace
 
 MemorySpec spec_from_config(const parsers::JobConfig& c) {
@@ -37,7 +74,7 @@ MemorySpec spec_from_config(const parsers::JobConfig& c) {
   if (c.knows(Knob::kResolution) && c.max_resolution() > 0) {
     spec.width = spec.height = c.max_resolution();
   }
-  if (parsers::is_video_family(c.family) && c.knows(Knob::kNumFrames)) {
+  if ((parsers::is_video_family(c.family) || c.max_num_frames() > 1) && c.knows(Knob::kNumFrames)) {
     spec.frames = c.max_num_frames();
   }
   if (c.knows(Knob::kBatchSize)) spec.batch_size = c.effective_batch_size();
@@ -79,6 +116,7 @@ MemorySpec spec_from_config(const parsers::JobConfig& c) {
     s.batch_size = std::max(1, c.sample.batch_size);
     spec.sampling = s;
   }
+  add_training_words(c, spec);
   return spec;
 }
 

@@ -18,6 +18,7 @@
 #include "parsers/log_analyzer.h"
 #include "parsers/native_config.h"
 #include "parsers/printed_arguments.h"
+#include "parsers/trainer_words.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -102,6 +103,43 @@ std::vector<std::string> arguments_beside(const parsers::Arguments& arguments) {
   return names;
 }
 
+// The arguments that name a file the trainer reads beside its command line (issue 44): kohya's
+// and musubi's dataset TOML, SimpleTuner's data-backend JSON and LyCORIS config.
+constexpr const char* kFilesBeside[] = {"dataset_config", "data_backend_config", "lycoris_config"};
+
+bool names_file_beside(const parsers::Arguments& arguments, const std::string& file) {
+  for (const auto& [name, value] : arguments) {
+    for (const char* beside : kFilesBeside) {
+      if (name == beside && value == file) return true;
+    }
+  }
+  return false;
+}
+
+// Those files, read; one that cannot be read is an assumption, and only its settings are lost.
+std::vector<parsers::NativeFile> files_beside(const parsers::Arguments& arguments,
+                                              std::vector<std::string>& assumptions) {
+  std::vector<parsers::NativeFile> files;
+  for (const auto& [name, value] : arguments) {
+    if (std::find(std::begin(kFilesBeside), std::end(kFilesBeside), name) ==
+        std::end(kFilesBeside)) {
+      continue;
+    }
+    Result<std::string> text = read_user_file(value);
+    if (!text) {
+      assumptions.push_back(
+          fmt::format("--{} {}: {}; its settings are unknown", name, value, text.error().message));
+      continue;
+    }
+    const std::string ext = fs::path(value).extension().string();
+    const parsers::TargetKind kind =
+        ext == ".toml" ? parsers::TargetKind::kToml
+                       : (ext == ".json" ? parsers::TargetKind::kJson : parsers::TargetKind::kYaml);
+    files.push_back({kind, value, std::move(*text)});
+  }
+  return files;
+}
+
 }  // namespace
 
 // JSON within the limits of parsers/bounded_document.h; where it stopped parsing when it does
@@ -145,15 +183,23 @@ Result<CheckInput> read_image_command_input(const std::vector<std::string>& argv
   options.trainer = trainer;
   parsers::LogAnalyzer analyzer(options);
   analyzer.feed(echoed(argv));
-  const parsers::LogAnalysis facts = analyzer.job_facts();
+  parsers::LogAnalysis facts = analyzer.job_facts();
+  // The script a command runs names its trainer, family and training type (issue 44).
+  const std::optional<parsers::ScriptFacts> script =
+      parsers::script_facts(parsers::script_in(argv));
+  if (facts.trainer == parsers::Trainer::kUnknown && script) facts.trainer = script->trainer;
 
   // --config_file names the main config even when a dataset config comes first; a dataset
   // config alone (musubi's `--dataset_config x.toml` beside its arguments) is not the job's.
   std::optional<std::string> file =
       facts.named_config ? facts.named_config : config_in_command(argv);
-  if (file && !facts.named_config && file == facts.named_dataset_config) file.reset();
+  if (file && !facts.named_config &&
+      (file == facts.named_dataset_config || names_file_beside(facts.printed_arguments, *file))) {
+    file.reset();
+  }
   if (file) {
     OOMTRIAGE_ASSIGN_OR_RETURN(CheckInput input, read_config_input(*file, facts.trainer));
+    if (script && input.config) parsers::apply_script(*input.config, *script);
     if (const auto beside = arguments_beside(facts.printed_arguments); !beside.empty()) {
       input.assumptions.push_back(fmt::format(
           "the command line's own {} not read: {}'s values used", fmt::join(beside, ", "), *file));
@@ -167,8 +213,12 @@ Result<CheckInput> read_image_command_input(const std::vector<std::string>& argv
                                   fmt::join(argv, " ")));
   }
   // A whole command line shows every setting: one it leaves out takes the trainer's default.
+  std::vector<std::string> beside_assumptions;
+  const std::vector<parsers::NativeFile> beside =
+      files_beside(facts.printed_arguments, beside_assumptions);
   std::optional<parsers::JobConfig> config = parsers::config_from_printed_arguments(
-      facts.trainer, facts.printed_arguments, true, "the command line");
+      facts.trainer, facts.printed_arguments, true, "the command line", beside);
+  if (config && script) parsers::apply_script(*config, *script);
   if (!config) {
     return make_error(
         ErrorCode::kBadInput,
@@ -179,11 +229,8 @@ Result<CheckInput> read_image_command_input(const std::vector<std::string>& argv
   config->targets[0].path.clear();  // fixes say "on the trainer's command line"
   CheckInput input;
   input.assumptions = config->problems;
-  if (facts.named_dataset_config) {
-    input.assumptions.push_back(fmt::format(
-        "the dataset config {} is not read beside command-line arguments: its sizes are unknown",
-        *facts.named_dataset_config));
-  }
+  input.assumptions.insert(input.assumptions.end(), beside_assumptions.begin(),
+                           beside_assumptions.end());
   input.config = std::move(config);
   return input;
 }

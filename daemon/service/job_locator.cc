@@ -150,6 +150,38 @@ std::optional<Trainer> config_owner(const fs::path& path, const std::string& tex
   return owner;
 }
 
+// Issue 44: the files a SimpleTuner config names that SimpleTuner reads beside it (the
+// data-backend JSON: sizes, frames, per-dataset batch; the LyCORIS config: the algorithm).
+void add_simpletuner_files(const fs::path& path, const std::string& text,
+                           std::vector<parsers::NativeFile>& files,
+                           std::vector<std::string>& warnings) {
+  nlohmann::json doc;
+  if (kind_for(path) == TargetKind::kJson) {
+    if (auto parsed = parsers::parse_json(text, ""); parsed && parsed->is_object()) doc = *parsed;
+  } else if (kind_for(path) == TargetKind::kToml) {
+    if (const Result<toml::table> parsed = parsers::parse_toml(text, "")) {
+      for (const auto& [key, node] : *parsed) {
+        if (const auto* value = node.as_string()) doc[std::string(key.str())] = value->get();
+      }
+    }
+  }
+  if (!doc.is_object()) return;
+  for (const char* key : {"data_backend_config", "lycoris_config"}) {
+    std::string named;
+    for (const std::string& spelling : {std::string(key), "--" + std::string(key)}) {
+      if (doc.contains(spelling) && doc[spelling].is_string()) named = doc[spelling];
+    }
+    if (named.empty()) continue;
+    const fs::path beside = resolve(named, path);
+    if (auto beside_text = read_user_file(beside.string())) {
+      files.push_back({kind_for(beside), beside.string(), std::move(*beside_text)});
+    } else {
+      warnings.push_back(
+          fmt::format("the {} {}; its settings are unknown", key, beside_text.error().message));
+    }
+  }
+}
+
 // `text` read as `owner`'s config; `files` gets it, and for kohya the dataset config its TOML
 // names (else `named_dataset`, the one its log or command line names), read from beside it. A
 // dataset config that cannot be read is a warning: only its settings are unknown.
@@ -168,6 +200,9 @@ Result<parsers::JobConfig> read_as(Trainer owner, const fs::path& path, const st
   std::optional<std::string> dataset =
       kind == TargetKind::kToml ? dataset_config_of(text) : std::nullopt;
   if (!dataset && named_dataset) dataset = named_dataset;
+  if (owner == Trainer::kSimpleTuner) {
+    add_simpletuner_files(path, text, files, warnings);
+  }
   if (dataset && owner == Trainer::kSdScripts) {
     const fs::path dataset_path = resolve(*dataset, path);
     if (auto dataset_text = read_user_file(dataset_path.string())) {

@@ -397,7 +397,7 @@ resolution = 896
 
   TEST_CASE(
       "a command line whose only config file is a dataset config is read from its "
-      "arguments, and says the dataset config was not read") {
+      "arguments, and the dataset config beside it gives the sizes") {
     TempDir dir;
     write(dir, "dataset.toml", "[[datasets]]\nresolution = [960, 544]\nbatch_size = 1\n");
     const Read r =
@@ -408,7 +408,8 @@ resolution = 896
     CHECK(r.family == "sdxl");
     CHECK(r.dtype == "fp16");
     CHECK(r.gradient_checkpointing == true);
-    CHECK(mentions(r.assumptions, "the dataset config dataset.toml is not read"));
+    CHECK(r.resolution == json::array({960, 544}));  // issue 44: read beside the command line
+    CHECK(r.batch_size == 1);
   }
 
   TEST_CASE("a SimpleTuner config.json is read as the registry reads it") {
