@@ -6,7 +6,8 @@
 // repository documents ("24 GB: fits", "12 GB: use --blocks_to_swap 16"). The real binary reads
 // each one without --trainer, on every card; the test prints the table and the summary, and
 // asserts that every row parses, names the manifest's model, and agrees with every card unless
-// the row says why it still does not (`known_miss`). Unknown fields of a row are ignored.
+// the row says why it still does not (`known_miss`); a row with "gpus": N is judged per GPU and
+// says so. Unknown fields of a row are ignored.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -132,6 +133,15 @@ TEST_SUITE("trainer examples") {
         }
         model = run.doc.value("family", std::string("?"));
         peak = run.doc.value("peak_bytes", 0.0) / double(1ull << 30);
+        // A job on several GPUs is judged per GPU, and says so.
+        if (const int gpus = m.value("gpus", 1); gpus > 1) {
+          CHECK_MESSAGE(run.doc.value("processes", 0) == gpus, id << ": judged on "
+                                                                  << run.doc.value("processes", 0)
+                                                                  << " GPUs, not " << gpus);
+          CHECK_MESSAGE(run.doc.value("per_gpu", std::string())
+                                .rfind(fmt::format("per GPU, {} processes", gpus), 0) == 0,
+                        id << ": does not say it is judged per GPU");
+        }
         const bool stated = card.value("fits", false);
         const json fits = run.doc.contains("fits") ? run.doc["fits"] : json();
         const bool agrees = fits.is_boolean() && fits.get<bool>() == stated;
