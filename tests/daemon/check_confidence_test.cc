@@ -67,7 +67,7 @@ TEST_SUITE("daemon::check_confidence") {
                                               "--",
                                               "accelerate",
                                               "launch",
-                                              "train_dreambooth_lora_sdxl.py",
+                                              "train_dreambooth_lora.py",
                                               "--pretrained_model_name_or_path=$MODEL_NAME",
                                               "--resolution=1024",
                                               "--train_batch_size=1",
