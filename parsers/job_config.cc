@@ -460,14 +460,16 @@ Result<JobConfig> parse_job_config(std::string_view text, ConfigFormat format,
   r.read(train, tp, "unload_text_encoder", config.unload_text_encoder);
   r.read(train, tp, "train_text_encoder", config.train_text_encoder);
 
-  // A process without a network trains the whole model in AI Toolkit, but configs written for
-  // LoRAs leave it out too often to conclude so: left unknown, the memory model says what it
-  // assumes.
+  // A process without a network trains the whole model in AI Toolkit (its full fine-tune
+  // example, tests/testdata/trainer-examples/ai-toolkit/flex_full_finetune_48gb.yaml, has none).
   const ordered_json& network = process.contains("network") ? process["network"] : empty;
   if (network.is_object() && !network.empty()) {
     config.network_type = "lora";
     r.read(network, p + ".network", "type", config.network_type);
     r.read(network, p + ".network", "linear", config.lora_rank);
+  } else if (!process.contains("network") || network.is_null() ||
+             (network.is_object() && network.empty())) {
+    config.network_type = "full";
   }
 
   const ordered_json& model = process.contains("model") ? process["model"] : empty;

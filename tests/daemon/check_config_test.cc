@@ -118,7 +118,8 @@ TEST_SUITE("daemon::check_config") {
     CHECK(c.err.find(":3: preflight must be `warn` or `off`, not `loud`") != std::string::npos);
     c = check_config(dir, one_rule + "gpu_memory: lots\n");
     CHECK(c.exit_code == 1);
-    CHECK(c.err.find(":3: gpu_memory must be `auto` or a memory size") != std::string::npos);
+    CHECK(c.err.find(":3: gpu_memory must be `auto`, a memory size or a card") !=
+          std::string::npos);
     c = check_config(dir, one_rule + "preflght: off\n");
     CHECK(c.err.find("did you mean `preflight`?") != std::string::npos);
 

@@ -39,6 +39,9 @@ void write_job(const fs::path& dir) {
                                      "      training_folder: "
                                   << (dir / "output").string()
                                   << "\n"
+                                     "      network:\n"
+                                     "        type: lora\n"
+                                     "        linear: 16\n"
                                      "      save:\n"
                                      "        save_every: 100\n"
                                      "      datasets:\n"

@@ -74,6 +74,7 @@ nlohmann::json ui_job_config(const fs::path& training_folder) {
          {{{"type", "ui_trainer"},
            {"training_folder", training_folder.string()},
            {"device", "cuda"},
+           {"network", {{"type", "lora"}, {"linear", 16}, {"linear_alpha", 16}}},
            {"save", {{"save_every", 100}}},
            {"datasets", {{{"folder_path", "/data/images"}, {"resolution", {512, 768, 1024}}}}},
            {"train",

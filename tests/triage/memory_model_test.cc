@@ -385,13 +385,13 @@ config:
   CHECK(spec.sampling->enabled);
   CHECK(spec.sampling->width == 1024);
 
-  // No network section: not stated (the model assumes a LoRA and says so).
+  // No network section: AI Toolkit trains the whole model.
   const auto full = parsers::parse_job_config(
       "config:\n  process:\n    - type: sd_trainer\n      train:\n        batch_size: 1\n"
       "      model:\n        name_or_path: stabilityai/stable-diffusion-xl-base-1.0\n",
       parsers::ConfigFormat::kYaml, "full.yaml");
   REQUIRE(full);
-  CHECK_FALSE(spec_from_config(*full).training_type);
+  CHECK(spec_from_config(*full).training_type == "full");
   CHECK(spec_from_config(*full).model_family == "sdxl");
 }
 
