@@ -12,6 +12,7 @@
 #include <numeric>
 #include <tuple>
 
+#include "tests/support/check_run.h"
 #include "tests/support/e2e.h"
 #include "tests/support/skip.h"
 
@@ -22,28 +23,11 @@ namespace {
 
 constexpr uint64_t kGiB = 1ull << 30;
 
-struct Checked {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-  json doc() const { return json::parse(out, nullptr, false); }
-};
-
-std::string quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
+using Checked = CheckRun;
 
 // Runs `oomtriage check ARGS` in `dir` (relative paths in a command line are the job's own).
 Checked check(const TempDir& dir, const std::vector<std::string>& args) {
-  std::string command = "cd " + quoted(dir.path.string()) + " && " + OOMTRIAGE_BINARY + " check";
-  for (const std::string& arg : args) command += " " + quoted(arg);
-  const fs::path out = dir.path / "stdout";
-  const fs::path err = dir.path / "stderr";
-  const int status =
-      std::system((command + " >" + quoted(out.string()) + " 2>" + quoted(err.string())).c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
+  return run_check_in(dir.path, args);
 }
 
 fs::path write(const TempDir& dir, const std::string& name, const std::string& text) {

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <map>
 
+#include "tests/support/check_run.h"
 #include "tests/support/e2e.h"
 #include "tests/support/skip.h"
 
@@ -24,32 +25,11 @@ using nlohmann::json;
 
 namespace {
 
-std::string quoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-struct Run {
-  int exit_code = -1;
-  json doc;
-  std::string err;
-};
-
 // `oomtriage check ARGS` with `dir` as the working folder (a command's relative paths are its
-// own), stdout and stderr kept apart in `scratch`.
-Run check_in(const fs::path& dir, const std::vector<std::string>& args, const TempDir& scratch) {
-  std::string command = "cd " + quoted(dir.string()) + " && " + OOMTRIAGE_BINARY + " check";
-  for (const std::string& arg : args) command += " " + quoted(arg);
-  const fs::path out = scratch.path / "stdout";
-  const fs::path err = scratch.path / "stderr";
-  const int status =
-      std::system((command + " >" + quoted(out.string()) + " 2>" + quoted(err.string())).c_str());
-  Run run;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  run.doc = json::parse(slurp(out), nullptr, false);
-  run.err = slurp(err);
-  return run;
+// own), its output caught in `scratch`.
+CheckRun check_in(const fs::path& dir, const std::vector<std::string>& args,
+                  const TempDir& scratch) {
+  return run_check_in(dir, args, scratch.path);
 }
 
 struct Row {
@@ -124,26 +104,26 @@ TEST_SUITE("trainer examples") {
         } else {
           args.push_back(m.value("file", std::string()));
         }
-        const Run run = check_in(row.dir, args, scratch);
-        if (!run.doc.is_object() || !run.doc.contains("family")) {
+        const CheckRun run = check_in(row.dir, args, scratch);
+        const json doc = run.doc();
+        if (!doc.is_object() || !doc.contains("family")) {
           parsed = false;
           every_card = false;
           cards += fmt::format(" {:g}:error({})", gib, run.err.substr(0, 60));
           continue;
         }
-        model = run.doc.value("family", std::string("?"));
-        peak = run.doc.value("peak_bytes", 0.0) / double(1ull << 30);
+        model = doc.value("family", std::string("?"));
+        peak = doc.value("peak_bytes", 0.0) / double(1ull << 30);
         // A job on several GPUs is judged per GPU, and says so.
         if (const int gpus = m.value("gpus", 1); gpus > 1) {
-          CHECK_MESSAGE(run.doc.value("processes", 0) == gpus, id << ": judged on "
-                                                                  << run.doc.value("processes", 0)
-                                                                  << " GPUs, not " << gpus);
-          CHECK_MESSAGE(run.doc.value("per_gpu", std::string())
+          CHECK_MESSAGE(doc.value("processes", 0) == gpus,
+                        id << ": judged on " << doc.value("processes", 0) << " GPUs, not " << gpus);
+          CHECK_MESSAGE(doc.value("per_gpu", std::string())
                                 .rfind(fmt::format("per GPU, {} processes", gpus), 0) == 0,
                         id << ": does not say it is judged per GPU");
         }
         const bool stated = card.value("fits", false);
-        const json fits = run.doc.contains("fits") ? run.doc["fits"] : json();
+        const json fits = doc.contains("fits") ? doc["fits"] : json();
         const bool agrees = fits.is_boolean() && fits.get<bool>() == stated;
         every_card = every_card && agrees;
         cards += fmt::format(" {:g}:{}/{}{}", gib, stated ? "fits" : "no", verdict_word(fits),

@@ -1,7 +1,8 @@
 // tests/support/check_run.h
 //
 // Runs the real `oomtriage check ARGS` in a folder (relative paths in a command line are the
-// job's own there) and keeps its exit code, standard output and standard error.
+// job's own there) and keeps its exit code, standard output and standard error; the output is
+// caught in `scratch` (the folder itself when not given), so a folder of test data stays as it is.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -29,11 +30,13 @@ inline std::string shell_quoted(const std::string& text) {
   return out + "'";
 }
 
-inline CheckRun run_check_in(const fs::path& dir, const std::vector<std::string>& args) {
+inline CheckRun run_check_in(const fs::path& dir, const std::vector<std::string>& args,
+                             const fs::path& scratch = {}) {
   std::string command = "cd " + shell_quoted(dir.string()) + " && " + OOMTRIAGE_BINARY + " check";
   for (const std::string& arg : args) command += " " + shell_quoted(arg);
-  const fs::path out = dir / ".check-stdout";
-  const fs::path err = dir / ".check-stderr";
+  const fs::path into = scratch.empty() ? dir : scratch;
+  const fs::path out = into / ".check-stdout";
+  const fs::path err = into / ".check-stderr";
   const int status = std::system(
       (command + " >" + shell_quoted(out.string()) + " 2>" + shell_quoted(err.string())).c_str());
   CheckRun run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
