@@ -54,12 +54,6 @@ bool contains(const std::string& s, std::string_view part) {
   return s.find(part) != std::string::npos;
 }
 
-double dtype_bytes(const std::string& dtype) {
-  if (is_one_of(dtype, {"fp32", "float32", "float", "no", "tf32", "32"})) return 4;
-  if (is_one_of(dtype, {"fp8", "float8"})) return 1;
-  return 2;
-}
-
 // The linear layers a LoRA adapts, per layer, as counts of each projection.
 struct Targets {
   int q = 0, k = 0, v = 0, o = 0, gate = 0, up = 0, down = 0;
@@ -254,8 +248,9 @@ class LlmModel {
   // DeepSpeed casts the model to its 16-bit compute dtype and keeps the fp32 masters with the
   // optimizer's states, whatever dtype the weights were loaded in.
   double weight_bytes() const {
-    if (p_.deepspeed && dtype_bytes(j_.dtype) < 4) return dtype_bytes(j_.dtype);
-    return dtype_bytes(j_.weights_dtype);
+    // The memory model's one table of bytes per weight (triage/memory_model.h).
+    if (p_.deepspeed && bytes_per_weight(j_.dtype) < 4) return bytes_per_weight(j_.dtype);
+    return bytes_per_weight(j_.weights_dtype);
   }
   double base_weights() const {
     const double rest = weight_bytes();

@@ -59,7 +59,7 @@ std::string lower(std::string word) {
 }
 
 double dtype_bytes(std::string_view dtype) {
-  if (is_one_of(dtype, {"fp32", "float32", "float", "no", "tf32"})) return 4;
+  if (is_one_of(dtype, {"fp32", "float32", "float", "no", "tf32", "32"})) return 4;
   if (is_one_of(dtype, {"fp8", "float8"})) return 1;
   return 2;
 }
