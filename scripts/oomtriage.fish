@@ -5,7 +5,7 @@ set -l fixes enable_gradient_checkpointing lower_batch_size drop_top_bucket lowe
     cheapen_previews disable_sampling skip_first_sample reduce_num_frames enable_low_vram \
     quantize_model quantize_text_encoder cache_text_embeddings unload_text_encoder \
     layer_offloading cache_latents_to_disk use_bf16 use_8bit_optimizer match_target_res \
-    expandable_segments free_gpu reduce_host_memory increase_shm
+    expandable_segments free_gpu reduce_host_memory increase_shm combined_plan
 set -l outcomes crashed_oom crashed_other completed stopped running unknown
 
 # The jobs the store knows, for `report`.

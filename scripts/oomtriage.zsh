@@ -10,7 +10,7 @@ _oomtriage() {
                   enable_low_vram quantize_model quantize_text_encoder cache_text_embeddings
                   unload_text_encoder layer_offloading cache_latents_to_disk use_bf16
                   use_8bit_optimizer match_target_res expandable_segments free_gpu
-                  reduce_host_memory increase_shm)
+                  reduce_host_memory increase_shm combined_plan)
   local -a outcomes=(crashed_oom crashed_other completed stopped running unknown)
   local sub="" w
   for w in ${words[2,CURRENT-1]}; do

@@ -49,6 +49,9 @@ struct Fix {
   // What to check first when the job does not show a value the fix depends on ("the log does
   // not show the batch size: if it is above 1, ...").
   std::string check;
+  // A plan (id "combined_plan"): the ids of the fixes it combines, in rank order; its changes are
+  // theirs.
+  std::vector<std::string> parts;
 
   // True when at least one change edits the job's config file (yaml, json or toml).
   bool changes_config() const;

@@ -90,6 +90,12 @@ Result<Fix> decode_object(const json& item) {
   fix.fits = fits;
   fix.estimate = estimate.value_or("");
   fix.confidence = confidence.value_or(0.0);
+  if (const auto parts = item.find("parts"); parts != item.end() && parts->is_array()) {
+    for (const json& part : *parts) {
+      if (!part.is_string()) return bad(what, "a part that is not a fix id");
+      fix.parts.push_back(part.get<std::string>());
+    }
+  }
 
   // Each change is written to the fix's target unless it names its own.
   parsers::ConfigTarget fix_target;
@@ -140,18 +146,20 @@ ordered_json encode_fix(const Fix& fix) {
     }
     changes.push_back(std::move(item));
   }
-  return {{"id", fix.id},
-          {"rank", fix.rank},
-          {"title", fix.title},
-          {"why", fix.why},
-          {"check", text_or_null(fix.check)},
-          {"target", target_json(target.kind, target.path)},
-          {"changes", changes},
-          {"cost", fix.cost},
-          {"predicted_peak_bytes", or_null(fix.predicted_peak_bytes)},
-          {"fits", or_null(fix.fits)},
-          {"estimate", text_or_null(fix.estimate)},
-          {"confidence", fix.confidence}};
+  ordered_json out = {{"id", fix.id},
+                      {"rank", fix.rank},
+                      {"title", fix.title},
+                      {"why", fix.why},
+                      {"check", text_or_null(fix.check)},
+                      {"target", target_json(target.kind, target.path)},
+                      {"changes", changes},
+                      {"cost", fix.cost},
+                      {"predicted_peak_bytes", or_null(fix.predicted_peak_bytes)},
+                      {"fits", or_null(fix.fits)},
+                      {"estimate", text_or_null(fix.estimate)},
+                      {"confidence", fix.confidence}};
+  if (!fix.parts.empty()) out["parts"] = fix.parts;
+  return out;
 }
 
 std::string encode_fixes_text(const std::vector<Fix>& fixes) {

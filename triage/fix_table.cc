@@ -51,6 +51,7 @@ const std::vector<FixRow>& fix_table() {
        [](Planner& p, int priority, Situation situation) {
          switch (situation) {
            case Situation::kLoad:
+           case Situation::kQuantize:
              return p.plan_low_vram(priority,
                                     "Loads and quantizes the transformer on the CPU, then moves "
                                     "it to the GPU");
@@ -111,6 +112,10 @@ const std::vector<FixRow>& fix_table() {
       {"increase_shm",
        [](Planner& p, int, Situation) { p.plan_shm(); },
        false, "a larger /dev/shm"},
+      // Added (issue 45): the cheapest combination of the resume-safe fixes that makes every
+      // phase fit when no single one does (triage/planner_plan.cc); its `parts` name them.
+      {"combined_plan", nullptr,
+       true, "several resume-safe fixes together, when no single one is enough (`parts`)"},
       // Added: the baseline sample (before step 1) has its own switch in AI Toolkit.
       {"skip_first_sample",
        [](Planner& p, int priority, Situation) { p.plan_skip_first_sample(priority); },

@@ -39,6 +39,11 @@ struct Fitted {
   // The allocator's slack on activations and the fixed workspaces (cuBLAS, RNG, streams).
   double fragmentation = 0.08;
   double workspace_bytes = 0.3 * kGiB;
+  // The share of the training step's activations that the caching allocator still holds in
+  // blocks a preview cannot reuse (the seed guide's "OOM at the
+  // first preview" with checkpointing off: docs/domain.md). Not fitted: no measured preview
+  // peaks; the term never lifts sampling above the training step it was carried from.
+  double training_reserve = 0.5;
 };
 constexpr Fitted kFitted;
 // The share of the denoiser a ControlNet copies (its encoder and middle blocks).
@@ -461,6 +466,11 @@ class Model {
     t.add("denoise_activations", act);
     t.add("vae_decode", vae_work(s.width, s.height, s.frames, s.tiled_vae) * s.batch_size);
     add_overhead(t, act);
+    // With checkpointing the step keeps block inputs of one size, which a preview's tensors
+    // reuse; without it the varied intermediates of every block stay cached.
+    const double carried = job_.checkpointing ? 0 : kFitted.training_reserve * activations();
+    const double room_under_training = train_step().sum() - t.sum();
+    t.add("training_reserve", std::clamp(carried, 0.0, std::max(0.0, room_under_training)));
     return t;
   }
 
@@ -515,6 +525,7 @@ class Model {
 }  // namespace
 
 bool is_working_memory(const MemoryTerm& term) {
+  // The training reserve is not: it is what the training step left, priced there.
   return is_one_of(term.name, {"activations", "denoise_activations", "vae_decode", "vae_encode",
                                "encode_activations", "block_being_quantized", "state_dict_copy",
                                "allocator_overhead", "logits", "gathered_layers"});

@@ -78,6 +78,7 @@ MemoryPressure pressure_of_crash(const parsers::OomEvent& event) {
 MemoryPressure pressure_of_prediction(const parsers::JobConfig& config, const PhaseEstimate& phase,
                                       uint64_t usable_bytes, double correction_factor) {
   MemoryPressure p;
+  p.predicted = true;
   p.phase = phase.phase;
   // A training step after the first few: the largest bucket comes at a random later step.
   if (phase.phase == parsers::Phase::kTrainStep) {

@@ -35,6 +35,9 @@ struct MemoryPressure {
   std::optional<uint64_t> card_bytes;  // the card's capacity
   uint64_t others_bytes = 0;           // held on the card by other processes
   bool recovered = false;              // a crash the trainer caught and trained on after
+  // A prediction of the memory model, not a crash: the fixes speak of what would happen, and of
+  // no step (pressure_of_prediction's step only places the phase among the ranking rows).
+  bool predicted = false;
 
   // What only a crash's allocator tells: who the other processes were, and how the memory lay
   // when the request failed (fragmentation).

@@ -85,21 +85,11 @@ std::string Planner::setting(std::string_view neutral, std::string_view ai_toolk
   return (flags ? "--" : "") + std::string(row->native);
 }
 
-bool Planner::estimate_with_model(Candidate& candidate) const {
-  if (!model_) return false;
-  const Effect& effect = candidate.effect;
-  const bool environment = effect.frees_other_processes || effect.reclaims_fragmentation;
-  const MemorySpec fixed_spec = spec_from_config(with_changes(c_, candidate.fix.changes));
-  if (!environment &&
-      to_json(fixed_spec).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) ==
-          model_spec_)
-    return false;
-  const MemoryEstimate fixed = estimate_memory(fixed_spec);
-  std::optional<double> usable;
-  if (cal_) usable = effect.frees_other_processes ? cal_->capacity_bytes : cal_->usable_bytes;
-  double peak = 0;
-  Phase peak_phase = Phase::kTrainStep;
-  bool fits = true;
+Planner::Priced Planner::price(const std::vector<ConfigChange>& changes,
+                               const Effect& effect) const {
+  const MemoryEstimate fixed = estimate_memory(spec_from_config(with_changes(c_, changes)));
+  Priced out;
+  if (cal_) out.usable = effect.frees_other_processes ? cal_->capacity_bytes : cal_->usable_bytes;
   for (const PhaseEstimate& p : fixed.phases) {
     if (is_caching(p.phase)) continue;  // judged apart, as `check` does
     double bytes = p.peak_bytes;
@@ -117,15 +107,32 @@ bool Planner::estimate_with_model(Candidate& candidate) const {
         bytes -= std::min<double>(bytes * 0.5, e_.reserved_unallocated_bytes.value_or(0));
       }
     }
-    if (bytes > peak) {
-      peak = bytes;
-      peak_phase = p.phase;
+    if (bytes > out.peak) {
+      out.peak = bytes;
+      out.peak_phase = p.phase;
     }
-    if (usable && bytes > *usable * kFitMargin) fits = false;
+    if (out.usable && bytes > *out.usable * kFitMargin) out.fits = false;
   }
+  return out;
+}
+
+bool Planner::estimate_with_model(Candidate& candidate) const {
+  if (!model_) return false;
+  const Effect& effect = candidate.effect;
+  const bool environment = effect.frees_other_processes || effect.reclaims_fragmentation;
+  // The machine's fixes change no setting the model sees: with crash figures, what the crash
+  // needed less what they give back prices them, never above the need.
+  if (environment && cal_) return false;
+  const MemorySpec fixed_spec = spec_from_config(with_changes(c_, candidate.fix.changes));
+  if (!environment &&
+      to_json(fixed_spec).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) ==
+          model_spec_)
+    return false;
+  const Priced priced = price(candidate.fix.changes, effect);
+  candidate.by_model = true;
   Fix& fix = candidate.fix;
-  fix.predicted_peak_bytes = static_cast<uint64_t>(peak);
-  if (usable) fix.fits = fits;
+  fix.predicted_peak_bytes = static_cast<uint64_t>(priced.peak);
+  if (priced.usable) fix.fits = priced.fits;
   std::string came_through;
   for (const auto& [phase, scale] : came_through_) {
     came_through += fmt::format("; {}'s working memory scaled x{:.2f}: the job came through it",
@@ -136,16 +143,16 @@ bool Planner::estimate_with_model(Candidate& candidate) const {
       "estimated by the memory model (docs/memory-model.md), not measured: the run's peak {} "
       "({}) -> {} ({}) with this fix{}{}{}",
       gib(before), parsers::to_string(model_->peak().phase), gib(*fix.predicted_peak_bytes),
-      parsers::to_string(peak_phase),
+      parsers::to_string(priced.peak_phase),
       crash_correction_ > 1.0
           ? fmt::format("; {}'s working memory scaled x{:.2f} to what the crash needed ({})",
                         parsers::to_string(model_phase_), crash_correction_, gib(cal_->need_bytes))
           : "",
       came_through,
-      usable ? fmt::format("; {} of {} usable",
-                           fits ? "every phase fits with a 5% margin" : "still over",
-                           gib(static_cast<uint64_t>(*usable)))
-             : "");
+      priced.usable ? fmt::format("; {} of {} usable",
+                                  priced.fits ? "every phase fits with a 5% margin" : "still over",
+                                  gib(static_cast<uint64_t>(*priced.usable)))
+                    : "");
   return true;
 }
 
@@ -179,7 +186,6 @@ bool Planner::applies(Situation situation) const {
   const bool caching = phase == Phase::kCacheLatents || phase == Phase::kCacheTextEmbeddings;
   const bool training = gpu && !loading && !caching && phase != Phase::kSampling;
   const bool later = e_.step && *e_.step > 5;
-  const bool early = e_.step && *e_.step <= 5;
   const bool batch_above_one = !knows(Knob::kBatchSize) || c_.effective_batch_size() > 1;
   switch (situation) {
     case Situation::kShm: return e_.kind == OomKind::kShm;
@@ -196,6 +202,7 @@ bool Planner::applies(Situation situation) const {
              (unalloc >= kGiB || (unalloc >= 256ull << 20 && unalloc * 2 >= tried && tried > 0));
     }
     case Situation::kCheckpointingOff: return gpu && !loading && !caching;
+    case Situation::kQuantize: return gpu && phase == Phase::kQuantize;
     case Situation::kLoad: return gpu && loading;
     case Situation::kCacheTextEmbeddings: return gpu && phase == Phase::kCacheTextEmbeddings;
     case Situation::kCacheLatents: return gpu && phase == Phase::kCacheLatents;
@@ -207,7 +214,6 @@ bool Planner::applies(Situation situation) const {
       return training && !(later && c_.all_resolutions().size() > 1) && !batch_above_one;
     case Situation::kTrainAny: return training;
   }
-  (void)early;
   return false;
 }
 
@@ -227,10 +233,13 @@ int fit_class(const Fix& fix) { return fix.fits && *fix.fits ? 0 : 1; }
 std::vector<Fix> Planner::plan() {
   for (const RankingRow& row : ranking_table()) {
     if (!applies(row.situation)) continue;
+    leading_ = row.leads;
     for (const auto& [id, priority] : row.fixes) propose(id, priority, row.situation);
   }
+  leading_ = false;
   std::vector<Candidate> kept;
   for (Candidate& candidate : candidates_) {
+    candidate.neutral = candidate.fix.changes;
     estimate(candidate);
     // Written in the job's own syntax; a fix its trainer cannot express is not proposed, unless
     // it says what to check (an unknown trainer still gets "make sure checkpointing is on").
@@ -252,12 +261,19 @@ std::vector<Fix> Planner::plan() {
   }
   std::stable_sort(kept.begin(), kept.end(), [&](const Candidate& a, const Candidate& b) {
     if (was_tried(a) != was_tried(b)) return was_tried(b);
-    const int fa = fit_class(a.fix), fb = fit_class(b.fix);
+    if (a.leads != b.leads) return a.leads;
+    // The seed guide's order among its own levers; the model's fit decides among the rest.
+    const int fa = a.leads ? 0 : fit_class(a.fix), fb = b.leads ? 0 : fit_class(b.fix);
     if (fa != fb) return fa < fb;
     if (a.priority != b.priority) return a.priority < b.priority;
     return a.fix.confidence > b.fix.confidence;
   });
   std::vector<Fix> fixes;
+  // No single fix fits: the cheapest set that does goes first, the single fixes after it.
+  if (std::optional<Fix> plan = combine(kept)) {
+    plan->rank = 1;
+    fixes.push_back(std::move(*plan));
+  }
   for (Candidate& candidate : kept) {
     Fix fix = std::move(candidate.fix);
     if (assumed_) {

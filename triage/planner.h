@@ -66,8 +66,11 @@ inline Effect unmodelled() {
 
 struct Candidate {
   int priority = 0;
+  bool leads = false;  // proposed by a row that leads (RankingRow::leads)
   Fix fix;
   Effect effect;
+  bool by_model = false;              // its peak is the memory model's (estimate_with_model)
+  std::vector<ConfigChange> neutral;  // its changes in the ranker's vocabulary, for pricing
 };
 
 inline int next_lower_resolution(int r) {
@@ -96,7 +99,7 @@ class Planner {
 
   void add(int priority, Fix fix, Effect effect = {}) {
     if (!ids_.insert(fix.id).second) return;  // one fix per id, the first (best) placement wins
-    candidates_.push_back({priority, std::move(fix), std::move(effect)});
+    candidates_.push_back({priority, leading_, std::move(fix), std::move(effect), false, {}});
   }
   Fix make(const char* id, std::string title, std::string why, std::string cost,
            double confidence) {
@@ -129,6 +132,17 @@ class Planner {
   // The memory model's estimate of the fixed job (triage/memory_model.h); false when the model
   // cannot see the fix's change, so that the crash figures' estimate stands in.
   bool estimate_with_model(Candidate& candidate) const;
+  // The model's peak of the job with `changes` (neutral) applied, each phase corrected by what
+  // the crash needed and by the phases the job came through; `usable` is set with crash figures.
+  struct Priced {
+    double peak = 0;
+    Phase peak_phase = Phase::kTrainStep;
+    bool fits = true;
+    std::optional<double> usable;
+  };
+  Priced price(const std::vector<ConfigChange>& changes, const Effect& effect) const;
+  // triage/planner_plan.cc: the plan for fixes ranked as `ranked`, when no single one fits.
+  std::optional<Fix> combine(const std::vector<Candidate>& ranked) const;
 
   // triage/planner_environment.cc
   void plan_host_memory();
@@ -164,10 +178,23 @@ class Planner {
   // crash figures or when the model does not know the family.
   Effect weights_effect(const Fix& fix, std::string what) const;
 
+  // " at step 500 of 3000": a crash's step; a prediction names none.
   std::string step_words() const {
-    if (!e_.step) return "";
+    if (!e_.step || e_.predicted) return "";
     return e_.total_steps ? fmt::format(" at step {} of {}", *e_.step, *e_.total_steps)
                           : fmt::format(" at step {}", *e_.step);
+  }
+
+  // "the job ran out of memory during sampling at step 500", or for a prediction "the memory
+  // model predicts the job runs out of memory during sampling": `check` never tells of a crash
+  // that did not happen.
+  std::string ran_out(std::string_view where) const {
+    return e_.predicted
+               ? fmt::format("the memory model predicts the job runs out of memory {}", where)
+               : fmt::format("the job ran out of memory {}{}", where, step_words());
+  }
+  std::string ran_out() const {
+    return ran_out(fmt::format("during {}", parsers::to_string(e_.phase)));
   }
 
   const TriageInput& input_;
@@ -187,6 +214,7 @@ class Planner {
   // brings them under the usable memory.
   std::vector<std::pair<Phase, double>> came_through_;
   std::vector<Candidate> candidates_;
+  bool leading_ = false;  // the row being proposed leads
   std::set<std::string> ids_;
 };
 

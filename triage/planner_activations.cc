@@ -13,9 +13,9 @@ void Planner::plan_gradient_checkpointing(int priority, int priority_if_unknown)
   if (!knows(Knob::kGradientCheckpointing)) {
     Fix fix = make("enable_gradient_checkpointing", "Make sure gradient checkpointing is on",
                    fmt::format("Neither the log nor the job's config shows whether gradient "
-                               "checkpointing is on, and the job ran out of memory during {}{}: "
-                               "with it off every activation stays in VRAM",
-                               parsers::to_string(e_.phase), step_words()),
+                               "checkpointing is on, and {}: with it off every activation stays "
+                               "in VRAM",
+                               ran_out()),
                    "If it was off: steps get roughly 20-30% slower, results are the same", 0.5);
     fix.check = fmt::format("Check whether {} is on; if it is, this fix does nothing", name);
     change(fix, "train.gradient_checkpointing", nullptr, js(true));
@@ -23,16 +23,18 @@ void Planner::plan_gradient_checkpointing(int priority, int priority_if_unknown)
     return;
   }
   if (c_.gradient_checkpointing) return;
+  // "Back on" only where the trainer's default is on (AI Toolkit: docs/domain.md); kohya,
+  // diffusers and SimpleTuner leave it off unless asked.
   Fix fix = make(
-      "enable_gradient_checkpointing", "Turn gradient checkpointing back on",
-      fmt::format("{} is off and the job ran out of memory "
-                  "during {}{}: without checkpointing every activation stays in VRAM, "
+      "enable_gradient_checkpointing",
+      ai_toolkit() ? "Turn gradient checkpointing back on" : "Turn gradient checkpointing on",
+      fmt::format("{} is off and {}: without checkpointing every activation stays in VRAM, "
                   "the typical cause of OOMs at step 2-3 or at the first preview. Retry "
                   "with the same batch and resolutions",
                   c_.gradient_checkpointing_explicit || ai_toolkit()
                       ? name
                       : name + " (left out: the trainer's default is off)",
-                  parsers::to_string(e_.phase), step_words()),
+                  ran_out()),
       "Steps get roughly 20-30% slower (activations are recomputed); results are the same", 0.9);
   change(fix, "train.gradient_checkpointing", js(false), js(true));
   add(priority, std::move(fix),
@@ -45,10 +47,9 @@ void Planner::plan_batch(int priority) {
       setting("train.gradient_accumulation", "train." + c_.gradient_accumulation_key);
   if (!knows(Knob::kBatchSize)) {
     Fix fix = make("lower_batch_size", "Halve the batch if it is above 1",
-                   fmt::format("Neither the log nor the job's config shows the batch size; the job "
-                               "ran out of memory in a training step{} and activations grow with "
-                               "the batch",
-                               step_words()),
+                   fmt::format("Neither the log nor the job's config shows the batch size; {} "
+                               "and activations grow with the batch",
+                               ran_out("in a training step")),
                    "Same effective batch with doubled accumulation, about the same speed per image",
                    0.45);
     fix.check = fmt::format("Check {}: if it is above 1, halve it and double {}", batch_name,
@@ -60,16 +61,16 @@ void Planner::plan_batch(int priority) {
   if (batch <= 1) return;
   const int lower = std::max(1, batch / 2);
   const int factor = batch / lower;
-  Fix fix =
-      make("lower_batch_size", "Halve the batch and double gradient accumulation",
-           fmt::format("Batch {}{} ran out of memory{}: activations grow with the batch", batch,
-                       knows(Knob::kGradientCheckpointing) && c_.gradient_checkpointing
-                           ? " with gradient checkpointing already on"
-                           : "",
-                       step_words()),
-           fmt::format("Same effective batch ({} x {}), about the same speed per image", lower,
-                       c_.gradient_accumulation * factor),
-           0.75);
+  Fix fix = make("lower_batch_size", "Halve the batch and double gradient accumulation",
+                 fmt::format("Batch {}{} {}: activations grow with the batch", batch,
+                             knows(Knob::kGradientCheckpointing) && c_.gradient_checkpointing
+                                 ? " with gradient checkpointing already on"
+                                 : "",
+                             e_.predicted ? "is predicted to run out of memory"
+                                          : "ran out of memory" + step_words()),
+                 fmt::format("Same effective batch ({} x {}), about the same speed per image",
+                             lower, c_.gradient_accumulation * factor),
+                 0.75);
   if (c_.batch_size > 1)
     change(fix, "train.batch_size", js(c_.batch_size), js(std::max(1, c_.batch_size / 2)));
   for (size_t i = 0; i < c_.datasets.size(); ++i) {
@@ -100,7 +101,7 @@ void Planner::plan_top_bucket(int priority) {
                  fmt::format("Resolutions {} are trained as separate datasets drawn at random, so "
                              "the {} px batches arrive at random steps{}",
                              fmt::format("[{}]", fmt::join(all, ", ")), top,
-                             e_.step && *e_.step > 5
+                             e_.step && *e_.step > 5 && !e_.predicted
                                  ? fmt::format(" — this OOM came at step {}, after earlier steps "
                                                "succeeded: an intermittent bucket spike",
                                                *e_.step)

@@ -1,7 +1,7 @@
 // triage/planner_previews.cc: the fixes for an OOM while sampling previews or evaluating:
-// cheaper previews (size, steps, frames, batch, how often), skipping AI Toolkit's baseline
-// sample, sampling off; and, where the config does not show the preview settings, what to check
-// in each trainer's own sampling settings (its row of parsers/trainer_table.h).
+// cheaper previews (size, steps, frames, batch: how often lowers no peak), skipping AI Toolkit's
+// baseline sample, sampling off; and, where the config does not show the preview settings, what to
+// check in each trainer's own sampling settings (its row of parsers/trainer_table.h).
 #include "triage/planner.h"
 
 #include <algorithm>
@@ -23,22 +23,29 @@ void Planner::plan_previews(int priority) {
   const auto& s = c_.sample;
   if (!knows(Knob::kPreviewSize)) {
     Fix fix = make("cheapen_previews", "Make preview samples cheaper",
-                   fmt::format("The OOM happened while generating previews or evaluating{}; a "
-                               "cheaper pass fixes it, not gradient checkpointing or the batch "
-                               "size",
-                               step_words()),
+                   fmt::format("{}; a cheaper pass fixes it, not gradient checkpointing or the "
+                               "batch size",
+                               e_.predicted ? "The memory model predicts previews or evaluation "
+                                              "run out of memory"
+                                            : "The OOM happened while generating previews or "
+                                              "evaluating" +
+                                                  step_words()),
                    "Lower-quality previews", 0.6);
     fix.check = preview_check();
     add(priority, std::move(fix), unmodelled());
     return;
   }
-  Fix fix = make("cheapen_previews", "Make preview samples cheaper",
-                 fmt::format("The OOM happened while generating preview samples{}; previews run "
-                             "beside the training state, so a cheaper preview fixes it, not "
-                             "gradient checkpointing or the batch size",
-                             e_.step && *e_.step == 0 ? " (the baseline sample, before step 1)"
-                                                      : step_words()),
-                 "", 0.8);
+  Fix fix =
+      make("cheapen_previews", "Make preview samples cheaper",
+           fmt::format("{}; previews run beside the training state, so a cheaper preview "
+                       "fixes it, not the batch size",
+                       e_.predicted ? "The memory model predicts the preview samples run "
+                                      "out of memory"
+                       : e_.step && *e_.step == 0
+                           ? "The OOM happened while generating the baseline sample, "
+                             "before step 1"
+                           : "The OOM happened while generating preview samples" + step_words()),
+           "", 0.8);
   double scale = 1.0;
   std::vector<std::string> costs;
   const int side = std::max(s.max_width, s.max_height);
@@ -53,8 +60,13 @@ void Planner::plan_previews(int priority) {
     costs.push_back(fmt::format("previews at {}x{} instead of {}x{}", w, h, s.width, s.height));
   }
   if (s.steps > 20) {
+    // Steps cost time, not memory: the seed guide pairs them with the size (docs/domain.md).
     change(fix, "sample.sample_steps", js(s.steps), js(20));
     costs.push_back(fmt::format("{} sampling steps instead of {}", 20, s.steps));
+    fix.why += fmt::format(
+        "; {} sampling steps instead of {} shorten each preview (time, not "
+        "memory), as the seed guide advises",
+        20, s.steps);
   }
   if (s.max_frames > 1) {
     const int frames = fewer_frames(s.num_frames);
@@ -69,10 +81,6 @@ void Planner::plan_previews(int priority) {
     scale *= double(std::max(1, s.batch_size / 2)) / s.batch_size;
     costs.push_back(fmt::format("evaluation batches of {} instead of {}",
                                 std::max(1, s.batch_size / 2), s.batch_size));
-  }
-  if (knows(Knob::kSampling) && s.every > 0 && s.every < 500) {
-    change(fix, "sample.sample_every", js(s.every), js(s.every * 2));
-    costs.push_back(fmt::format("previews every {} steps instead of {}", s.every * 2, s.every));
   }
   if (fix.changes.empty()) return;
   if (s.count > 4) fix.why += fmt::format("; {} prompts also cost time each round", s.count);
@@ -95,8 +103,10 @@ void Planner::plan_skip_first_sample(int priority) {
 void Planner::plan_disable_sampling(int priority) {
   if (!knows(Knob::kSampling) || c_.disable_sampling) return;
   Fix fix = make("disable_sampling", "Turn preview sampling off",
-                 "Preview sampling is where the job ran out of memory; without previews that pass "
-                 "never runs",
+                 e_.predicted ? "Preview sampling is where the memory model predicts the job "
+                                "runs out of memory; without previews that pass never runs"
+                              : "Preview sampling is where the job ran out of memory; without "
+                                "previews that pass never runs",
                  "No previews during training: judge the LoRA from saved checkpoints instead", 0.7);
   change(fix, "train.disable_sampling", js(false), js(true));
   add(priority, std::move(fix), unmodelled());

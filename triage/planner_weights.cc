@@ -103,9 +103,17 @@ void Planner::plan_layer_offloading(int priority) {
 
 void Planner::plan_cache_latents_to_disk(int priority) {
   if (!knows(Knob::kLatentCache)) return;
+  // For a host-RAM kill only latents held in host RAM are a cause; the VAE's GPU memory is not.
+  const bool host = e_.kind == OomKind::kHostKilled || e_.kind == OomKind::kHostMemoryError;
+  const bool in_host_ram = std::any_of(
+      c_.datasets.begin(), c_.datasets.end(),
+      [](const parsers::DatasetView& d) { return d.cache_latents && !d.cache_latents_to_disk; });
+  if (host && !in_host_ram) return;
   Fix fix =
       make("cache_latents_to_disk", "Cache latents to disk",
-           "Without cached latents the VAE stays on the GPU for the whole run",
+           host ? "Latents cached in memory hold every image's latents in host RAM for the whole "
+                  "run; on disk they are read as needed"
+                : "Without cached latents the VAE stays on the GPU for the whole run",
            "A caching pass at start and disk space; augmentations that change pixels are off", 0.4);
   for (size_t i = 0; i < c_.datasets.size(); ++i) {
     if (!c_.datasets[i].cache_latents_to_disk) {

@@ -30,6 +30,7 @@ enum class Situation {
   kOtherProcesses,
   kFragmentation,
   kCheckpointingOff,
+  kQuantize,
   kLoad,
   kCacheTextEmbeddings,
   kCacheLatents,
@@ -42,12 +43,15 @@ enum class Situation {
 
 // One row of the ranking table: when it applies (in words, for docs/ranking.md) and the candidate
 // fixes with their priority (lower first). Every matching row adds its candidates; a fix id
-// proposed twice keeps its first placement. Candidates are then ordered by fit (fits by the
-// memory model, not estimated, cannot fit), then priority, then confidence.
+// proposed twice keeps its first placement. Candidates are then ordered: the fixes of rows that
+// `lead` (the seed guide's rules) first, by priority, whatever the memory model predicts of each
+// alone (a plan of several comes before them when none fits alone: triage/planner.h); then the
+// others by fit (fits by the memory model, not estimated, cannot fit), priority, confidence.
 struct RankingRow {
   Situation situation;
   std::string_view when;
   std::vector<std::pair<std::string_view, int>> fixes;
+  bool leads = false;
 };
 const std::vector<RankingRow>& ranking_table();
 

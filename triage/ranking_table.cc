@@ -13,20 +13,26 @@ const std::vector<RankingRow>& ranking_table() {
   static const std::vector<RankingRow> kTable = {
       {Situation::kShm, "`/dev/shm` too small", {{"increase_shm", 0}}},
       {Situation::kHost,
-       "host OOM kill, `MemoryError`",
+       "host OOM kill, `MemoryError`: host-RAM fixes only (latents to disk only when they are "
+       "cached in host RAM)",
        {{"reduce_host_memory", 0}, {"cache_latents_to_disk", 20}}},
       {Situation::kOtherProcesses,
        "other processes hold 10% of the GPU or more (a lone \"process\" matching this job's "
-       "own memory is the job)",
-       {{"free_gpu", 0}}},
+       "own memory is the job): no config change gives it back",
+       {{"free_gpu", 0}}, true},
       {Situation::kFragmentation,
        "reserved-but-unallocated of 1 GiB or more (first only when it covers the request minus "
        "free memory, else last)",
-       {{"expandable_segments", 5}}},
+       {{"expandable_segments", 5}}, true},
       {Situation::kCheckpointingOff,
-       "any GPU OOM but load and caching: gradient checkpointing off (not shown: a check, "
-       "early OOMs first, else after the situation's first fix)",
-       {{"enable_gradient_checkpointing", 1}}},
+       "seed rule 1: any GPU OOM but load and caching with gradient checkpointing off: turn it "
+       "on first, same batch and resolutions (step 2-3 and the first preview are its signature: "
+       "the allocator keeps the training peak reserved into sampling); not shown: a check, early "
+       "OOMs first, else after the situation's first fix",
+       {{"enable_gradient_checkpointing", 1}}, true},
+      {Situation::kQuantize,
+       "quantizing: the low-VRAM path quantizes on the CPU, then a lower qtype",
+       {{"enable_low_vram", 8}, {"quantize_model", 10}, {"layer_offloading", 20}}},
       {Situation::kLoad,
        "model load / quantize",
        {{"quantize_model", 10}, {"quantize_text_encoder", 12}, {"enable_low_vram", 14},
@@ -40,19 +46,19 @@ const std::vector<RankingRow>& ranking_table() {
       {Situation::kSampling,
        "preview sampling, validation, evaluation (baseline included)",
        {{"cheapen_previews", 10}, {"skip_first_sample", 15}, {"match_target_res", 18},
-        {"disable_sampling", 20}, {"enable_low_vram", 25}}},
+        {"disable_sampling", 20}, {"enable_low_vram", 25}}, true},
       {Situation::kTrainLaterBuckets,
        "training step after step 5, several buckets",
        {{"reduce_num_frames", 8}, {"match_target_res", 9}, {"drop_top_bucket", 10},
-        {"lower_batch_size", 12}}},
+        {"lower_batch_size", 12}}, true},
       {Situation::kTrainBatch,
        "training step, batch above 1 (or not shown)",
        {{"reduce_num_frames", 8}, {"match_target_res", 9}, {"lower_batch_size", 10},
-        {"drop_top_bucket", 12}, {"lower_resolution", 13}}},
+        {"drop_top_bucket", 12}, {"lower_resolution", 13}}, true},
       {Situation::kTrainBatchOne,
        "training step, batch 1",
        {{"reduce_num_frames", 8}, {"match_target_res", 9}, {"drop_top_bucket", 10},
-        {"lower_resolution", 11}}},
+        {"lower_resolution", 11}}, true},
       {Situation::kTrainAny,
        "any training step, after the above",
        {{"use_bf16", 15}, {"enable_low_vram", 20}, {"quantize_model", 21},
@@ -69,7 +75,8 @@ std::string ranking_table_markdown() {
     std::vector<std::string> fixes;
     for (const auto& [id, priority] : row.fixes)
       fixes.push_back(fmt::format("`{}` ({})", id, priority));
-    out += fmt::format("| {} | {} |\n", row.when, fmt::join(fixes, ", "));
+    out += fmt::format("| {}{} | {} |\n", row.when, row.leads ? " (leads)" : "",
+                       fmt::join(fixes, ", "));
   }
   return out;
 }

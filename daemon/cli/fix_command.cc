@@ -165,6 +165,21 @@ int run_fix(const FixOptions& options) {
                 fmt::format("{} is already applied to the config after this crash ({})",
                             describe(*chosen), applied.how));
   }
+  // The first fix is a plan when no single one fits; a first fix the model says does not fit
+  // means no plan of up to three fits either: writing it would promise what it cannot keep.
+  if (!options.fix_id && !options.rank && chosen->fits == false) {
+    const std::string short_of = fmt::format(
+        "no fix, alone or combined in a plan, makes every phase fit by the memory model (the "
+        "first, {}, leaves the peak at {:.2f} GiB)",
+        chosen->id, chosen->predicted_peak_bytes.value_or(0) / double(1ull << 30));
+    if (options.write_to) {
+      return fail(kExitBadInput,
+                  fmt::format("{}: {}; nothing written. Apply one anyway with --fix ID or --rank "
+                              "N, or run on a larger card",
+                              options.log, short_of));
+    }
+    fmt::print(stderr, "oomtriage: note: {}: this change alone is not enough\n", short_of);
+  }
   if (!chosen->check.empty()) fmt::print(stderr, "oomtriage: check first: {}\n", chosen->check);
 
   using parsers::TargetKind;

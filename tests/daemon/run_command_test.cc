@@ -157,6 +157,63 @@ TEST_SUITE("daemon::run") {
           std::string::npos);
   }
 
+  TEST_CASE(
+      "run --heal: FLUX with checkpointing off and batch 4 completes in one restart, by a plan") {
+    require_python();
+    TempDir dir;
+    // The job: no single fix fits a 24 GiB card (checkpointing alone leaves batch 4 at
+    // 26 GiB, half the batch alone leaves every activation in VRAM), both together do. It dies
+    // at step 2, the seed guide's GC-off signature.
+    std::ofstream(dir.path / "job.yaml") << "job: extension\n"
+                                            "config:\n"
+                                            "  name: flux_b4\n"
+                                            "  process:\n"
+                                            "    - type: sd_trainer\n"
+                                            "      training_folder: "
+                                         << (dir.path / "output").string()
+                                         << "\n"
+                                            "      network:\n"
+                                            "        type: lora\n"
+                                            "        linear: 16\n"
+                                            "      save:\n"
+                                            "        save_every: 100\n"
+                                            "      datasets:\n"
+                                            "        - folder_path: /data/images\n"
+                                            "          resolution: [512, 768, 1024]\n"
+                                            "      train:\n"
+                                            "        batch_size: 4\n"
+                                            "        steps: 200\n"
+                                            "        gradient_checkpointing: false\n"
+                                            "        dtype: bf16\n"
+                                            "      model:\n"
+                                            "        name_or_path: black-forest-labs/FLUX.1-dev\n"
+                                            "        is_flux: true\n"
+                                            "        quantize: true\n"
+                                            "      sample:\n"
+                                            "        sample_every: 1000\n"
+                                            "        width: 1024\n"
+                                            "        height: 1024\n"
+                                            "        sample_steps: 20\n";
+    const Ran ran = run(dir.path, {"--heal", "--backoff", "0", "--log", "train.log"},
+                        "FAKE_VRAM_GIB=24 FAKE_TRAIN_OOM_AT=2");
+    INFO(ran.err);
+    CHECK(ran.code == 0);
+    CHECK(ran.err.find("attempt 2/3") != std::string::npos);
+    CHECK(ran.err.find("healed: the job completed at attempt 2/3") != std::string::npos);
+    // One restart, both levers in one copy of the config.
+    const std::string second = slurp(dir.path / "job.oomtriage-2.yaml");
+    CHECK(second.find("gradient_checkpointing: true") != std::string::npos);
+    CHECK(second.find("batch_size: 2") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir.path / "job.oomtriage-3.yaml"));
+    StoreView store{dir.path / "state" / "oomtriage.db"};
+    const auto story = store.story("flux_b4");
+    REQUIRE(story.has_value());
+    REQUIRE(story->events.size() == 1);
+    const auto fixes = nlohmann::json::parse(story->events.front().fixes_json);
+    CHECK(fixes[0]["id"] == "combined_plan");
+    CHECK(fixes[0]["parts"][0] == "enable_gradient_checkpointing");
+  }
+
   TEST_CASE("run --heal stops: budget spent, a crash that is not an OOM, a resume at step 0") {
     require_python();
     {

@@ -19,6 +19,8 @@
 
 #include "parsers/log_analyzer.h"
 #include "triage/config_patch.h"
+#include "triage/heal_plan.h"
+#include "triage/preflight.h"
 
 #include "tests/support/files.h"
 
@@ -83,9 +85,12 @@ std::vector<triage::Fix> rank(const std::string& yaml, const Incident& incident)
   return triage::triage_log(analysis, {&*load, ""}).fixes;
 }
 
+// The single fixes in rank order; a plan (several of them together) is checked apart.
 std::vector<std::string> ids(const std::vector<triage::Fix>& fixes) {
   std::vector<std::string> out;
-  for (const auto& fix : fixes) out.push_back(fix.id);
+  for (const auto& fix : fixes) {
+    if (fix.id != "combined_plan") out.push_back(fix.id);
+  }
   return out;
 }
 
@@ -210,11 +215,11 @@ std::vector<Scenario> scenarios() {
                {"quantize_text_encoder"},
                {"lower_batch_size", "cheapen_previews", "disable_sampling",
                 "enable_gradient_checkpointing"}});
-  s.push_back({"quantize OOM with qfloat8 already: a lower qtype first",
+  s.push_back({"quantize OOM with qfloat8 already: the low-VRAM path, then a lower qtype",
                config(gc_off, wan),
                {.phase = Phase::kQuantize},
-               "quantize_model",
-               {},
+               "enable_low_vram",
+               {{"enable_low_vram", "quantize_model"}},
                {},
                {"enable_gradient_checkpointing", "lower_batch_size"}});
   s.push_back({"video family: fewer frames before the buckets",
@@ -343,6 +348,69 @@ std::vector<Scenario> scenarios() {
                {},
                {}});
 
+  // The seed guide's checklist (docs/domain.md), one row each, with a crash's figures so that
+  // the memory model prices every fix: the rules lead whatever it predicts.
+  s.push_back({"seed rule 1: GC off, OOM at the first preview (figures): GC first",
+               config(gc_off),
+               {.phase = Phase::kSampling, .step = 250, .figures = figures_24gb()},
+               "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "cheapen_previews"}},
+               {},
+               {"lower_batch_size"}});
+  s.push_back({"seed rule 1: GC off, OOM at step 3 (figures): GC first, batch after",
+               config(gc_off + "        batch_size: 2\n"),
+               {.step = 3, .figures = figures_24gb()},
+               "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "lower_batch_size"}},
+               {},
+               {}});
+  s.push_back({"seed rule 1: GC off, any later preview: GC back on first, then cheaper previews",
+               config(gc_off),
+               {.phase = Phase::kSampling, .step = 1000, .figures = figures_24gb()},
+               "enable_gradient_checkpointing",
+               {{"enable_gradient_checkpointing", "cheapen_previews"}},
+               {},
+               {}});
+  s.push_back({"seed: GC on and still OOM early: batch, then the top bucket, never GC",
+               config(gc_on + "        batch_size: 4\n"),
+               {.step = 2, .figures = figures_24gb()},
+               "",
+               {{"lower_batch_size", "drop_top_bucket"}},
+               {"lower_batch_size", "drop_top_bucket"},
+               {"enable_gradient_checkpointing"}});
+  s.push_back({"seed: a preview OOM with GC on: cheaper previews, never GC off or the batch",
+               config(gc_on + "        batch_size: 2\n"),
+               {.phase = Phase::kSampling, .step = 750, .figures = figures_24gb()},
+               "cheapen_previews",
+               {},
+               {},
+               {"enable_gradient_checkpointing", "lower_batch_size"}});
+  s.push_back({"quantize OOM: the low-VRAM path (quantizes on the CPU) first, then a lower qtype",
+               config(gc_on, wan),
+               {.phase = Phase::kQuantize, .figures = figures_24gb()},
+               "enable_low_vram",
+               {{"enable_low_vram", "quantize_model"}},
+               {},
+               {"lower_batch_size", "expandable_segments"}});
+  s.push_back({"host kill with latents already on disk: host-RAM fixes only",
+               config(gc_on, "",
+                      "          resolution: [512, 768]\n"
+                      "          cache_latents_to_disk: true\n"),
+               {.kind = OomKind::kHostKilled, .step = 40},
+               "reduce_host_memory",
+               {},
+               {},
+               {"cache_latents_to_disk", "enable_low_vram", "enable_gradient_checkpointing"}});
+  s.push_back({"host kill with latents cached in host RAM: to disk after the workers",
+               config(gc_on, "",
+                      "          resolution: [512, 768]\n"
+                      "          cache_latents: true\n"),
+               {.kind = OomKind::kHostKilled, .step = 40},
+               "reduce_host_memory",
+               {{"reduce_host_memory", "cache_latents_to_disk"}},
+               {},
+               {}});
+
   // The real example configs, when ../shared has them.
   const fs::path shared =
       fs::path(OOMTRIAGE_SOURCE_DIR) / ".." / "shared" / "configs" / "ai-toolkit";
@@ -431,6 +499,104 @@ TEST_SUITE("triage::ranker") {
       }
     }
   }
+  TEST_CASE("a plan when no single fix is enough: FLUX, checkpointing off, batch 4") {
+    const std::string yaml = config(
+        "        gradient_checkpointing: false\n        dtype: bf16\n        batch_size: 4\n", "",
+        "          resolution: 1024\n");
+    const auto fixes = rank(yaml, {.step = 2, .figures = figures_24gb()});
+    REQUIRE(fixes.size() >= 3);
+    std::string estimates;
+    for (const auto& fix : fixes) estimates += "\n" + fix.id + ": " + fix.estimate;
+    CAPTURE(estimates);
+    const triage::Fix& plan = fixes[0];
+    REQUIRE(plan.id == "combined_plan");
+    CHECK(plan.rank == 1);
+    CHECK(plan.fits == true);
+    // The seed guide's first lever leads the plan; the batch joins it.
+    REQUIRE(plan.parts.size() >= 2);
+    CHECK(plan.parts[0] == "enable_gradient_checkpointing");
+    CHECK(std::find(plan.parts.begin(), plan.parts.end(), "lower_batch_size") != plan.parts.end());
+    CHECK(plan.title.rfind("Plan: turn gradient checkpointing back on + ", 0) == 0);
+    CHECK(plan.why.find("No single fix makes every phase fit") == 0);
+    // Every single fix after it falls short alone; the plan's changes are its parts' changes.
+    size_t changes = 0;
+    for (size_t i = 1; i < fixes.size(); ++i) {
+      CAPTURE(fixes[i].id);
+      CHECK(fixes[i].fits != true);
+      CHECK(fixes[i].rank == static_cast<int>(i) + 1);
+      if (std::find(plan.parts.begin(), plan.parts.end(), fixes[i].id) != plan.parts.end()) {
+        changes += fixes[i].changes.size();
+        CHECK(*plan.predicted_peak_bytes < *fixes[i].predicted_peak_bytes);
+      }
+    }
+    CHECK(plan.changes.size() == changes);
+    CHECK(triage::resume_safe(plan.id));
+    // Applied, the model agrees with the plan: the job fits the card the crash ran on.
+    const auto patched = triage::patch_yaml(yaml, plan.changes);
+    REQUIRE(patched);
+    auto fixed = parsers::parse_job_config(*patched, parsers::ConfigFormat::kYaml, "config.yaml");
+    REQUIRE(fixed);
+    CHECK(fixed->gradient_checkpointing);
+    CHECK(fixed->batch_size == 2);
+    const triage::Preflight after =
+        triage::preflight_config(*fixed, triage::usable_bytes(24ull << 30));
+    CHECK(after.verdict.fit != triage::Fit::kWillNotFit);
+  }
+  TEST_CASE("no plan when one fix is enough, or when the model cannot price the fixes") {
+    const std::string gc_off = "        gradient_checkpointing: false\n        dtype: bf16\n";
+    const auto one = rank(config(gc_off), {.step = 2, .figures = figures_24gb()});
+    REQUIRE_FALSE(one.empty());
+    CHECK(one[0].id == "enable_gradient_checkpointing");
+    CHECK(one[0].fits == true);
+    for (const auto& fix : one) CHECK(fix.id != "combined_plan");
+    // Without the crash's figures there is no usable memory to fit.
+    for (const auto& fix : rank(config(gc_off + "        batch_size: 4\n"), {.step = 2})) {
+      CHECK(fix.id != "combined_plan");
+    }
+  }
+  TEST_CASE("check speaks in predictions: no crash, no step in a prediction's fixes") {
+    const auto config_text = config(
+        "        gradient_checkpointing: true\n        dtype: bf16\n        batch_size: 8\n"
+        "        steps: 3000\n");
+    auto job = parsers::parse_job_config(config_text, parsers::ConfigFormat::kYaml, "c.yaml");
+    REQUIRE(job);
+    const triage::Preflight p = triage::preflight_config(*job, triage::usable_bytes(16ull << 30));
+    REQUIRE_FALSE(p.fixes.empty());
+    for (const auto& fix : p.fixes) {
+      CAPTURE(fix.id);
+      CAPTURE(fix.why);
+      CHECK(fix.why.find("ran out of memory") == std::string::npos);
+      CHECK(fix.why.find("OOM happened") == std::string::npos);
+      CHECK(fix.why.find("at step") == std::string::npos);
+      CHECK(fix.why.find("spike") == std::string::npos);
+    }
+  }
+  TEST_CASE(
+      "fix wording follows the trainer's default: kohya turns checkpointing on, not back on") {
+    const std::string log =
+        "Namespace(pretrained_model_name_or_path='sdxl.safetensors', resolution='1024,1024', "
+        "train_batch_size=1, gradient_checkpointing=False, output_dir='out')\n"
+        "File \"/w/sd-scripts/sdxl_train_network.py\", line 9, in <module>\n"
+        "steps:   0%|          | 2/1000 [00:05<40:00,  2.40s/it, avr_loss=0.1]\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB.\n";
+    const auto fixes =
+        triage::triage_log(parsers::analyze_log(log), {nullptr, "no job config was found"}).fixes;
+    REQUIRE_FALSE(fixes.empty());
+    CHECK(fixes[0].title == "Turn gradient checkpointing on");
+    const auto aitk = rank(config("        gradient_checkpointing: false\n"), {.step = 2});
+    REQUIRE_FALSE(aitk.empty());
+    CHECK(aitk[0].title == "Turn gradient checkpointing back on");
+  }
+  TEST_CASE("cheaper previews change only what lowers the peak, and say why steps change") {
+    const auto fixes = rank(config("        gradient_checkpointing: true\n"),
+                            {.phase = Phase::kSampling, .step = 500});
+    const auto at = std::find_if(fixes.begin(), fixes.end(),
+                                 [](const triage::Fix& f) { return f.id == "cheapen_previews"; });
+    REQUIRE(at != fixes.end());
+    for (const auto& change : at->changes)
+      CHECK(change.path.find("sample_every") == std::string::npos);
+    CHECK(at->why.find("time, not memory") != std::string::npos);
+  }
   TEST_CASE("the batch fix keeps the effective batch through gradient accumulation") {
     const auto fixes = rank(config("        gradient_checkpointing: true\n        batch_size: 4\n"
                                    "        gradient_accumulation: 2\n"),
@@ -490,6 +656,7 @@ TEST_SUITE("triage::ranker") {
                                             "use_8bit_optimizer",
                                             "match_target_res"};
     int checked = 0;
+    int plans = 0;
     for (const Scenario& scenario : scenarios()) {
       if (scenario.yaml.empty()) continue;
       for (Phase phase : phases) {
@@ -512,6 +679,18 @@ TEST_SUITE("triage::ranker") {
               CHECK(seen.insert(fix.id).second);
               CHECK(fix.rank == static_cast<int>(i) + 1);
               CHECK(triage::is_known_fix_id(fix.id));
+              if (fix.id == "combined_plan") {
+                // First, fits, two or more resume-safe single fixes proposed below it.
+                CHECK(i == 0);
+                CHECK(fix.fits == true);
+                CHECK(fix.parts.size() >= 2);
+                for (const auto& part : fix.parts) {
+                  CHECK(triage::resume_safe(part));
+                  CHECK(std::any_of(fixes.begin() + 1, fixes.end(),
+                                    [&](const triage::Fix& f) { return f.id == part; }));
+                }
+                ++plans;
+              }
               CHECK_FALSE(fix.why.empty());
               CHECK_FALSE(fix.cost.empty());
               CHECK(fix.confidence > 0.0);
@@ -531,6 +710,7 @@ TEST_SUITE("triage::ranker") {
       }
     }
     CHECK(checked > 100);
+    MESSAGE(plans << " plans among the scenarios' variations");
   }
   TEST_CASE("without a config, the arguments a kohya log prints drive the rules") {
     const std::string log =
