@@ -1,5 +1,5 @@
-// parsers/family_names.cc: the family table (its display names are the model makers' own
-// spellings) and the matching of a word to a row.
+// parsers/family_names.cc: the family table (display names spelled as the model makers spell
+// them, where one name covers the family) and the matching of a word to a row.
 #include "parsers/family_names.h"
 
 #include <cctype>
