@@ -145,6 +145,32 @@ TEST_SUITE("daemon::family_names") {
     CHECK(job["model_family_name"] == "FLUX.1");
   }
 
+  TEST_CASE("report names the family by its display name and id in every form") {
+    TempDir dir;
+    const fs::path state = fill(dir);
+    const fs::path toml =
+        fs::path(OOMTRIAGE_SOURCE_DIR) / "tests/testdata/configs/kohya_flux_lora.toml";
+    {
+      auto store = db::Store::open((state / "oomtriage.db").string());
+      REQUIRE(store);
+      const auto story = (*store)->job_story("flux_job");
+      REQUIRE(story);
+      REQUIRE(*story);
+      REQUIRE((*store)->add_config_snapshot((**story).job.id, toml.string(), "sha", slurp(toml),
+                                            daemon::unix_now()));
+    }
+    auto [rc, out] = says(state, "report flux_job");
+    REQUIRE(rc == 0);
+    CHECK(out.find("model FLUX.1 (flux.1)") != std::string::npos);
+    std::tie(rc, out) = says(state, "report flux_job --markdown");
+    CHECK(out.find("model FLUX.1 (flux.1)") != std::string::npos);
+    std::tie(rc, out) = says(state, "report flux_job --json");
+    REQUIRE(rc == 0);
+    const auto job = nlohmann::json::parse(out)["job"];
+    CHECK(job["model_family"] == "flux.1");
+    CHECK(job["model_family_name"] == "FLUX.1");
+  }
+
   TEST_CASE("check names the family as jobs does: display name and id beside the architecture") {
     TempDir dir;
     write_file(dir.path / "spec.json", R"({

@@ -966,6 +966,9 @@ TEST_SUITE("daemon::serve") {
     CHECK(count(list.body, "<a class=\"job\"") == 4);
     CHECK(list.body.find("<td>gpu-node-07</td>") != std::string::npos);
     CHECK(count(get(serve.url("/?host=gpu-node-08")).body, "<a class=\"job\"") == 0);
+    // The fleet store's jobs by any of their family's names, with the family shown.
+    CHECK(count(get(serve.url("/?family=flux1-dev&trainer=aitk")).body, "<a class=\"job\"") == 4);
+    CHECK(list.body.find("ai-toolkit · FLUX.1") != std::string::npos);
     const std::string key = job_key(list.body, "flux_step");
     REQUIRE(key.size() > 37);
     const Fetched page = get(serve.url("/job/" + key));
