@@ -31,7 +31,8 @@ std::string like_pattern(std::string_view text) {
 std::string job_summary_select(std::string_view from = "oomtriage.jobs j") {
   return "SELECT j.id, j.name, j.trainer, j.log_dir, extract(epoch FROM j.last_seen)::bigint, "
          "j.run_count, j.event_count, j.outcome, j.host, j.store_id::text, COALESCE(j.phase, ''), "
-         "j.step, j.home, j.gpu_peak_bytes, j.gpu_total_bytes, COALESCE(j.top_fix, '') FROM " +
+         "j.step, j.home, j.gpu_peak_bytes, j.gpu_total_bytes, COALESCE(j.top_fix, ''), "
+         "COALESCE(j.model_family, '') FROM " +
          std::string(from) + " ";
 }
 
@@ -55,6 +56,7 @@ JobSummary job_summary_at(const PGresult* r, int row) {
   if (const auto total = optional_at(r, row, 14)) {
     job.gpu_total_bytes = static_cast<uint64_t>(*total);
   }
+  job.family = text_at(r, row, 16);
   return job;
 }
 

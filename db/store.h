@@ -97,6 +97,9 @@ struct JobSummary {
   // The newest run's highest GPU memory on one card, and that card's size, when it was sampled.
   std::optional<uint64_t> gpu_peak_bytes;
   std::optional<uint64_t> gpu_total_bytes;
+  // One name for each family (issue 45): the newest event's model family as stored ("flux.1"),
+  // "" without one; parsers/family_names.h gives its display name.
+  std::string family;
 };
 
 struct RunRow {

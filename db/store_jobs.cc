@@ -167,7 +167,8 @@ Result<std::vector<JobSummary>> Store::find_jobs(const JobQuery& query) {
       "(SELECT g.peak_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
       "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1), "
       "(SELECT g.total_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
-      "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1) "
+      "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1), "
+      "COALESCE(le.model_family, '') "
       "FROM jobs j LEFT JOIN events le ON le.id = (SELECT MAX(e.id) FROM events e WHERE "
       "e.job_id = j.id) WHERE "
       "(?1 = '' OR COALESCE((SELECT outcome FROM runs r WHERE r.job_id = j.id ORDER BY r.id "
@@ -214,6 +215,7 @@ Result<std::vector<JobSummary>> Store::find_jobs(const JobQuery& query) {
     if (const auto total = s.optional_integer(13)) {
       job.gpu_total_bytes = static_cast<uint64_t>(*total);
     }
+    job.family = s.text(14);
     jobs.push_back(std::move(job));
   }
   if (rc != SQLITE_DONE) return s.error("list jobs");

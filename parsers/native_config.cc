@@ -7,6 +7,7 @@
 #include <set>
 
 #include "parsers/bounded_document.h"
+#include "parsers/family_names.h"
 #include "parsers/trainer_dialect.h"
 #include "parsers/trainer_words.h"
 
@@ -393,7 +394,10 @@ void settle_family(Trainer trainer, JobConfig& config) {
   if (trainer == Trainer::kOneTrainer) config.family_id = onetrainer_family(first);
   if (trainer == Trainer::kSdScripts) config.family_id = musubi_task_family(first);
   if (!config.family_id.empty() && config.family == ModelFamily::kOther) {
-    config.family = family_from_name(config.family_id);
+    // An architecture id ("flux2-dev") is filed by the family table, not guessed from its
+    // letters (which read "flux2-dev" as FLUX.1).
+    config.family =
+        family_of_architecture(config.family_id).value_or(family_from_name(config.family_id));
   }
 }
 

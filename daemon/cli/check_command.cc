@@ -15,6 +15,7 @@
 #include "daemon/common/nvml_probe.h"
 #include "daemon/render/preflight_output.h"
 #include "daemon/service/fleet_memory.h"
+#include "parsers/family_names.h"
 #include "parsers/gpu_cards.h"
 #include "triage/architectures.h"
 #include "triage/preflight.h"
@@ -135,7 +136,8 @@ Result<Ok> name_model(const std::string& model, CheckInput& input) {
   if (input.config) {
     input.config->name_or_path = model;
     input.config->arch.clear();
-    input.config->family = parsers::family_from_name(model);
+    input.config->family =
+        parsers::family_of_architecture(model).value_or(parsers::family_from_name(model));
   }
   return Ok{};
 }

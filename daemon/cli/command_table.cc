@@ -18,6 +18,7 @@
 #include "daemon/alerts/alert_dispatcher.h"
 #include "daemon/cli/alerts_command.h"
 #include "daemon/cli/check_command.h"
+#include "daemon/cli/filter_words.h"
 #include "daemon/cli/fix_command.h"
 #include "daemon/cli/report_command.h"
 #include "daemon/cli/serve_command.h"
@@ -288,9 +289,12 @@ class JobsCommand final : public StoreReaderCommand {
         ->check(CLI::IsMember({"model_load", "quantize", "cache_latents", "cache_text_embeddings",
                                "train_step", "sampling", "saving", "unknown"}));
     app.add_option("--trainer", filter_.trainer,
-                   "Only jobs of this trainer (ai-toolkit, kohya, ...)");
+                   "Only jobs of this trainer (ai-toolkit or aitk, sd-scripts or kohya, ...)")
+        ->check(known_trainer);
     app.add_option("--family", filter_.family,
-                   "Only jobs whose newest OOM was of this model family (flux.1, sdxl, ...)");
+                   "Only jobs whose newest OOM was of this model family, by any of its names "
+                   "(flux.1, flux1-dev, FLUX, sdxl, wan2.2, ...)")
+        ->check(known_family);
     app.add_option("--name", filter_.text, "Only jobs whose name holds this text (any case)");
     app.add_option("--limit", filter_.limit, "At most this many (newest first)");
     declare_config(app);

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <set>
 
+#include "daemon/cli/filter_words.h"
 #include "daemon/cli/log_reader.h"
 #include "daemon/common/did_you_mean.h"
 #include "daemon/render/html_report.h"
@@ -33,6 +34,7 @@
 #include "db/loss_log.h"
 #include "db/store.h"
 #include "db/store_recovery.h"
+#include "parsers/family_names.h"
 #include "parsers/job_config.h"
 #include "parsers/loss_curve.h"
 #include "triage/config_patch.h"
@@ -124,8 +126,12 @@ Result<JobsPage> find_jobs_page(db::JobReader& store, const std::string& host,
   query.host = host;
   query.outcome = filter.outcome;
   query.phase = filter.phase;
-  query.trainer = filter.trainer;
-  query.family = filter.family;
+  JobsPage page;
+  const FilterWords words = store_words(filter.trainer, filter.family);
+  page.notes = words.notes;
+  if (!words.answerable) return page;
+  query.trainer = words.trainer;
+  query.family = words.family;
   query.text = filter.text;
   // A century at most: "999999999w" is every job, not a time before the calendar.
   constexpr int64_t kCentury = 100LL * 366 * 86400;
@@ -133,7 +139,6 @@ Result<JobsPage> find_jobs_page(db::JobReader& store, const std::string& host,
   // One more than asked says whether there is a next page.
   query.limit = filter.limit ? filter.limit + 1 : 0;
   query.offset = filter.offset;
-  JobsPage page;
   OOMTRIAGE_ASSIGN_OR_RETURN(page.jobs, store.find_jobs(query));
   if (filter.limit && page.jobs.size() > filter.limit) {
     page.more = true;
@@ -162,6 +167,7 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
     }
     page = std::move(*found);
   }
+  for (const std::string& note : page.notes) fmt::print(stderr, "oomtriage: {}\n", note);
   std::vector<db::JobSummary>& jobs = page.jobs;
   const std::vector<std::string>& names = page.names;
   // The fleet store's jobs come from many nodes: each says which.
@@ -187,7 +193,11 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
           {"top_fix", last.top_fix == "-" ? ordered_json(nullptr) : ordered_json(last.top_fix)},
           {"gpu_peak_bytes", optional_json(job.gpu_peak_bytes)},
           {"gpu_total_bytes", optional_json(job.gpu_total_bytes)},
-          {"gpu_headroom_bytes", optional_json(headroom(job))}};
+          {"gpu_headroom_bytes", optional_json(headroom(job))},
+          {"model_family", job.family.empty() ? ordered_json(nullptr) : ordered_json(job.family)},
+          {"model_family_name", job.family.empty()
+                                    ? ordered_json(nullptr)
+                                    : ordered_json(parsers::family_display_name(job.family))}};
       if (!job.host.empty()) line["host"] = job.host;
       out.push_back(std::move(line));
     }
@@ -201,9 +211,9 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
   }
   const bool c = color_enabled(color);
   const std::string host_header = hosts ? fmt::format("{:<16} ", "HOST") : "";
-  fmt::print("{}{:<32} {:<12} {:<14} {:<14} {:>6} {:<24} {:>4} {:>6} {:>11} {:>8}  {}\n",
-             host_header, "JOB", "TRAINER", "OUTCOME", "PHASE", "STEP", "TOP FIX", "RUNS", "EVENTS",
-             "GPU PEAK", "HEADROOM", "LAST SEEN");
+  fmt::print("{}{:<32} {:<12} {:<14} {:<12} {:<14} {:>6} {:<24} {:>4} {:>6} {:>11} {:>8}  {}\n",
+             host_header, "JOB", "TRAINER", "OUTCOME", "FAMILY", "PHASE", "STEP", "TOP FIX", "RUNS",
+             "EVENTS", "GPU PEAK", "HEADROOM", "LAST SEEN");
   for (size_t i = 0; i < jobs.size(); ++i) {
     const db::JobSummary& job = jobs[i];
     const LastIncident last = last_incident(job);
@@ -216,9 +226,11 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
                                                gib_text(job.gpu_total_bytes.value_or(0)))
                                  : "-";
     const auto room = headroom(job);
-    fmt::print("{}{:<32} {:<12} {} {:<14} {:>6} {:<24} {:>4} {:>6} {:>11} {:>8}  {}\n", host,
-               names[i], job.trainer, outcome, last.phase, last.step, last.top_fix, job.runs,
-               job.events, peak, room ? gib_text(*room) : "-", when(job.last_seen));
+    fmt::print("{}{:<32} {:<12} {} {:<12} {:<14} {:>6} {:<24} {:>4} {:>6} {:>11} {:>8}  {}\n", host,
+               names[i], job.trainer, outcome,
+               job.family.empty() ? "-" : parsers::family_display_name(job.family), last.phase,
+               last.step, last.top_fix, job.runs, job.events, peak, room ? gib_text(*room) : "-",
+               when(job.last_seen));
   }
   return kExitOk;
 }

@@ -37,11 +37,15 @@ Result<std::vector<std::string>> shown_names(db::JobReader& store, const std::st
                                              const std::vector<db::JobSummary>& jobs);
 
 // The page of jobs `filter` picks, newest first, with the names people see and type for them
-// (daemon/render/job_names.h: a name two jobs share gets its folder's end).
+// (daemon/render/job_names.h: a name two jobs share gets its folder's end). Its family and
+// trainer may be named any way the tables know ("flux1-dev", "FLUX", "aitk").
 struct JobsPage {
   std::vector<db::JobSummary> jobs;
   std::vector<std::string> names;
   bool more = false;  // the filter's limit cut the list: a next page exists
+  // What the reader should know of the filter's family and trainer words (daemon/cli/
+  // filter_words.h): a word no table knows (then no job is listed) or a family filed as another.
+  std::vector<std::string> notes;
 };
 Result<JobsPage> find_jobs_page(db::JobReader& store, const std::string& host,
                                 const JobsFilter& filter, int64_t now);

@@ -25,6 +25,7 @@
 #include "daemon/render/web_pages.h"
 #include "daemon/service/service_manager.h"
 #include "db/fleet_store.h"
+#include "parsers/family_names.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -209,6 +210,7 @@ class Site {
       return unavailable(found.error());
     }
     view.more = found->more;
+    view.notes = found->notes;
     for (size_t i = 0; i < found->jobs.size(); ++i) {
       const db::JobSummary& job = found->jobs[i];
       const LastIncident last = last_incident(job);
@@ -222,7 +224,8 @@ class Site {
                  last.top_fix,
                  when(job.last_seen).substr(0, 16),
                  job.runs,
-                 ""};
+                 "",
+                 job.family.empty() ? "" : parsers::family_display_name(job.family)};
       row.last_seen[10] = ' ';
       if (job.gpu_peak_bytes && job.gpu_total_bytes) {
         row.gpu = fmt::format("{:.1f}/{:.1f} GiB",

@@ -9,6 +9,7 @@
 
 #include "daemon/common/human_units.h"
 #include "daemon/common/version.h"
+#include "parsers/family_names.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -150,8 +151,8 @@ void header(std::string& out, const ReportView& r) {
   out += fmt::format(
       "<header><h1>{}</h1><p class=\"sub\">{} · model {} · <span class=\"badge {}\">{}"
       "</span></p>\n",
-      escape(r.name), escape(r.trainer), escape(r.model_family), outcome_class(r.outcome),
-      escape(r.outcome));
+      escape(r.name), escape(r.trainer), escape(parsers::family_label(r.model_family)),
+      outcome_class(r.outcome), escape(r.outcome));
   out += fmt::format("<p class=\"sub mono\">{}{}</p>\n", escape(r.log_dir),
                      r.host.empty() ? "" : " · host " + escape(r.host));
   // The one-sentence verdict: the newest fatal crash and the fix to try first.

@@ -1,6 +1,8 @@
 // daemon/render/json_report.cc: the job's story as `report --json` prints it.
 #include "daemon/render/json_report.h"
 
+#include "parsers/family_names.h"
+
 namespace oomtriage::daemon {
 namespace {
 
@@ -58,6 +60,7 @@ ordered_json report_json(const db::JobStory& story, const ReportView& view) {
       {"name", story.job.name},  {"display_name", view.name},         {"folder", story.job.home},
       {"trainer", view.trainer}, {"model_family", view.model_family}, {"outcome", view.outcome},
       {"log_dir", view.log_dir}};
+  job["model_family_name"] = parsers::family_display_name(view.model_family);
   if (!view.host.empty()) job["host"] = view.host;
   ordered_json gpu_memory = ordered_json::array();
   for (const GpuMemoryView& gpu : view.gpu_memory) {

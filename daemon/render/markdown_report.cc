@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "daemon/common/human_units.h"
+#include "parsers/family_names.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -43,8 +44,9 @@ std::string code(std::string_view text) {
 
 std::string render_markdown_report(const ReportView& r) {
   std::string out = fmt::format("## OOM report: {}\n\n", md(r.name));
-  out += fmt::format("{} · model {} · **{}** · {}{}\n\n", md(r.trainer), md(r.model_family),
-                     md(r.outcome), code(r.log_dir), r.host.empty() ? "" : " · host " + md(r.host));
+  out += fmt::format("{} · model {} · **{}** · {}{}\n\n", md(r.trainer),
+                     md(parsers::family_label(r.model_family)), md(r.outcome), code(r.log_dir),
+                     r.host.empty() ? "" : " · host " + md(r.host));
   const ordered_json* last = nullptr;
   for (const auto& event : r.events) {
     if (!event.value("recovered", false)) last = &event;

@@ -9,6 +9,7 @@
 
 #include "daemon/common/human_units.h"
 #include "daemon/render/text_output.h"
+#include "parsers/family_names.h"
 #include "triage/fix_codec.h"
 #include "triage/fleet_correction.h"
 
@@ -95,6 +96,11 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
   const bool fits = p.verdict.fit != triage::Fit::kWillNotFit;
   nlohmann::ordered_json out;
   out["family"] = p.estimate.family;
+  // One name for each family (issue 45): the ids `jobs --json` and `report --json` use.
+  const parsers::FamilyName* family = parsers::find_family(p.estimate.family);
+  out["family_id"] = family ? nlohmann::ordered_json(family->id) : nlohmann::ordered_json(nullptr);
+  out["family_name"] =
+      family ? nlohmann::ordered_json(family->display) : nlohmann::ordered_json(nullptr);
   out["processes"] = p.estimate.processes;  // the phases are one GPU's
   if (!p.estimate.per_gpu.empty()) out["per_gpu"] = p.estimate.per_gpu;
   out["peak_bytes"] = peak.peak_bytes;
@@ -130,7 +136,7 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
 
 std::string render_preflight_text(const triage::Preflight& p, uint64_t card_bytes, bool color) {
   std::string out = verdict_line(p, color);
-  out += fmt::format("model: {}\n", p.estimate.family);
+  out += fmt::format("model: {}\n", parsers::architecture_label(p.estimate.family));
   if (!p.estimate.per_gpu.empty()) out += fmt::format("{}\n", p.estimate.per_gpu);
   if (p.estimate.correction.runs > 0) {
     out += fmt::format("{}\n", triage::describe(p.estimate.correction));

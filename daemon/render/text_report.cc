@@ -9,6 +9,7 @@
 
 #include "daemon/common/human_units.h"
 #include "daemon/render/text_output.h"
+#include "parsers/family_names.h"
 
 namespace oomtriage::daemon {
 
@@ -28,7 +29,7 @@ std::string render_text_report(const ReportView& view, bool c) {
   std::string out;
   const auto bold = [&](const std::string& s) { return paint(c, fmt::emphasis::bold, s); };
   out += fmt::format("{}  {}  {}  model {}\n", bold("job " + view.name), view.trainer, view.outcome,
-                     view.model_family);
+                     parsers::family_label(view.model_family));
   out += fmt::format("folder {}\n", view.log_dir);
   if (!view.host.empty()) out += fmt::format("host {}\n", view.host);
   if (view.unread_log) {

@@ -14,6 +14,7 @@
 #include "daemon/common/clock.h"
 #include "daemon/common/version.h"
 #include "daemon/render/html_report.h"
+#include "parsers/family_names.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -99,7 +100,9 @@ constexpr std::array<const char*, 10> kPalette = {"#4c78a8", "#f58518", "#54a24b
 // data- attributes and a <title> for the pointer.
 std::string day_chart(const std::vector<db::DayCount>& counts, const std::vector<std::string>& days,
                       const char* id,
-                      const std::function<std::string(const std::string&)>& color_of) {
+                      const std::function<std::string(const std::string&)>& color_of,
+                      const std::function<std::string(const std::string&)>& label_of = {}) {
+  const auto label = [&](const std::string& key) { return label_of ? label_of(key) : key; };
   std::map<std::string, std::map<std::string, int64_t>> by_day;
   std::map<std::string, int64_t> totals;
   for (const auto& c : counts) {
@@ -146,7 +149,7 @@ std::string day_chart(const std::vector<db::DayCount>& counts, const std::vector
             "y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"{}\"><title>{}: {} {}</title>"
             "</rect>\n",
             days[i], esc(key), part->second, x, y, slot * 0.76, h, color_of(key), days[i],
-            part->second, esc(key));
+            part->second, esc(label(key)));
       }
     }
     if (i % 7 == 0 || i + 1 == days.size()) {
@@ -157,7 +160,7 @@ std::string day_chart(const std::vector<db::DayCount>& counts, const std::vector
   out += "</svg>\n<div class=\"legend\">";
   for (const auto& key : keys) {
     out += fmt::format("<span><span class=\"sw\" style=\"background:{}\"></span>{} ({})</span>",
-                       color_of(key), esc(key), totals[key]);
+                       color_of(key), esc(label(key)), totals[key]);
   }
   if (keys.empty()) out += "<span class=\"muted\">no OOMs in the window</span>";
   return out + "</div>\n";
@@ -226,6 +229,8 @@ std::string render_jobs_page(const JobsPageView& v) {
   out += "<button type=\"submit\">Filter</button>";
   if (!jobs_query(f, 1).empty()) out += " <a href=\"/\">clear</a>";
   out += "</form>\n";
+  for (const std::string& note : v.notes)
+    out += fmt::format("<p class=\"muted filter-note\">{}</p>\n", esc(note));
   if (v.rows.empty()) {
     out += fmt::format("<p class=\"muted\" id=\"no-jobs\">No jobs{}.</p>\n",
                        jobs_query(f, 1).empty() ? " yet" : " match these filters");
@@ -240,7 +245,8 @@ std::string render_jobs_page(const JobsPageView& v) {
       out += fmt::format(
           "<tr><td><a class=\"job\" href=\"/job/{}\">{}</a><div class=\"muted\">{}"
           "</div></td>",
-          url_encode(r.key), esc(r.name), esc(r.trainer));
+          url_encode(r.key), esc(r.name),
+          esc(r.family.empty() ? r.trainer : r.trainer + " · " + r.family));
       if (v.fleet) out += fmt::format("<td>{}</td>", esc(r.host));
       out += fmt::format(
           "<td><span class=\"badge {}\">{}</span></td><td>{}</td><td class=\"num\">{}</td>"
@@ -281,8 +287,10 @@ std::string render_fleet_page(const FleetPageView& v) {
   std::sort(ranked.begin(), ranked.end());
   for (size_t i = 0; i < ranked.size(); ++i)
     family_colors[ranked[i].second] = kPalette[std::min(i, kPalette.size() - 1)];
-  out += day_chart(o.by_family, v.day_labels, "chart-family",
-                   [&](const std::string& key) { return family_colors[key]; });
+  out += day_chart(
+      o.by_family, v.day_labels, "chart-family",
+      [&](const std::string& key) { return family_colors[key]; },
+      [](const std::string& key) { return parsers::family_display_name(key); });
   out += "</section>\n<section id=\"healed-by\"><h2>Fixes that healed jobs</h2>\n";
   if (o.healed_by.empty()) {
     out += "<p class=\"muted\">No job was healed by <code>oomtriage run --heal</code> yet.</p>\n";

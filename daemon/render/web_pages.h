@@ -26,7 +26,8 @@ struct JobRow {
   std::string name;  // as shown (daemon/render/job_names.h)
   std::string host, trainer, outcome, phase, step, top_fix, last_seen;
   int64_t runs = 0;
-  std::string gpu;  // "22.1/24.0 GiB" or ""
+  std::string gpu;     // "22.1/24.0 GiB" or ""
+  std::string family;  // the newest OOM's family by its display name ("FLUX.1"), or ""
 };
 
 struct JobsPageView {
@@ -36,6 +37,9 @@ struct JobsPageView {
   bool more = false;   // a next page exists
   std::string store;   // what is read, for the footer
   std::string made_at;
+  // What the filter's words came to (daemon/cli/filter_words.h): an unknown family or trainer,
+  // with the closest names, or a family the store files as another.
+  std::vector<std::string> notes;
 };
 
 struct FleetPageView {

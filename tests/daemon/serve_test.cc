@@ -508,6 +508,21 @@ TEST_SUITE("daemon::serve") {
     CHECK(count(get(serve.url("/?family=flux.1&trainer=ai-toolkit")).body, "<a class=\"job\"") ==
           4);
     CHECK(get(serve.url("/?trainer=kohya")).body.find("No jobs match") != std::string::npos);
+    // One name for each family and trainer (docs/design.md): any of a family's names and any
+    // trainer alias find the same jobs; a word no table knows lists none and says why.
+    for (const char* query : {"/?family=flux1-dev&trainer=aitk", "/?family=FLUX&trainer=AI_Toolkit",
+                              "/?family=FLUX.1-dev"}) {
+      CAPTURE(query);
+      CHECK(count(get(serve.url(query)).body, "<a class=\"job\"") == 4);
+    }
+    CHECK(count(get(serve.url("/?family=sdxl")).body, "<a class=\"job\"") == 0);
+    const Fetched unknown_family = get(serve.url("/?family=fluxx"));
+    CHECK(unknown_family.status == 200);
+    CHECK(count(unknown_family.body, "<a class=\"job\"") == 0);
+    CHECK(unknown_family.body.find("unknown model family") != std::string::npos);
+    CHECK(unknown_family.body.find("did you mean flux") != std::string::npos);
+    CHECK(get(serve.url("/?trainer=kohyaa")).body.find("unknown trainer") != std::string::npos);
+    CHECK(first.body.find("ai-toolkit · FLUX.1") != std::string::npos);  // the family's name
     CHECK(get(serve.url("/?since=soon")).status == 400);
 
     // The job's page is `report --html`'s, with the way back and on; .json and .md are report's.
@@ -951,6 +966,9 @@ TEST_SUITE("daemon::serve") {
     CHECK(count(list.body, "<a class=\"job\"") == 4);
     CHECK(list.body.find("<td>gpu-node-07</td>") != std::string::npos);
     CHECK(count(get(serve.url("/?host=gpu-node-08")).body, "<a class=\"job\"") == 0);
+    // The fleet store's jobs by any of their family's names, with the family shown.
+    CHECK(count(get(serve.url("/?family=flux1-dev&trainer=aitk")).body, "<a class=\"job\"") == 4);
+    CHECK(list.body.find("ai-toolkit · FLUX.1") != std::string::npos);
     const std::string key = job_key(list.body, "flux_step");
     REQUIRE(key.size() > 37);
     const Fetched page = get(serve.url("/job/" + key));
