@@ -1,0 +1,65 @@
+// triage/preflight_launch.cc: the pre-flight of an image trainer's job that a launcher spreads
+// over GPUs (issue 45, command lines): the verdict is one GPU's, as the memory model prices it
+// with the launch applied (triage/parallel_memory.h), and the fixes are the job's own, as
+// preflight_config() ranks them for one process, each moved by what the launch adds to one GPU
+// (DDP's gradient buckets) or takes from it (sharding, offloading) at the job's settings.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "triage/memory_pressure.h"
+#include "triage/preflight.h"
+#include "triage/spec_from_config.h"
+#include "triage/spec_from_llm.h"
+
+namespace oomtriage::triage {
+
+Preflight preflight_config(const parsers::JobConfig& config,
+                           const parsers::DistributedSetup& launch, uint64_t usable_bytes,
+                           const MemoryCorrection& correction) {
+  const MemorySpec one = spec_from_config(config);
+  MemorySpec spread = one;
+  apply_distributed(spread, launch);
+  // One process, no sharding: the launch changes nothing, so neither may the answer.
+  if (to_json(spread) == to_json(one)) return preflight_config(config, usable_bytes, correction);
+
+  const double factor = correction.factor > 0 ? correction.factor : 1.0;
+  const double added = (static_cast<double>(estimate_memory(spread).peak().peak_bytes) -
+                        static_cast<double>(estimate_memory(one).peak().peak_bytes)) *
+                       factor;
+  // The one-process job judged against what the launch leaves it, so that it is ranked fixes
+  // exactly when the job on each GPU needs them.
+  const double left = std::max(0.0, static_cast<double>(usable_bytes) - added);
+  const Preflight one_gpu = preflight_config(config, static_cast<uint64_t>(left), correction);
+
+  Preflight out = preflight_spec(spread, usable_bytes, correction);
+  if (!one_gpu.verdict.unread.empty()) {  // a value that could not be read decides, as for one
+    out.verdict.unread = one_gpu.verdict.unread;
+    out.verdict.fit = Fit::kUnknown;
+    out.verdict.first_failing = parsers::Phase::kUnknown;
+    out.confidence.deciding.clear();
+    return out;
+  }
+  if (out.verdict.fit == Fit::kUnknown || out.verdict.fit == Fit::kFits) return out;
+  const uint64_t now = out.estimate.peak().peak_bytes;
+  const double room = static_cast<double>(usable_bytes) * kFitMargin;
+  for (Fix fix : one_gpu.fixes) {
+    if (!fix.predicted_peak_bytes) continue;
+    const double peak = std::max(0.0, static_cast<double>(*fix.predicted_peak_bytes) + added);
+    if (peak >= static_cast<double>(now)) continue;
+    fix.predicted_peak_bytes = static_cast<uint64_t>(peak);
+    fix.fits = peak <= room;
+    fix.estimate = fmt::format(
+        "estimated by the memory model (docs/memory-model.md), per GPU ({} processes): the "
+        "run's peak {:.2f} -> {:.2f} GiB with this fix; {} of {:.2f} GiB usable",
+        out.estimate.processes, now / double(1ull << 30), peak / double(1ull << 30),
+        *fix.fits ? "every phase fits" : "still over", usable_bytes / double(1ull << 30));
+    out.fixes.push_back(std::move(fix));
+  }
+  std::stable_partition(out.fixes.begin(), out.fixes.end(),
+                        [](const Fix& fix) { return fix.fits == true; });
+  for (size_t i = 0; i < out.fixes.size(); ++i) out.fixes[i].rank = static_cast<int>(i) + 1;
+  return out;
+}
+
+}  // namespace oomtriage::triage
