@@ -3,6 +3,8 @@
 // with the launch applied (triage/parallel_memory.h), and the fixes are the job's own, as
 // preflight_config() ranks them for one process, each moved by what the launch adds to one GPU
 // (DDP's gradient buckets) or takes from it (sharding, offloading) for the job the fix leaves.
+#include "triage/preflight.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,7 +12,6 @@
 #include "parsers/trainer_dialect.h"
 #include "triage/config_edits.h"
 #include "triage/memory_pressure.h"
-#include "triage/preflight.h"
 #include "triage/spec_from_config.h"
 #include "triage/spec_from_llm.h"
 
@@ -61,8 +62,10 @@ std::optional<parsers::JobConfig> fixed_config(const parsers::JobConfig& config,
     if (config.trainer != parsers::Trainer::kAiToolkit) {
       const parsers::DialectRow* row = parsers::row_for(config.trainer, path);
       if (row == nullptr) return std::nullopt;
-      // A switch taken off the command line is off.
-      const auto decoded = parsers::decode(row->codec, value.is_null() ? json(false) : value);
+      // A key taken away reads as its codec says (sample_prompts gone: no sampling); a switch
+      // taken off the command line is off.
+      auto decoded = parsers::decode(row->codec, value);
+      if (!decoded && value.is_null()) decoded = parsers::decode(row->codec, json(false));
       if (!decoded) return std::nullopt;
       value = *decoded;
     }

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <tuple>
 
 #include "daemon/cli/command_fixes.h"
 #include "tests/support/check_run.h"
@@ -264,6 +265,36 @@ TEST_SUITE("daemon::check_command_line") {
     REQUIRE(again.doc().is_object());
     CHECK(again.doc()["peak_bytes"].get<uint64_t>() < doc["peak_bytes"].get<uint64_t>());
     CHECK(fix_named(again.doc(), top) == nullptr);
+  }
+
+  TEST_CASE("run's pre-flight judges a launched command per GPU, as check does") {
+    TempDir dir;
+    // A stand-in for accelerate: run starts it, and it does nothing.
+    write_file(dir.path / "accelerate", "#!/bin/sh\nexit 0\n");
+    fs::permissions(dir.path / "accelerate", fs::perms::owner_all);
+    const auto run_with = [&](const std::vector<std::string>& launcher) {
+      std::string command = "cd '" + dir.path.string() + "' && '" OOMTRIAGE_BINARY +
+                            std::string("' --state-dir '") + (dir.path / "state").string() +
+                            "' run --gpu 24GiB --job sdxl -- ./accelerate launch";
+      for (const std::string& word : launcher) command += " " + word;
+      command +=
+          " sdxl_train.py --pretrained_model_name_or_path sd_xl_base_1.0.safetensors "
+          "--train_batch_size 4 --resolution 1024,1024 --mixed_precision bf16 "
+          "--gradient_checkpointing 2>'" +
+          (dir.path / "err.txt").string() + "'";
+      const int status = std::system(command.c_str());
+      return std::make_pair(status, slurp(dir.path / "err.txt"));
+    };
+    // A full SDXL fine-tune is far over 24 GiB on one GPU; ZeRO-3 over 4 shares it out.
+    auto [status, err] = run_with({});
+    INFO(err);
+    CHECK(status == 0);
+    CHECK(err.find("predicted OOM") != std::string::npos);
+    std::tie(status, err) =
+        run_with({"--num_processes", "4", "--use_deepspeed", "--zero_stage", "3"});
+    CHECK(status == 0);
+    CHECK(err.find("predicted OOM") == std::string::npos);
+    CHECK(err.find("no pre-flight") == std::string::npos);
   }
 
   TEST_CASE("a fix's flags are edits of the trainer's arguments, never of the launcher's words") {
