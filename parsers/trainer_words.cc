@@ -49,18 +49,18 @@ constexpr ScriptRow kScripts[] = {
     {"train_textual_inversion", {T::kSdScripts, "embedding", ""}},
     {"sdxl_train_textual_inversion", {T::kSdScripts, "embedding", "sdxl"}},
     // musubi-tuner: the same conventions (its options are sd-scripts' dialect).
-    {"wan_train_network", {T::kSdScripts, "lora", "", 1.0, true}},  // the family is in --task
-    {"hv_train_network", {T::kSdScripts, "lora", "hunyuan-video", 1.0, true}},
-    {"hv_train", {T::kSdScripts, "full", "hunyuan-video", 1.0, true}},
-    {"hv_1_5_train_network", {T::kSdScripts, "lora", "hunyuan-video-1.5", 1.0, true}},
+    {"wan_train_network", {T::kSdScripts, "lora", "", 1.0, true, true}},  // the family is in --task
+    {"hv_train_network", {T::kSdScripts, "lora", "hunyuan-video", 1.0, true, true}},
+    {"hv_train", {T::kSdScripts, "full", "hunyuan-video", 1.0, true}},  // its own default "no"
+    {"hv_1_5_train_network", {T::kSdScripts, "lora", "hunyuan-video-1.5", 1.0, true, true}},
     // FramePack is a HunyuanVideo-architecture model (13B).
-    {"fpack_train_network", {T::kSdScripts, "lora", "hunyuan-video", 1.0, true}},
-    {"qwen_image_train_network", {T::kSdScripts, "lora", "qwen-image", 1.0, true}},
-    {"qwen_image_train", {T::kSdScripts, "full", "qwen-image", 1.0, true}},
-    {"flux_kontext_train_network", {T::kSdScripts, "lora", "flux1-kontext", 1.0, true}},
-    {"flux_2_train_network", {T::kSdScripts, "lora", "flux2-dev", 1.0, true}},
-    {"zimage_train_network", {T::kSdScripts, "lora", "z-image", 1.0, true}},
-    {"zimage_train", {T::kSdScripts, "full", "z-image", 1.0, true}},
+    {"fpack_train_network", {T::kSdScripts, "lora", "hunyuan-video", 1.0, true, true}},
+    {"qwen_image_train_network", {T::kSdScripts, "lora", "qwen-image", 1.0, true, true}},
+    {"qwen_image_train", {T::kSdScripts, "full", "qwen-image", 1.0, true, true}},
+    {"flux_kontext_train_network", {T::kSdScripts, "lora", "flux1-kontext", 1.0, true, true}},
+    {"flux_2_train_network", {T::kSdScripts, "lora", "flux2-dev", 1.0, true, true}},
+    {"zimage_train_network", {T::kSdScripts, "lora", "z-image", 1.0, true, true}},
+    {"zimage_train", {T::kSdScripts, "full", "z-image", 1.0, true, true}},
     // diffusers' examples.
     {"train_dreambooth", {T::kDiffusers, "full", ""}},
     {"train_text_to_image", {T::kDiffusers, "full", ""}},
@@ -95,7 +95,10 @@ std::string_view file_stem(std::string_view path) {
 std::optional<ScriptFacts> script_facts(std::string_view script) {
   const std::string_view stem = file_stem(script);
   for (const ScriptRow& row : kScripts) {
-    if (row.name == stem) return row.facts;
+    if (row.name != stem) continue;
+    ScriptFacts facts = row.facts;
+    facts.precision_from_launcher |= facts.trainer == T::kDiffusers;
+    return facts;
   }
   // diffusers: train_dreambooth_lora_sdxl, train_text_to_image_lora, train_dreambooth_lora_flux
   // ...: the words say the kind, the suffix the family.
@@ -106,6 +109,7 @@ std::optional<ScriptFacts> script_facts(std::string_view script) {
                       : has(stem, "lora")     ? "lora"
                                               : "full",
                       ""};
+    facts.precision_from_launcher = true;
     for (const auto& [suffix, family] : kDiffusersSuffixes) {
       if (has(stem, suffix)) {
         facts.family = family;

@@ -31,6 +31,10 @@ struct ScriptFacts {
   // musubi-tuner's scripts train from text-encoder outputs cached beforehand by its own caching
   // script: the encoders are never loaded while training.
   bool text_encoder_cached = false;
+  // Issue 45, command lines: the script's --mixed_precision defaults to None, which accelerate
+  // fills from its launcher's --mixed_precision (musubi-tuner, diffusers' examples); sd-scripts'
+  // default "no" is passed to accelerate and wins over the launcher's.
+  bool precision_from_launcher = false;
 };
 
 // The facts of the script a command runs ("/x/sd-scripts/sdxl_train.py" -> sd-scripts, full,

@@ -40,6 +40,15 @@ const Alternative kAlternatives[] = {
 
 bool runs_out(Fit fit) { return fit == Fit::kWillNotFit; }
 
+// A fix that edits the job's config file or, for a job read from its command line, its flags
+// (issue 45); the environment and an operator's actions are not a pre-flight's to propose.
+bool edits_the_job(const Fix& fix) {
+  return fix.changes_config() ||
+         std::any_of(fix.changes.begin(), fix.changes.end(), [](const ConfigChange& change) {
+           return change.kind == parsers::TargetKind::kArgs;
+         });
+}
+
 Confidence confidence_of(const MemorySpec& spec, const MemoryEstimate& estimate,
                          const FitVerdict& verdict, uint64_t usable,
                          const MemoryCorrection& correction) {
@@ -122,7 +131,7 @@ Preflight preflight_config(const parsers::JobConfig& config, uint64_t usable_byt
   const JobView job{&config, "", nullptr};
   const uint64_t now = out.estimate.peak().peak_bytes;
   for (Fix& fix : triage_pressure(pressure, config.trainer, {}, job, {})) {
-    if (!fix.predicted_peak_bytes || !fix.changes_config()) continue;
+    if (!fix.predicted_peak_bytes || !edits_the_job(fix)) continue;
     const uint64_t peak = static_cast<uint64_t>(*fix.predicted_peak_bytes * factor);
     if (peak >= now) continue;  // not a lever for this job's memory
     fix.predicted_peak_bytes = peak;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "parsers/job_config.h"
+#include "parsers/launcher.h"
 #include "triage/fix.h"
 #include "triage/memory_model.h"
 #include "triage/memory_spec.h"
@@ -43,6 +44,14 @@ Preflight preflight_spec(const MemorySpec& spec, uint64_t usable_bytes,
 
 // From a job's config: fixes in the job's own syntax, the same ids and targets as `scan`'s.
 Preflight preflight_config(const parsers::JobConfig& config, uint64_t usable_bytes,
+                           const MemoryCorrection& correction = {});
+
+// Issue 45, command lines: the job as a launcher spreads it (`accelerate launch --num_processes
+// 4`, DeepSpeed, FSDP), judged per GPU, with the same fixes as the job's config, each priced per
+// GPU (triage/preflight_launch.cc). A launch that changes nothing (one process, no sharding)
+// gives exactly what the config alone gives.
+Preflight preflight_config(const parsers::JobConfig& config,
+                           const parsers::DistributedSetup& launch, uint64_t usable_bytes,
                            const MemoryCorrection& correction = {});
 
 }  // namespace oomtriage::triage

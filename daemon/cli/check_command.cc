@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "daemon/cli/check_input.h"
+#include "daemon/cli/command_fixes.h"
 #include "daemon/common/did_you_mean.h"
 #include "daemon/common/exit_codes.h"
 #include "daemon/common/nvml_probe.h"
@@ -20,6 +21,7 @@
 #include "triage/architectures.h"
 #include "triage/preflight.h"
 #include "triage/spec_from_config.h"
+#include "triage/spec_from_llm.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -161,8 +163,8 @@ int run_check(const CheckOptions& options) {
       return exit_code_for(named.error());
     }
   }
-  const triage::MemorySpec spec =
-      input->spec ? *input->spec : triage::spec_from_config(*input->config);
+  triage::MemorySpec spec = input->spec ? *input->spec : triage::spec_from_config(*input->config);
+  if (!input->spec && input->launch) triage::apply_distributed(spec, *input->launch);
   const std::string source = options.spec     ? *options.spec
                              : options.config ? *options.config
                                               : std::string("the command line");
@@ -201,15 +203,22 @@ int run_check(const CheckOptions& options) {
                  learnt.error().message);
     }
   }
-  triage::Preflight result = input->spec
-                                 ? triage::preflight_spec(*input->spec, usable, correction)
-                                 : triage::preflight_config(*input->config, usable, correction);
+  triage::Preflight result =
+      input->spec     ? triage::preflight_spec(*input->spec, usable, correction)
+      : input->launch ? triage::preflight_config(*input->config, *input->launch, usable, correction)
+                      : triage::preflight_config(*input->config, usable, correction);
   add_assumptions(result.estimate.assumptions, input->assumptions);
+  // A command line's fixes are edits of that command (issue 45).
+  std::vector<std::vector<std::string>> commands;
+  if (!options.command.empty()) {
+    as_edits_of(options.command, result.fixes);
+    commands = fixed_commands(options.command, result.fixes);
+  }
   if (options.json) {
-    fmt::print("{}\n", preflight_to_json(result, *card)
+    fmt::print("{}\n", preflight_to_json(result, *card, commands)
                            .dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
-    fmt::print("{}", render_preflight_text(result, *card, color_enabled(options.color)));
+    fmt::print("{}", render_preflight_text(result, *card, color_enabled(options.color), commands));
   }
   switch (result.verdict.fit) {
     case triage::Fit::kWillNotFit: return kExitWillNotFit;

@@ -18,6 +18,7 @@
 #include "parsers/log_analyzer.h"
 #include "parsers/native_config.h"
 #include "parsers/printed_arguments.h"
+#include "parsers/trainer_dialect.h"
 #include "parsers/trainer_words.h"
 
 namespace oomtriage::daemon {
@@ -177,8 +178,35 @@ Result<CheckInput> read_config_input(const std::string& path, parsers::Trainer t
 
 namespace {
 
+// Issue 45: the launcher's --mixed_precision (accelerate's, or its config file's) is the job's
+// when the script leaves its own out and takes accelerate's (parsers/trainer_words.h): returned
+// then. sd-scripts passes its own default, "no", instead: the user is told where the word goes.
+std::optional<std::string> launcher_precision(const parsers::DistributedSetup& setup,
+                                              const std::optional<parsers::ScriptFacts>& script,
+                                              bool script_states_it,
+                                              std::vector<std::string>& said) {
+  if (!setup.mixed_precision || !script || script_states_it) return std::nullopt;
+  const std::string& precision = *setup.mixed_precision;
+  if (script->precision_from_launcher) {
+    said.push_back(fmt::format(
+        "mixed precision {}: the launcher's --mixed_precision, which the script takes when its "
+        "own is left out",
+        precision));
+    return precision;
+  }
+  if (script->trainer == parsers::Trainer::kSdScripts && precision != "no") {
+    said.push_back(fmt::format(
+        "the launcher's --mixed_precision {} does not reach sd-scripts, which passes its own "
+        "(default no: fp32) to accelerate; to train in {}, put --mixed_precision {} after the "
+        "script",
+        precision, precision, precision));
+  }
+  return std::nullopt;
+}
+
 Result<CheckInput> read_image_command_input(const std::vector<std::string>& argv,
-                                            parsers::Trainer trainer) {
+                                            parsers::Trainer trainer,
+                                            const parsers::DistributedSetup& launch) {
   parsers::AnalyzerOptions options;
   options.trainer = trainer;
   parsers::LogAnalyzer analyzer(options);
@@ -188,6 +216,7 @@ Result<CheckInput> read_image_command_input(const std::vector<std::string>& argv
   const std::optional<parsers::ScriptFacts> script =
       parsers::script_facts(parsers::script_in(argv));
   if (facts.trainer == parsers::Trainer::kUnknown && script) facts.trainer = script->trainer;
+  std::vector<std::string> launch_said;
 
   // --config_file names the main config even when a dataset config comes first; a dataset
   // config alone (musubi's `--dataset_config x.toml` beside its arguments) is not the job's.
@@ -200,6 +229,13 @@ Result<CheckInput> read_image_command_input(const std::vector<std::string>& argv
   if (file) {
     OOMTRIAGE_ASSIGN_OR_RETURN(CheckInput input, read_config_input(*file, facts.trainer));
     if (script && input.config) parsers::apply_script(*input.config, *script);
+    if (input.config) {
+      const auto precision = launcher_precision(
+          launch, script, input.config->slots.count("train.dtype") > 0, input.assumptions);
+      const auto dtype =
+          precision ? parsers::decode(parsers::Codec::kDtype, *precision) : std::nullopt;
+      if (dtype && dtype->is_string()) input.config->dtype = dtype->get<std::string>();
+    }
     if (const auto beside = arguments_beside(facts.printed_arguments); !beside.empty()) {
       input.assumptions.push_back(fmt::format(
           "the command line's own {} not read: {}'s values used", fmt::join(beside, ", "), *file));
@@ -211,6 +247,12 @@ Result<CheckInput> read_image_command_input(const std::vector<std::string>& argv
                       fmt::format("`{}` names no config file (.yaml, .json, .toml) and passes no "
                                   "--arguments to read the job from",
                                   fmt::join(argv, " ")));
+  }
+  const bool states_precision =
+      std::any_of(facts.printed_arguments.begin(), facts.printed_arguments.end(),
+                  [](const auto& argument) { return argument.first == "mixed_precision"; });
+  if (const auto precision = launcher_precision(launch, script, states_precision, launch_said)) {
+    facts.printed_arguments.emplace_back("mixed_precision", *precision);
   }
   // A whole command line shows every setting: one it leaves out takes the trainer's default.
   std::vector<std::string> beside_assumptions;
@@ -231,6 +273,7 @@ Result<CheckInput> read_image_command_input(const std::vector<std::string>& argv
   input.assumptions = config->problems;
   input.assumptions.insert(input.assumptions.end(), beside_assumptions.begin(),
                            beside_assumptions.end());
+  input.assumptions.insert(input.assumptions.end(), launch_said.begin(), launch_said.end());
   input.config = std::move(config);
   return input;
 }
@@ -243,8 +286,13 @@ Result<CheckInput> read_command_input(const std::vector<std::string>& argv,
                                       parsers::Trainer trainer) {
   const parsers::LaunchedCommand launched = parsers::read_launcher(argv);
   if (auto llm = read_llm_command_input(launched)) return std::move(*llm);
-  OOMTRIAGE_ASSIGN_OR_RETURN(CheckInput input, read_image_command_input(argv, trainer));
-  apply_launch(input, launched);
+  std::vector<std::string> launch_said;
+  const parsers::DistributedSetup setup =
+      launched.setup.any() ? with_distributed_files(launched.setup, "", launch_said)
+                           : launched.setup;
+  OOMTRIAGE_ASSIGN_OR_RETURN(CheckInput input, read_image_command_input(argv, trainer, setup));
+  input.assumptions.insert(input.assumptions.end(), launch_said.begin(), launch_said.end());
+  apply_launch(input, setup);
   return input;
 }
 

@@ -14,6 +14,7 @@
 
 #include "parsers/event.h"
 #include "parsers/job_config.h"
+#include "parsers/launcher.h"
 #include "parsers/native_config.h"
 #include "parsers/result.h"
 #include "triage/memory_spec.h"
@@ -28,6 +29,10 @@ struct CheckInput {
   // Issue 44, one reading everywhere: the config files read, main first (empty for a spec or a
   // command line's own arguments); `run`'s pre-flight digests them.
   std::vector<parsers::NativeFile> files;
+  // Issue 45, command lines: how the command's launcher spreads an image trainer's job over GPUs
+  // (its files read), kept beside the config so that the job keeps its config's fixes, priced
+  // per GPU (triage/preflight.h). Unset when the launch changes nothing (one process, no sharding).
+  std::optional<parsers::DistributedSetup> launch;
 };
 
 // Errors: kIo when a file cannot be read; kBadInput naming the file (and line, when the parser

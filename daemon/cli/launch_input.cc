@@ -11,7 +11,6 @@
 #include "parsers/distributed_config.h"
 #include "parsers/llm_config.h"
 #include "triage/llm_families.h"
-#include "triage/spec_from_config.h"
 #include "triage/spec_from_llm.h"
 
 namespace oomtriage::daemon {
@@ -134,13 +133,12 @@ std::optional<CheckInput> read_llm_command_input(const parsers::LaunchedCommand&
   return llm_input(*job, launched.setup, config_path);
 }
 
-void apply_launch(CheckInput& input, const parsers::LaunchedCommand& launched) {
-  if (!launched.setup.any() || !input.config) return;
-  const parsers::DistributedSetup setup =
-      with_distributed_files(launched.setup, "", input.assumptions);
-  triage::MemorySpec spec = triage::spec_from_config(*input.config);
-  triage::apply_distributed(spec, setup);
-  input.spec = std::move(spec);
+void apply_launch(CheckInput& input, const parsers::DistributedSetup& setup) {
+  const bool spreads = setup.processes.value_or(1) > 1 || setup.machines.value_or(1) > 1 ||
+                       (setup.sharding && *setup.sharding != "ddp" && *setup.sharding != "none") ||
+                       setup.offload_optimizer || setup.offload_params ||
+                       setup.context_parallel.value_or(1) > 1;
+  if (spreads && input.config) input.launch = setup;
 }
 
 }  // namespace oomtriage::daemon

@@ -31,8 +31,8 @@ Result<std::optional<CheckInput>> read_llm_config_input(const std::string& path)
 // when it does not.
 std::optional<CheckInput> read_llm_command_input(const parsers::LaunchedCommand& launched);
 
-// The launcher's setup laid over an image trainer's input: the spec the config becomes, with its
-// processes, sharding and offloading.
-void apply_launch(CheckInput& input, const parsers::LaunchedCommand& launched);
+// The launcher's setup (its files already read) kept beside an image trainer's config when it
+// spreads the job: more than one process, sharding, offloading or context parallelism.
+void apply_launch(CheckInput& input, const parsers::DistributedSetup& setup);
 
 }  // namespace oomtriage::daemon

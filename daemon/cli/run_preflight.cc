@@ -94,8 +94,13 @@ void warn_before_launch(const RunOptions& options, const std::optional<std::stri
     const std::string folder = fs::path(log_path).parent_path().string();
     auto job_id = (*store)->upsert_job(job, folder, trainer, folder, now);
     if (job_id) {
-      const PreflightJob checked{*job_id, job, trainer, log_path, digest_of(*read, options),
-                                 config};
+      const PreflightJob checked{*job_id,
+                                 job,
+                                 trainer,
+                                 log_path,
+                                 digest_of(*read, options),
+                                 config,
+                                 read->launch ? &*read->launch : nullptr};
       auto result = preflight_job(**store, checked, *card, correction, now);
       if (result && result->judged) {
         preflight = result->preflight;
@@ -104,7 +109,9 @@ void warn_before_launch(const RunOptions& options, const std::optional<std::stri
     }
   }
   if (!store || preflight.estimate.phases.empty()) {
-    preflight = triage::preflight_config(*config, triage::usable_bytes(*card), correction);
+    const uint64_t usable = triage::usable_bytes(*card);
+    preflight = read->launch ? triage::preflight_config(*config, *read->launch, usable, correction)
+                             : triage::preflight_config(*config, usable, correction);
   }
   if (preflight.verdict.fit != triage::Fit::kWillNotFit) return;
   const AlertContent line =

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "daemon/common/human_units.h"
+#include "daemon/render/report_view.h"
 #include "daemon/render/text_output.h"
 #include "parsers/family_names.h"
 #include "triage/fix_codec.h"
@@ -85,12 +86,17 @@ std::string assumptions_text(const std::vector<std::string>& assumptions) {
 
 }  // namespace
 
-nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t card_bytes) {
+nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t card_bytes,
+                                         const std::vector<std::vector<std::string>>& commands) {
   nlohmann::ordered_json phases = nlohmann::ordered_json::array();
   for (const triage::PhaseEstimate& phase : p.estimate.phases)
     phases.push_back(phase_to_json(phase));
   nlohmann::ordered_json fixes = nlohmann::ordered_json::array();
-  for (const triage::Fix& fix : p.fixes) fixes.push_back(triage::encode_fix(fix));
+  for (size_t i = 0; i < p.fixes.size(); ++i) {
+    nlohmann::ordered_json fix = triage::encode_fix(p.fixes[i]);
+    if (i < commands.size() && !commands[i].empty()) fix["command"] = commands[i];
+    fixes.push_back(std::move(fix));
+  }
   const triage::PhaseEstimate& peak = p.estimate.peak();
   const bool unknown = p.verdict.fit == triage::Fit::kUnknown;
   const bool fits = p.verdict.fit != triage::Fit::kWillNotFit;
@@ -134,7 +140,8 @@ nlohmann::ordered_json preflight_to_json(const triage::Preflight& p, uint64_t ca
   return out;
 }
 
-std::string render_preflight_text(const triage::Preflight& p, uint64_t card_bytes, bool color) {
+std::string render_preflight_text(const triage::Preflight& p, uint64_t card_bytes, bool color,
+                                  const std::vector<std::vector<std::string>>& commands) {
   std::string out = verdict_line(p, color);
   out += fmt::format("model: {}\n", parsers::architecture_label(p.estimate.family));
   if (!p.estimate.per_gpu.empty()) out += fmt::format("{}\n", p.estimate.per_gpu);
@@ -160,6 +167,13 @@ std::string render_preflight_text(const triage::Preflight& p, uint64_t card_byte
   }
   out += assumptions_text(p.estimate.assumptions);
   out += render_fixes_text(p.fixes, color);
+  if (!p.fixes.empty() && !commands.empty() && !commands.front().empty()) {
+    std::string line;
+    for (const std::string& word : commands.front()) {
+      line += (line.empty() ? "" : " ") + shell_quote(word);
+    }
+    out += fmt::format("  the command with fix 1 applied:\n    {}\n", line);
+  }
   return out;
 }
 

@@ -21,10 +21,17 @@ namespace oomtriage::daemon {
 // {"peak_bytes", "peak_phase", "usable_bytes", "fits", "phases": [{"phase", "peak_bytes",
 // "terms": {...}}], "assumptions", "fixes"} plus "family", "verdict", "first_failing_phase"
 // and "card_bytes".
-nlohmann::ordered_json preflight_to_json(const triage::Preflight& preflight, uint64_t card_bytes);
+// `commands` (issue 45, `check -- COMMAND`): each fix's whole command with that fix applied, in
+// the fixes' order, empty for a fix that changes no flag (daemon/cli/command_fixes.h); the JSON
+// carries it as the fix's "command" (argv), the text prints the top fix's, shell-quoted on one
+// line. Empty for a config or a spec.
+nlohmann::ordered_json preflight_to_json(
+    const triage::Preflight& preflight, uint64_t card_bytes,
+    const std::vector<std::vector<std::string>>& commands = {});
 
 std::string render_preflight_text(const triage::Preflight& preflight, uint64_t card_bytes,
-                                  bool color);
+                                  bool color,
+                                  const std::vector<std::vector<std::string>>& commands = {});
 
 // `--explain`: {"spec": the spec read, "family": the architecture row the model uses,
 // "assumptions": [...]}.

@@ -29,8 +29,10 @@ Result<PreflightResult> preflight_job(db::Store& store, const PreflightJob& job,
   const triage::MemorySpec spec = triage::spec_from_config(*job.config);
   if (triage::find_architecture(spec.model_family) == nullptr) return result;
   result.judged = true;
-  result.preflight =
-      triage::preflight_config(*job.config, triage::usable_bytes(card_bytes), correction);
+  const uint64_t usable = triage::usable_bytes(card_bytes);
+  result.preflight = job.launch != nullptr
+                         ? triage::preflight_config(*job.config, *job.launch, usable, correction)
+                         : triage::preflight_config(*job.config, usable, correction);
   const triage::Preflight& p = result.preflight;
   const bool will_not_fit = p.verdict.fit == triage::Fit::kWillNotFit;
   db::PreflightCheck check;

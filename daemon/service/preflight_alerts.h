@@ -42,6 +42,9 @@ struct PreflightJob {
   std::string log_path;
   std::string config_sha256;
   const parsers::JobConfig* config = nullptr;
+  // Issue 45: how `run -- accelerate launch ...` spreads the job over GPUs, judged per GPU as
+  // `check` judges it; null for one process.
+  const parsers::DistributedSetup* launch = nullptr;
 };
 
 struct PreflightResult {
