@@ -564,6 +564,49 @@ std::string why_unknown(const std::string& family) {
   return fmt::format("the model '{}' is not in the architecture table", family);
 }
 
+namespace {
+
+PhaseEstimate* find_phase(MemoryEstimate& estimate, Phase phase) {
+  for (PhaseEstimate& p : estimate.phases) {
+    if (p.phase == phase) return &p;
+  }
+  return nullptr;
+}
+
+// A crash's need raises its phase; a phase the job came through is capped by the room it had,
+// its working memory scaled down (the weights are what the parameter counts fix).
+void apply_evidence(MemoryEstimate& estimate, const std::vector<PhaseEvidence>& evidence) {
+  for (const PhaseEvidence& e : evidence) {
+    if (PhaseEstimate* p = find_phase(estimate, e.phase); p && e.need_bytes > p->peak_bytes) {
+      p->terms.push_back({"crash_evidence", e.need_bytes - p->peak_bytes});
+      p->peak_bytes = e.need_bytes;
+      estimate.assumptions.push_back(fmt::format("{} raised to {:.2f} GiB: {}",
+                                                 parsers::to_string(e.phase), e.need_bytes / kGiB,
+                                                 e.source));
+    }
+    for (const Phase ran : e.came_through) {
+      PhaseEstimate* p = find_phase(estimate, ran);
+      if (p == nullptr || e.room_bytes == 0 || p->peak_bytes <= e.room_bytes) continue;
+      double working = 0;
+      for (const MemoryTerm& term : p->terms) {
+        if (is_working_memory(term)) working += term.bytes;
+      }
+      const double excess = static_cast<double>(p->peak_bytes - e.room_bytes);
+      if (working <= excess) continue;  // the weights alone exceed it: the evidence is odd
+      const double scale = (working - excess) / working;
+      for (MemoryTerm& term : p->terms) {
+        if (is_working_memory(term)) term.bytes = static_cast<uint64_t>(term.bytes * scale);
+      }
+      p->peak_bytes = e.room_bytes;
+      estimate.assumptions.push_back(
+          fmt::format("{} capped at {:.2f} GiB: the job came through it ({})",
+                      parsers::to_string(ran), e.room_bytes / kGiB, e.source));
+    }
+  }
+}
+
+}  // namespace
+
 MemoryEstimate estimate_memory(const MemorySpec& spec, const MemoryCorrection& correction) {
   MemoryEstimate estimate;
   if (is_llm_spec(spec)) {  // a decoder LLM: triage/llm_memory.h
@@ -586,6 +629,7 @@ MemoryEstimate estimate_memory(const MemorySpec& spec, const MemoryCorrection& c
       p.peak_bytes = static_cast<uint64_t>(std::max(0.0, p.peak_bytes + delta));
     }
   }
+  apply_evidence(estimate, correction.evidence);
   return estimate;
 }
 

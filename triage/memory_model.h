@@ -35,13 +35,26 @@ struct PhaseEstimate {
   std::vector<MemoryTerm> terms;  // they add up to peak_bytes
 };
 
+// What a run of this very config showed (issue 45): a crash in `phase` (the model's phase)
+// needed at least `need_bytes`; the phases it came through before it fit in `room_bytes` (what
+// the job could hold of its card; 0 when unknown). The job's own evidence outranks the model
+// and the fleet: estimate_memory() raises the crashed phase to the need and caps the others.
+struct PhaseEvidence {
+  parsers::Phase phase = parsers::Phase::kTrainStep;
+  uint64_t need_bytes = 0;
+  std::vector<parsers::Phase> came_through;
+  uint64_t room_bytes = 0;
+  std::string source;  // "run 3 crashed in sampling at step 500"
+};
+
 // A correction learnt from finished runs of the same family (triage/fleet_correction.h): the
-// model's figures are multiplied by `factor`.
+// model's figures are multiplied by `factor`; then this config's own runs' evidence applies.
 struct MemoryCorrection {
   double factor = 1.0;
   int runs = 0;
   std::string scope;  // "flux1-dev on this fleet"
   int measured = 0;   // of `runs`, those whose peak was measured (not bounded by a crash)
+  std::vector<PhaseEvidence> evidence;
 };
 
 struct MemoryEstimate {

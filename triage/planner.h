@@ -97,9 +97,12 @@ class Planner {
   // Each fix's row calls its plan_*() (triage/fix_table.cc).
   friend const std::vector<FixRow>& oomtriage::triage::fix_table();
 
-  void add(int priority, Fix fix, Effect effect = {}) {
+  // `may_lead` false: the fix does not lead even in a row that does (it would not cover the
+  // shortfall, say).
+  void add(int priority, Fix fix, Effect effect = {}, bool may_lead = true) {
     if (!ids_.insert(fix.id).second) return;  // one fix per id, the first (best) placement wins
-    candidates_.push_back({priority, leading_, std::move(fix), std::move(effect), false, {}});
+    candidates_.push_back(
+        {priority, leading_ && may_lead, std::move(fix), std::move(effect), false, {}});
   }
   Fix make(const char* id, std::string title, std::string why, std::string cost,
            double confidence) {

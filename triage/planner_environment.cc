@@ -81,7 +81,8 @@ void Planner::plan_expandable_segments(int priority, int priority_if_short) {
   env.kind = parsers::TargetKind::kEnv;
   fix.changes.push_back(std::move(env));
   add(covers ? priority : priority_if_short, std::move(fix),
-      Effect{.reclaims_fragmentation = true, .what = "reserved-but-unallocated memory reclaimed"});
+      Effect{.reclaims_fragmentation = true, .what = "reserved-but-unallocated memory reclaimed"},
+      covers);
 }
 
 }  // namespace oomtriage::triage::detail

@@ -21,7 +21,7 @@ const std::vector<RankingRow>& ranking_table() {
        "own memory is the job): no config change gives it back",
        {{"free_gpu", 0}}, true},
       {Situation::kFragmentation,
-       "reserved-but-unallocated of 1 GiB or more (first only when it covers the request minus "
+       "reserved-but-unallocated of 1 GiB or more (leads only when it covers the request minus "
        "free memory, else last)",
        {{"expandable_segments", 5}}, true},
       {Situation::kCheckpointingOff,

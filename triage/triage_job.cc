@@ -1,10 +1,15 @@
 // triage/triage_job.cc: a job's history turned into the fixes tried, then the ranker.
 #include "triage/triage_job.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <optional>
 
 #include "triage/history.h"
 #include "triage/ranker.h"
+#include "triage/run_config.h"
 
 namespace oomtriage::triage {
 
@@ -38,7 +43,25 @@ std::vector<Fix> triage_pressure(const MemoryPressure& pressure, parsers::Traine
   input.config = job.config;
   input.config_problem = job.config_problem;
   input.tried_and_failed = tried_and_failed(pressure, job, history);
-  return rank_fixes(input);
+  // The crash is explained from the config it ran with; the fixes still edit today's file.
+  std::optional<RunConfig> as_run;
+  if (job.config != nullptr && job.run_config != nullptr) {
+    as_run = as_the_run_had_it(*job.config, *job.run_config);
+    if (as_run->changed.empty()) {
+      as_run.reset();
+    } else {
+      input.config = &as_run->config;
+    }
+  }
+  std::vector<Fix> fixes = rank_fixes(input);
+  if (as_run) {
+    for (Fix& fix : fixes) {
+      fix.why +=
+          fmt::format(" (ranked from the config this run printed; the file changed since: {})",
+                      fmt::join(as_run->changed, ", "));
+    }
+  }
+  return fixes;
 }
 
 std::vector<Fix> triage_event(const parsers::OomEvent& event, parsers::Trainer trainer,

@@ -26,6 +26,9 @@ struct JobView {
   std::string config_problem;                  // why there is none, in words, for the fixes' why
   // The job's config files as they are now: a fix they already carry counts as tried.
   const std::vector<parsers::NativeFile>* files = nullptr;
+  // The config the run printed in its log, when there is a file too (triage/run_config.h): what
+  // it shows of the settings that decide the peak is what the crash ran with.
+  const parsers::JobConfig* run_config = nullptr;
 };
 
 // The job a log belongs to, as the registry names it (daemon/service/job_locator.h); `scan

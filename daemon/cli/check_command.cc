@@ -202,6 +202,12 @@ int run_check(const CheckOptions& options) {
                  "estimate stands alone\n",
                  learnt.error().message);
     }
+    // This config's own crashes outrank the model and the fleet (issue 45).
+    if (!input->spec && !input->launch) {
+      if (auto evidence = job_evidence(options.store, spec)) {
+        correction.evidence = std::move(*evidence);
+      }
+    }
   }
   triage::Preflight result =
       input->spec     ? triage::preflight_spec(*input->spec, usable, correction)

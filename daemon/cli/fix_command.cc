@@ -120,7 +120,7 @@ int run_fix(const FixOptions& options) {
   if (!lookup.warning.empty()) fmt::print(stderr, "oomtriage: {}\n", lookup.warning);
 
   const triage::JobView job{lookup.config ? &*lookup.config : nullptr, lookup.config_problem,
-                            &lookup.files};
+                            &lookup.files, lookup.run_config ? &*lookup.run_config : nullptr};
   const triage::Triage triage = triage::triage_log(
       analysis, job, history_of_log(options.store, options.log, analysis, lookup.files));
   const std::vector<triage::Fix>& fixes = triage.fixes;

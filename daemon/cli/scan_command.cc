@@ -152,7 +152,7 @@ int run_scan(const ScanOptions& options) {
     JobLookup& lookup = *located;
     if (!lookup.warning.empty()) report(lookup.warning);
     const triage::JobView job{lookup.config ? &*lookup.config : nullptr, lookup.config_problem,
-                              &lookup.files};
+                              &lookup.files, lookup.run_config ? &*lookup.run_config : nullptr};
     log.fixes = triage::triage_log(log.analysis, job,
                                    history_of_log(options.store, path, log.analysis, lookup.files))
                     .fixes;

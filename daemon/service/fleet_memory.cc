@@ -87,6 +87,53 @@ Result<triage::MemoryCorrection> fleet_correction(db::Store& store, const std::s
   return triage::fleet_correction(runs, family, card_bytes);
 }
 
+Result<std::vector<triage::PhaseEvidence>> job_evidence(const std::string& store_path,
+                                                        const triage::MemorySpec& spec) {
+  OOMTRIAGE_ASSIGN_OR_RETURN(auto store,
+                             db::Store::open_read_only(store_path, db::ReadOnly::kOneCommand));
+  OOMTRIAGE_ASSIGN_OR_RETURN(auto rows, store->fleet_history(kFleetHistoryRuns));
+  const auto text = [](const triage::MemorySpec& s) {
+    return triage::to_json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  };
+  const std::string wanted = text(spec);
+  std::vector<triage::PhaseEvidence> evidence;
+  for (const db::FleetHistoryRow& row : rows) {
+    if (row.outcome != "crashed_oom") continue;
+    const auto read = read_config_text(row.config_path, row.config_content,
+                                       parsers::Trainer::kUnknown, std::nullopt);
+    if (!read || text(triage::spec_from_config(read->config)) != wanted) continue;
+    const auto event = parsers::decode_event(row.oom_event_json);
+    if (!event) continue;
+    const parsers::OomKind kind = event->kind;
+    if (kind == parsers::OomKind::kHostKilled || kind == parsers::OomKind::kHostMemoryError ||
+        kind == parsers::OomKind::kShm) {
+      continue;
+    }
+    const auto need = triage::oom_need_bytes(*event);
+    if (!need) continue;
+    using parsers::Phase;
+    triage::PhaseEvidence e;
+    // The model's phase: quantizing is part of loading; an unknown phase a training step.
+    e.phase = event->phase == Phase::kQuantize  ? Phase::kModelLoad
+              : event->phase == Phase::kUnknown ? Phase::kTrainStep
+                                                : event->phase;
+    e.need_bytes = *need;
+    if (e.phase != Phase::kModelLoad) e.came_through.push_back(Phase::kModelLoad);
+    if (e.phase == Phase::kSampling && event->step && *event->step > 0) {
+      e.came_through.push_back(Phase::kTrainStep);
+    }
+    if (const auto card = event->figures.total_capacity_bytes) {
+      uint64_t others = 0;
+      for (const auto& other : event->figures.other_processes) others += other.bytes;
+      e.room_bytes = *card > others ? *card - others : 0;
+    }
+    e.source = fmt::format("run {} of this config crashed there{}", row.run_id,
+                           event->step ? fmt::format(" at step {}", *event->step) : "");
+    evidence.push_back(std::move(e));
+  }
+  return evidence;
+}
+
 Result<triage::MemoryCorrection> fleet_correction(const std::string& store_path,
                                                   const std::string& family,
                                                   std::optional<uint64_t> card_bytes) {

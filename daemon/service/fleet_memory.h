@@ -36,4 +36,10 @@ Result<triage::MemoryCorrection> fleet_correction(const std::string& store_path,
                                                   const std::string& family,
                                                   std::optional<uint64_t> card_bytes);
 
+// What the store's crashed runs of this very config say (issue 45): each run whose snapshot
+// reads to the same spec and crashed of GPU memory with figures gives its phase's need and the
+// phases it came through (triage::PhaseEvidence). `check` applies it over the model.
+Result<std::vector<triage::PhaseEvidence>> job_evidence(const std::string& store_path,
+                                                        const triage::MemorySpec& spec);
+
 }  // namespace oomtriage::daemon

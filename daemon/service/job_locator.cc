@@ -2,6 +2,8 @@
 // hashing, and the job name.
 #include "daemon/service/job_locator.h"
 
+#include "triage/run_config.h"
+
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
@@ -273,6 +275,22 @@ Result<JobLookup> locate_job(const fs::path& log, const std::optional<fs::path>&
     break;
   }
 
+  if (lookup.config && !facts.printed_config.empty()) {
+    Result<parsers::JobConfig> printed =
+        parsers::parse_job_config(facts.printed_config, parsers::ConfigFormat::kPrintedProcess,
+                                  log.string() + " (the config printed at its top)");
+    if (printed) {
+      const triage::RunConfig as_run = triage::as_the_run_had_it(*lookup.config, *printed);
+      if (!as_run.changed.empty()) {
+        lookup.run_config = std::move(*printed);
+        if (!lookup.warning.empty()) lookup.warning += "\n";
+        lookup.warning += fmt::format(
+            "{}: the config changed since this run ({}); the crash is explained from the config "
+            "the run printed",
+            log.string(), fmt::join(as_run.changed, ", "));
+      }
+    }
+  }
   if (!lookup.config && lookup.config_problem.empty() && !facts.printed_config.empty()) {
     Result<parsers::JobConfig> load =
         parsers::parse_job_config(facts.printed_config, parsers::ConfigFormat::kPrintedProcess,

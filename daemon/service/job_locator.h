@@ -31,7 +31,10 @@ struct JobLookup {
   std::vector<parsers::NativeFile> files;    // the config files read, main first (for `fix`)
   std::string config_text;                   // the main config file's bytes (snapshots)
   std::string config_problem;  // why there is no config, in words ("no job config was found")
-  std::string warning;         // lines for stderr, empty when there is nothing to say
+  // The config the log printed (AI Toolkit's process config) beside a file that was read: what
+  // the run had, when the file changed since (triage/run_config.h).
+  std::optional<parsers::JobConfig> run_config;
+  std::string warning;  // lines for stderr, empty when there is nothing to say
 };
 
 // `trainer` is the trainer the caller knows (scan --trainer, the daemon rule, the analysis so

@@ -166,4 +166,71 @@ TEST_SUITE("daemon::fleet memory") {
       CHECK(unread.size() == 2);
     }
   }
+  TEST_CASE("a config's own crash outranks the model: check on it no longer says it fits") {
+    TempDir dir;
+    const std::string path = (dir.path / "oomtriage.db").string();
+    auto opened = db::Store::open(path);
+    REQUIRE(opened);
+    db::Store& store = **opened;
+    const fs::path example = kSource / "examples/training_folder/my_lora/config.yaml";
+    const std::string config = read_text(example);
+    const auto check = [&](const fs::path& file) {
+      return oomtriage_says("--state-dir " + dir.path.string() + " check " + file.string() +
+                            " --gpu 23.55GiB --json");
+    };
+    const auto before = nlohmann::json::parse(check(example).second);
+    INFO("check before: " << before.dump());
+    REQUIRE(before["verdict"] != "will_not_fit");
+    // The README's crash: sampling at step 500 on a 23.55 GiB card, needing about 24 GiB.
+    const int64_t job_id = *store.upsert_job("my_lora", "/srv/my_lora", "ai-toolkit", "/srv", 1);
+    const int64_t snapshot =
+        *store.add_config_snapshot(job_id, "/srv/my_lora/config.yaml", "sha", config, 1);
+    const int64_t run = *store.start_run(job_id, "/srv/my_lora/log.txt", snapshot, 1);
+    const int64_t file = *store.insert_file(
+        {.path = "/srv/my_lora/log.txt", .ino = 7, .job_id = job_id, .run_id = run}, 1);
+    db::Progress progress{.file_id = file,
+                          .job_id = job_id,
+                          .run_id = run,
+                          .snapshot_id = snapshot,
+                          .outcome = "crashed_oom"};
+    db::EventRow event{.offset = 100, .kind = "cuda", .phase = "sampling", .event_json = ""};
+    const uint64_t mib = uint64_t{1} << 20;
+    event.event_json = nlohmann::json{
+        {"kind", "cuda"},
+        {"phase", "sampling"},
+        {"step", 500},
+        {"total_steps", 3000},
+        {"tried_to_allocate_bytes", 1536 * mib},
+        {"total_capacity_bytes", 24115 * mib},
+        {"free_bytes", 812 * mib},
+        {"this_process_in_use_bytes",
+         22800 * mib}}.dump();
+    event.fixes_json = "[]";
+    progress.events.push_back(event);
+    REQUIRE(store.commit_progress(progress, 2));
+
+    const auto after = nlohmann::json::parse(check(example).second);
+    INFO("check after: " << after.dump());
+    CHECK(after["verdict"] == "will_not_fit");
+    CHECK(after["first_failing_phase"] == "sampling");
+    const std::string assumptions = after["assumptions"].dump();
+    CHECK(assumptions.find("sampling raised to") != std::string::npos);
+    CHECK(assumptions.find("crashed there at step 500") != std::string::npos);
+    // The training step ran 500 steps: it is not what fails, and the weights are not scaled.
+    for (const auto& phase : after["phases"]) {
+      if (phase["phase"] == "train_step" || phase["phase"] == "model_load") {
+        CHECK(phase["peak_bytes"].get<uint64_t>() <= 24115 * mib);
+      }
+    }
+    // The fix the seed guide gives a preview OOM comes first.
+    REQUIRE_FALSE(after["fixes"].empty());
+    CHECK(after["fixes"][0]["id"] == "cheapen_previews");
+    // Another config (its previews already cheap) is not this job: the crash says nothing of it.
+    std::string other = config;
+    other.replace(other.find("sample_steps: 30"), 16, "sample_steps: 12");
+    other.replace(other.find("width: 1024"), 11, "width: 512");
+    std::ofstream(dir.path / "other.yaml") << other;
+    const auto unrelated = nlohmann::json::parse(check(dir.path / "other.yaml").second);
+    CHECK(unrelated["assumptions"].dump().find("raised to") == std::string::npos);
+  }
 }

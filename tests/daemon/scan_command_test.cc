@@ -441,6 +441,55 @@ TEST_SUITE("daemon::scan") {
     CHECK(r.exit_code == 0);
     CHECK(r.out.find("+        disable_sampling: true") != std::string::npos);
   }
+  TEST_CASE("fix --write applies a plan as one diff, and writes nothing when nothing fits") {
+    TempDir dir;
+    const fs::path job = dir.path / "flux_b4";
+    fs::create_directories(job);
+    // FLUX with checkpointing off and batch 4 dies at step 2 on a 23.55 GiB card: no single fix
+    // fits it, checkpointing with half the batch does.
+    const std::string oom =
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a "
+        "total capacity of {} of which 812.00 MiB is free. Including non-PyTorch memory, this "
+        "process has {} memory in use. Of the allocated memory {} is allocated by "
+        "PyTorch, and 301.45 MiB is reserved by PyTorch but unallocated.\n";
+    const auto log = [&](const std::string& card, const std::string& in_use,
+                         const std::string& allocated) {
+      std::string text = oom;
+      for (const std::string* value : {&card, &in_use, &allocated}) {
+        text.replace(text.find("{}"), 2, *value);
+      }
+      return "Running 1 job\n# Running job: flux_b4\n"
+             "flux_b4:   0%|          | 2/3000 [00:10<4:00:00,  5.00s/it, lr: 1.0e-04 loss: "
+             "3.2e-01]\nTraceback (most recent call last):\n"
+             "  File \"/app/ai-toolkit/run.py\", line 90, in <module>\n" +
+             text;
+    };
+    write(job / "log.txt", log("23.55 GiB", "22.74 GiB", "21.87 GiB"));
+    std::string yaml =
+        slurp(fs::path(OOMTRIAGE_SOURCE_DIR) / "examples/training_folder/my_lora/config.yaml");
+    yaml.replace(yaml.find("batch_size: 1"), 13, "batch_size: 4");
+    yaml.replace(yaml.find("gradient_checkpointing: true"), 28, "gradient_checkpointing: false");
+    write(job / "config.yaml", yaml);
+    const fs::path out = dir.path / "patched.yaml";
+    Run r = run("fix " + (job / "log.txt").string() + " --write " + out.string());
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.find("combined_plan") != std::string::npos);
+    // One diff carries both levers.
+    CHECK(r.out.find("+        gradient_checkpointing: true") != std::string::npos);
+    CHECK(r.out.find("+        batch_size: 2") != std::string::npos);
+    const std::string patched = slurp(out);
+    CHECK(patched.find("gradient_checkpointing: true") != std::string::npos);
+    CHECK(patched.find("batch_size: 2") != std::string::npos);
+
+    // The same job on an 8 GiB card: no fix or plan fits, so nothing is written.
+    write(job / "log.txt", log("7.55 GiB", "7.40 GiB", "6.90 GiB"));
+    const fs::path none = dir.path / "none.yaml";
+    r = run("fix " + (job / "log.txt").string() + " --write " + none.string());
+    CHECK(r.exit_code != 0);
+    CHECK(r.err.find("nothing written") != std::string::npos);
+    CHECK_FALSE(fs::exists(none));
+  }
   TEST_CASE("fix again on the same old log after --write: nothing already applied is proposed") {
     TempDir dir;
     const fs::path job = dir.path / "again";

@@ -21,6 +21,7 @@
 #include "triage/config_patch.h"
 #include "triage/heal_plan.h"
 #include "triage/preflight.h"
+#include "triage/run_config.h"
 
 #include "tests/support/files.h"
 
@@ -596,6 +597,31 @@ TEST_SUITE("triage::ranker") {
     for (const auto& change : at->changes)
       CHECK(change.path.find("sample_every") == std::string::npos);
     CHECK(at->why.find("time, not memory") != std::string::npos);
+  }
+  TEST_CASE("the config the crash ran with explains it, when today's file changed since") {
+    const std::string train = "        dtype: bf16\n        batch_size: 4\n";
+    auto run = parsers::parse_job_config(config("        gradient_checkpointing: false\n" + train),
+                                         parsers::ConfigFormat::kYaml, "config.yaml");
+    auto now = parsers::parse_job_config(config("        gradient_checkpointing: true\n" + train),
+                                         parsers::ConfigFormat::kYaml, "config.yaml");
+    REQUIRE(run);
+    REQUIRE(now);
+    const triage::RunConfig as_run = triage::as_the_run_had_it(*now, *run);
+    REQUIRE(as_run.changed.size() == 1);
+    CHECK(as_run.changed[0] == "train.gradient_checkpointing false -> true");
+    CHECK_FALSE(as_run.config.gradient_checkpointing);
+    CHECK(as_run.config.targets.front().path == now->targets.front().path);
+    const parsers::LogAnalysis analysis = analysis_of({.step = 2});
+    const auto fixes = triage::triage_log(analysis, {&*now, "", nullptr, &*run}).fixes;
+    REQUIRE_FALSE(fixes.empty());
+    CHECK(fixes[0].id == "enable_gradient_checkpointing");
+    CHECK(fixes[0].why.find("the file changed since: train.gradient_checkpointing false -> true") !=
+          std::string::npos);
+    for (const auto& fix : fixes) CHECK(fix.why.find("already on") == std::string::npos);
+    // The file still says what the run had: nothing to say.
+    const auto same = triage::triage_log(analysis, {&*run, "", nullptr, &*run}).fixes;
+    REQUIRE_FALSE(same.empty());
+    CHECK(same[0].why.find("changed since") == std::string::npos);
   }
   TEST_CASE("the batch fix keeps the effective batch through gradient accumulation") {
     const auto fixes = rank(config("        gradient_checkpointing: true\n        batch_size: 4\n"
