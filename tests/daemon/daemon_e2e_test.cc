@@ -255,11 +255,18 @@ TEST_SUITE("daemon::e2e") {
     const fs::path out = dir.path / "output";
     const fs::path job = out / "previews";
     fs::create_directories(job);
+    // The config the golden log prints at its top (a LoRA: the network section is the file's).
     const std::string yaml =
         "job: extension\nconfig:\n  name: previews\n  process:\n    - type: sd_trainer\n"
-        "      train:\n        gradient_checkpointing: true\n        dtype: bf16\n"
+        "      network:\n        type: lora\n        linear: 16\n"
+        "      train:\n        batch_size: 1\n        steps: 3000\n"
+        "        gradient_checkpointing: true\n        dtype: bf16\n"
+        "      datasets:\n        - folder_path: /data/images\n"
+        "          cache_latents_to_disk: true\n          resolution: [512, 768, 1024]\n"
+        "      model:\n        name_or_path: black-forest-labs/FLUX.1-dev\n"
+        "        is_flux: true\n        quantize: true\n"
         "      sample:\n        sample_every: 250\n        width: 1024\n        height: 1024\n"
-        "        sample_steps: 30\n";
+        "        sample_steps: 20\n";
     std::ofstream(job / "config.yaml") << yaml;
     DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
     StoreView view{dir.path / "state" / "oomtriage.db"};
@@ -274,12 +281,18 @@ TEST_SUITE("daemon::e2e") {
     REQUIRE(std::system(fix.c_str()) == 0);
     fs::create_directories(job / "logs");
     fs::rename(job / "log.txt", job / "logs" / "1_log.txt");
-    write_slowly(job / "log.txt", slurp(kGolden / "aitk_sampling_oom_step500.log"));
+    // The second run prints the config it started with: the fixed one.
+    std::string second = slurp(kGolden / "aitk_sampling_oom_step500.log");
+    for (const std::string key : {"\"width\": 1024", "\"height\": 1024"}) {
+      second.replace(second.find(key), key.size(), key.substr(0, key.size() - 4) + "768");
+    }
+    write_slowly(job / "log.txt", second);
     REQUIRE(wait_until([&] { return view.events("previews") == 2; }));
     const auto story = view.story("previews");
     REQUIRE(story);
     REQUIRE(story->runs.size() == 2);
     const auto fixes = nlohmann::json::parse(story->events[1].fixes_json);
+    INFO("the second crash's fixes: " << fixes.dump());
     REQUIRE(fixes.size() >= 2);
     CHECK(fixes[0]["id"] == "disable_sampling");
     CHECK(fixes.back()["id"] == "cheapen_previews");
