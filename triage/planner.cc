@@ -9,21 +9,12 @@
 #include "parsers/trainer_dialect.h"
 #include "triage/architectures.h"
 #include "triage/config_edits.h"
+#include "triage/model_phase.h"
 #include "triage/native_changes.h"
 #include "triage/spec_from_config.h"
 
 namespace oomtriage::triage::detail {
 namespace {
-
-// The model's phase for a crash's phase: quantizing is part of loading; a crash whose phase is
-// unknown is read as a training step.
-Phase model_phase_of(Phase crash) {
-  switch (crash) {
-    case Phase::kQuantize: return Phase::kModelLoad;
-    case Phase::kUnknown: return Phase::kTrainStep;
-    default: return crash;
-  }
-}
 
 bool is_caching(Phase phase) {
   return phase == Phase::kCacheLatents || phase == Phase::kCacheTextEmbeddings;

@@ -10,6 +10,7 @@
 #include "parsers/event_codec.h"
 #include "parsers/job_config.h"
 #include "triage/architectures.h"
+#include "triage/model_phase.h"
 #include "triage/spec_from_config.h"
 
 namespace oomtriage::daemon {
@@ -113,10 +114,7 @@ Result<std::vector<triage::PhaseEvidence>> job_evidence(const std::string& store
     if (!need) continue;
     using parsers::Phase;
     triage::PhaseEvidence e;
-    // The model's phase: quantizing is part of loading; an unknown phase a training step.
-    e.phase = event->phase == Phase::kQuantize  ? Phase::kModelLoad
-              : event->phase == Phase::kUnknown ? Phase::kTrainStep
-                                                : event->phase;
+    e.phase = triage::model_phase_of(event->phase);
     e.need_bytes = *need;
     if (e.phase != Phase::kModelLoad) e.came_through.push_back(Phase::kModelLoad);
     if (e.phase == Phase::kSampling && event->step && *event->step > 0) {

@@ -22,11 +22,12 @@ std::string read_text(const fs::path& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// A run of `job` with `config`, ended `outcome`; an OOM carries an event needing `need` bytes.
-// The snapshot is kept as `/srv/<job>/<config_file>`, or at `config_file` when it is a whole path.
-void record_run(db::Store& store, const std::string& job, const std::string& config,
-                const std::string& outcome, uint64_t need, int64_t now,
-                const std::string& config_file = "config.yaml") {
+// A run of `job` with `config`, ended `outcome`, with `event_json` as its OOM event when it is
+// not empty. The snapshot is kept as `/srv/<job>/<config_file>`, or at `config_file` when it is
+// a whole path.
+void record(db::Store& store, const std::string& job, const std::string& config,
+            const std::string& outcome, const std::string& event_json, int64_t now,
+            const std::string& config_file = "config.yaml") {
   const int64_t job_id = *store.upsert_job(job, "/srv/" + job, "ai-toolkit", "/srv/" + job, now);
   const std::string path =
       config_file.starts_with("/") ? config_file : "/srv/" + job + "/" + config_file;
@@ -42,19 +43,33 @@ void record_run(db::Store& store, const std::string& job, const std::string& con
                         .run_id = run,
                         .snapshot_id = snapshot,
                         .outcome = outcome};
-  if (outcome == "crashed_oom") {
-    db::EventRow event{.offset = 100, .kind = "cuda", .phase = "train_step", .event_json = ""};
-    event.event_json = nlohmann::json{{"kind", "cuda"},
-                                      {"phase", "train_step"},
-                                      {"tried_to_allocate_bytes", uint64_t{1} << 30},
-                                      {"total_capacity_bytes", uint64_t{48} << 30},
-                                      {"free_bytes", 0},
-                                      {"this_process_in_use_bytes", need - (uint64_t{1} << 30)}}
-                           .dump();
-    event.fixes_json = "[]";
-    progress.events.push_back(event);
+  if (!event_json.empty()) {
+    const auto event = nlohmann::json::parse(event_json);
+    db::EventRow row{.offset = 100,
+                     .kind = event.at("kind").get<std::string>(),
+                     .phase = event.at("phase").get<std::string>(),
+                     .event_json = event_json};
+    row.fixes_json = "[]";
+    progress.events.push_back(row);
   }
   REQUIRE(store.commit_progress(progress, now));
+}
+
+// A run as record() keeps it; an OOM carries a training-step event needing `need` bytes.
+void record_run(db::Store& store, const std::string& job, const std::string& config,
+                const std::string& outcome, uint64_t need, int64_t now,
+                const std::string& config_file = "config.yaml") {
+  std::string event;
+  if (outcome == "crashed_oom") {
+    event = nlohmann::json{{"kind", "cuda"},
+                           {"phase", "train_step"},
+                           {"tried_to_allocate_bytes", uint64_t{1} << 30},
+                           {"total_capacity_bytes", uint64_t{48} << 30},
+                           {"free_bytes", 0},
+                           {"this_process_in_use_bytes", need - (uint64_t{1} << 30)}}
+                .dump();
+  }
+  record(store, job, config, outcome, event, now, config_file);
 }
 
 }  // namespace
@@ -182,32 +197,18 @@ TEST_SUITE("daemon::fleet memory") {
     INFO("check before: " << before.dump());
     REQUIRE(before["verdict"] != "will_not_fit");
     // The README's crash: sampling at step 500 on a 23.55 GiB card, needing about 24 GiB.
-    const int64_t job_id = *store.upsert_job("my_lora", "/srv/my_lora", "ai-toolkit", "/srv", 1);
-    const int64_t snapshot =
-        *store.add_config_snapshot(job_id, "/srv/my_lora/config.yaml", "sha", config, 1);
-    const int64_t run = *store.start_run(job_id, "/srv/my_lora/log.txt", snapshot, 1);
-    const int64_t file = *store.insert_file(
-        {.path = "/srv/my_lora/log.txt", .ino = 7, .job_id = job_id, .run_id = run}, 1);
-    db::Progress progress{.file_id = file,
-                          .job_id = job_id,
-                          .run_id = run,
-                          .snapshot_id = snapshot,
-                          .outcome = "crashed_oom"};
-    db::EventRow event{.offset = 100, .kind = "cuda", .phase = "sampling", .event_json = ""};
     const uint64_t mib = uint64_t{1} << 20;
-    event.event_json = nlohmann::json{
-        {"kind", "cuda"},
-        {"phase", "sampling"},
-        {"step", 500},
-        {"total_steps", 3000},
-        {"tried_to_allocate_bytes", 1536 * mib},
-        {"total_capacity_bytes", 24115 * mib},
-        {"free_bytes", 812 * mib},
-        {"this_process_in_use_bytes",
-         22800 * mib}}.dump();
-    event.fixes_json = "[]";
-    progress.events.push_back(event);
-    REQUIRE(store.commit_progress(progress, 2));
+    record(store, "my_lora", config, "crashed_oom",
+           nlohmann::json{{"kind", "cuda"},
+                          {"phase", "sampling"},
+                          {"step", 500},
+                          {"total_steps", 3000},
+                          {"tried_to_allocate_bytes", 1536 * mib},
+                          {"total_capacity_bytes", 24115 * mib},
+                          {"free_bytes", 812 * mib},
+                          {"this_process_in_use_bytes", 22800 * mib}}
+               .dump(),
+           2);
 
     const auto after = nlohmann::json::parse(check(example).second);
     INFO("check after: " << after.dump());
