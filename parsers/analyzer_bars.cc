@@ -47,20 +47,26 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
   }
   BarClass cls = bar->cls;
   if (frame.notebook) {
-    cls = {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
+    cls = bar_class(BarRole::kTrainingSteps, Phase::kTrainStep);
   } else if (frame.desc.empty()) {
     // A bar without a description whose total is the printed number of training steps is the
     // training bar (HF Trainer's, and any loop over range(max_train_steps)).
     if (cls.role == BarRole::kOther && frame.total && printed_total_steps_ &&
         *frame.total == *printed_total_steps_) {
-      cls = {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
+      cls = bar_class(BarRole::kTrainingSteps, Phase::kTrainStep);
     }
     // HF Trainer's eval bar has no description either; its total differs from the training one.
     if (cls.role == BarRole::kTrainingSteps && train_total_ && frame.total &&
         *frame.total != *train_total_ &&
         !(printed_total_steps_ && *frame.total == *printed_total_steps_)) {
-      cls = {BarRole::kPhase, Phase::kSampling, std::nullopt};
+      cls = bar_class(BarRole::kPhase, Phase::kSampling);
     }
+  }
+  // A bar that reports a loss or a learning rate counts training steps, whatever it is called
+  // (a home-made loop's bar is named after the job, or not at all).
+  if (frame.training_postfix) bar->reports_loss = true;
+  if (cls.role == BarRole::kOther && bar->reports_loss) {
+    cls = bar_class(BarRole::kTrainingSteps, Phase::kTrainStep);
   }
   const int bar_id = bar->id;
 
@@ -72,7 +78,7 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
       if (frame.n && total > 0 &&
           ((previous_n && *previous_n >= total && *frame.n < *previous_n) ||
            (!previous_n && finished_epoch_total_ == total && *frame.n < total))) {
-        bar->cls = cls = {BarRole::kTrainingPerEpoch, Phase::kTrainStep, false};
+        bar->cls = cls = bar_class(BarRole::kTrainingPerEpoch, Phase::kTrainStep, false);
         first_epoch_ = false;
         step_.reset();
         break;
@@ -85,14 +91,21 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
       step_evidence = frame.n.has_value();
       break;
     case BarRole::kTrainingPerEpoch:
-      if (cls.first_epoch) first_epoch_ = cls.first_epoch;
+      if (cls.epoch) {
+        first_epoch_ = first_epoch_of(*cls.epoch, cls.epoch_has_total);
+      } else if (cls.first_epoch) {
+        first_epoch_ = cls.first_epoch;
+      }
       if (frame.n && previous_n != frame.n) train_advance_seq_ = seq_;
       set_context(EvidenceSource::kBar, Phase::kTrainStep, text, line);
       // Batches of the first epoch are global steps; later epochs' are not.
       step_evidence = frame.n && first_epoch_ == true;
       break;
     case BarRole::kEpochs:
-      if (frame.n) first_epoch_ = *frame.n == 0;
+      if (frame.n) {
+        if (*frame.n == 0) saw_epoch_zero_ = true;
+        first_epoch_ = *frame.n == 0;
+      }
       // Every epoch done: the run finished (OneTrainer's outer bar at 2/2).
       if (frame.n && frame.total && *frame.total > 0 && *frame.n >= *frame.total) {
         completed_seq_ = seq_;
@@ -105,15 +118,29 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
   if (cls.role == BarRole::kTrainingPerEpoch && frame.n && !step_evidence) step_.reset();
   if (step_evidence) {
     set_step(EvidenceSource::kBar, *frame.n, text, line);
-    if (open_ && seq_ > open_->first_seq && !open_->after_bar) {
+    if (open_ && seq_ > open_->first_seq &&
+        (!open_->after_bar || open_->after_bar->phase == Phase::kUnknown)) {
       open_->after_bar =
           Clue{EvidenceSource::kBar, Phase::kTrainStep, frame.n, seq_, line, evidence_text(text)};
     }
+  } else if (cls.role == BarRole::kOther && frame.n && frame.total && !open_ &&
+             *frame.n < *frame.total) {
+    other_bar_ =
+        Clue{EvidenceSource::kBar, Phase::kUnknown, frame.n, seq_, line, evidence_text(text)};
+  } else if (cls.role == BarRole::kOther && frame.n && frame.total && open_ &&
+             seq_ > open_->first_seq && !open_->after_bar) {
+    // A bar nothing names, redrawn after the error as tqdm's close() does while the exception
+    // unwinds its loop: the loop the error stopped in. Its count is the step when nothing before
+    // the error gave one; it names no phase.
+    open_->after_bar =
+        Clue{EvidenceSource::kBar, Phase::kUnknown, frame.n, seq_, line, evidence_text(text)};
   }
-  // A step in the bar's postfix: "..., global_step=500, loss=0.1]", "gs=1500".
+  // A step in the bar's postfix: "..., global_step=500, loss=0.1]", "gs=1500", "num_updates=1".
   if (const size_t bracket = text.rfind('[');
-      bracket != std::string_view::npos && (text.find("step", bracket) != std::string_view::npos ||
-                                            text.find("gs=", bracket) != std::string_view::npos)) {
+      bracket != std::string_view::npos &&
+      (text.find("step", bracket) != std::string_view::npos ||
+       text.find("gs=", bracket) != std::string_view::npos ||
+       text.find("num_updates", bracket) != std::string_view::npos)) {
     if (auto counter = match_counter(text.substr(bracket));
         counter && counter->kind == CounterKind::kGlobal && counter->n) {
       set_step(EvidenceSource::kCounter, *counter->n, text, line);
@@ -134,7 +161,7 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
     case CounterKind::kGlobal:
     case CounterKind::kPerEpoch:
     case CounterKind::kBatches: {
-      if (counter.epoch) first_epoch_ = counter.first_epoch();
+      if (counter.epoch) first_epoch_ = first_epoch_of(*counter.epoch, counter.epoch_has_total);
       set_context(EvidenceSource::kCounter, Phase::kTrainStep, text, line);
       if (!counter.n) break;
       if (counter.kind == CounterKind::kGlobal || first_epoch_ == true ||
@@ -173,7 +200,9 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
       watch_bar(bar_id, previous_n, seen_before, counter.n);
       break;
     }
-    case CounterKind::kEpoch: first_epoch_ = counter.first_epoch(); break;
+    case CounterKind::kEpoch:
+      if (counter.epoch) first_epoch_ = first_epoch_of(*counter.epoch, counter.epoch_has_total);
+      break;
     case CounterKind::kSaveName:
       if (counter.n) {
         set_step(EvidenceSource::kSaveName, *counter.n, text, line);
@@ -181,6 +210,11 @@ void LogAnalyzer::on_counter(const StepCounter& counter, std::string_view text, 
       }
       break;
   }
+}
+
+bool LogAnalyzer::first_epoch_of(int64_t epoch, bool has_total) {
+  if (epoch == 0) saw_epoch_zero_ = true;
+  return epoch == 0 || (epoch == 1 && (has_total || !saw_epoch_zero_));
 }
 
 void LogAnalyzer::watch_bar(int bar_id, std::optional<int64_t> previous_n, bool seen_before,

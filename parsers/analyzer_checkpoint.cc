@@ -13,14 +13,14 @@ namespace oomtriage::parsers {
 uint64_t LogAnalyzer::resume_offset() const {
   uint64_t offset = splitter_.pending_record_offset();
   if (has_pending_frame_) offset = std::min(offset, pending_offset_);
-  if (const Incident* open = unreported()) offset = std::min(offset, open->record_offset);
+  if (const Incident* open = still_open()) offset = std::min(offset, open->record_offset);
   return offset;
 }
 
 int64_t LogAnalyzer::resume_line() const {
   int64_t line = splitter_.pending_record_line();
   if (has_pending_frame_) line = std::min(line, pending_line_);
-  if (const Incident* open = unreported()) line = std::min(line, open->record_line);
+  if (const Incident* open = still_open()) line = std::min(line, open->record_line);
   return line;
 }
 
@@ -76,19 +76,23 @@ std::string LogAnalyzer::checkpoint() const {
       {"train_total", opt(train_total_)},
       {"train_advance_seq", train_advance_seq_},
       {"first_epoch", opt(first_epoch_)},
+      {"saw_epoch_zero", saw_epoch_zero_},
       // A resumed analyzer re-reads the open incident from its start: give it the evidence
       // as it stood there, not what the incident's own lines added since.
-      {"context", clue_json(unreported() ? unreported()->context : context_)},
-      {"step", clue_json(unreported() ? unreported()->step : step_)},
+      {"context", clue_json(still_open() ? still_open()->context : context_)},
+      {"step", clue_json(still_open() ? still_open()->step : step_)},
       {"resume_step", opt(resume_step_)},
       {"printed_total_steps", opt(printed_total_steps_)},
       {"crash_seq", crash_seq_},
       {"stop_seq", stop_seq_},
       {"completed_seq", completed_seq_},
-      // A reported incident is not read again: the resumed analyzer starts past it.
-      {"last_event_seq", open_ && open_->reported ? open_->first_seq : last_event_seq_},
-      {"last_event_recovered",
-       open_ && open_->reported ? open_->reported->recovered : last_event_recovered_},
+      // The open incident is read again, so the last event is the one before it; its event,
+      // when reported, goes on from its revision.
+      {"last_event_seq", last_event_seq_},
+      {"last_event_recovered", last_event_recovered_},
+      {"open_event_offset",
+       open_ && open_->reported ? nlohmann::json(open_->reported->offset) : nlohmann::json()},
+      {"open_event_revision", open_ && open_->reported ? open_->reported->revision : 0},
       {"went_on_seq", went_on_seq_},
       {"run_start_seq", run_start_seq_},
       {"any_text", any_text_},
@@ -129,10 +133,13 @@ LogAnalyzer::LogAnalyzer(AnalyzerOptions options, std::string_view checkpoint, u
     }
     if (version == 2) {
       read_opt(j, "first_epoch", first_epoch_);
+      saw_epoch_zero_ = j.value("saw_epoch_zero", false);
       read_clue(j, "context", context_);
       read_clue(j, "step", step_);
       went_on_seq_ = j.value("went_on_seq", int64_t{-1});
       run_start_seq_ = j.value("run_start_seq", int64_t{-1});
+      read_opt(j, "open_event_offset", resumed_event_offset_);
+      resumed_event_revision_ = j.value("open_event_revision", 0);
     } else {
       went_on_seq_ = train_advance_seq_;  // v1 had no proof of training going on: keep its view
     }

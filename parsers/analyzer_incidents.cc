@@ -63,8 +63,9 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   const OomPattern& pattern = *match.pattern;
   std::string_view message = line.substr(match.begin);
   if (message.size() > kMaxMessageBytes) message = message.substr(0, kMaxMessageBytes);
-  MemoryFigures figures =
-      pattern.allocator_message ? extract_figures(message, match.kind) : MemoryFigures{};
+  MemoryFigures figures = pattern.allocator_message ? extract_figures(message, match.kind)
+                          : match.kind == OomKind::kHostMemoryError ? extract_host_figures(message)
+                                                                    : MemoryFigures{};
   if (!figures.gpu_index) figures.gpu_index = pattern.gpu_index;
   const auto exception = exception_class(line);
 
@@ -92,6 +93,16 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
       top_level_frame_seq_ < open_->traceback_from_seq) {
     open_->event.recovered = true;
     open_->own_incident = true;
+    open_->backed_off = true;
+    open_->last_signal_seq = seq_;
+    if (open_->signal_phase == Phase::kUnknown) open_->signal_phase = pattern.phase;
+    return;
+  }
+  // More lines of that back-off ("attempting to recover from OOM", then "OOM in all workers,
+  // skipping batch"): the same OOM. A back-off line with no message before it is an OOM of
+  // its own (AI Toolkit's "skipping batch 1/3", "2/3").
+  if (open_ && pattern.recovered && open_->backed_off && !figures.has_any() &&
+      seq_ - open_->last_signal_seq <= kBackoffReach) {
     open_->last_signal_seq = seq_;
     if (open_->signal_phase == Phase::kUnknown) open_->signal_phase = pattern.phase;
     return;
@@ -121,6 +132,12 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   incident.signal_phase = pattern.phase;
   incident.context = context_;
   incident.step = step_;
+  // A bar nothing names, unfinished and newer than any stage marker, was running when the
+  // error came: the loop it stopped. Its count is a step when nothing better is known.
+  if (other_bar_ && seq_ - other_bar_->seq <= kTracebackLookback &&
+      (!context_ || context_->seq < other_bar_->seq) && (!step_ || step_->seq < other_bar_->seq)) {
+    incident.open_bar = other_bar_;
+  }
   if (node_ && seq_ - node_->seq <= kTracebackLookback) incident.node = node_;
   incident.own_incident = pattern.recovered;
   incident.awaiting_continuation = pattern.allocator_message && looks_incomplete(message);
@@ -129,6 +146,10 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   // job: CUDA out of memory", logger.exception()). Killed processes print none.
   const bool traceback_ended_here =
       traceback_seq_ > last_incident_end_seq_ && seq_ - traceback_seq_ <= kTracebackLookback;
+  if (traceback_ended_here && traceback_offset_ < incident.record_offset) {
+    incident.record_offset = traceback_offset_;  // its frames decide the phase: read them again
+    incident.record_line = traceback_line_;
+  }
   incident.traceback_to_come = !pattern.recovered && match.kind != OomKind::kHostKilled &&
                                match.kind != OomKind::kShm && !is_exception_line(line) &&
                                !traceback_ended_here;
@@ -222,6 +243,10 @@ OomEvent LogAnalyzer::resolve_incident(const Incident& incident) const {
   event.phase = phase;
   const Clue* step =
       incident.step ? &*incident.step : (incident.after_bar ? &*incident.after_bar : nullptr);
+  // The open bar counts what the error stopped; only a training step is counted in steps.
+  if (!step && incident.open_bar && (phase == Phase::kTrainStep || phase == Phase::kUnknown)) {
+    step = &*incident.open_bar;
+  }
   if (step && step->step) {
     event.step = step->step;
     event.step_evidence = to_evidence(*step);
@@ -234,6 +259,14 @@ OomEvent LogAnalyzer::resolve_incident(const Incident& incident) const {
 
 void LogAnalyzer::report(Incident& incident) {
   OomEvent event = resolve_incident(incident);
+  if (!incident.reported && resumed_event_offset_ == event.offset) {
+    // Reported before a restart: the same event, amended from the revision it had.
+    event.revision = resumed_event_revision_ + 1;
+    resumed_event_offset_.reset();
+    incident.reported = event;
+    events_.push_back(std::move(event));
+    return;
+  }
   if (incident.reported) {
     event.revision = incident.reported->revision;
     if (event == *incident.reported) return;

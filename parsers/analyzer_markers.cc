@@ -62,6 +62,8 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       bars_.clear();
       train_n_.reset();
       first_epoch_.reset();
+      saw_epoch_zero_ = false;
+      other_bar_.reset();
       finished_epoch_total_ = -1;
       step_.reset();
       node_.reset();
@@ -75,7 +77,11 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       break;
     case MarkerEffect::kStop: stop_seq_ = seq_; break;
     case MarkerEffect::kCompleted: completed_seq_ = seq_; break;
-    case MarkerEffect::kTracebackHeader: traceback_seq_ = seq_; break;
+    case MarkerEffect::kTracebackHeader:
+      traceback_seq_ = seq_;
+      traceback_offset_ = current_record_offset_;
+      traceback_line_ = current_record_line_;
+      break;
     case MarkerEffect::kArgBatchSize:
       if (match.n && *match.n > 0 && *match.n < 100000) arguments_.batch_size = int(*match.n);
       break;

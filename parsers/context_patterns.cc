@@ -115,8 +115,10 @@ const std::vector<ContextPattern>& context_patterns() {
        E::kRunStart, P::kUnknown, T::kUnknown,
        {"The following values were not passed to `accelerate launch` and had defaults used "
         "instead:"}},
-      {"total-steps", R"(Total optimization steps = (?P<n>[\d,]+))", E::kTotalSteps,
-       P::kUnknown, T::kUnknown, {"  Total optimization steps = 1,500"}},
+      {"total-steps", R"(Total (?:optimization )?steps = (?P<n>[\d,]+))", E::kTotalSteps,
+       P::kUnknown, T::kUnknown,
+       {"  Total optimization steps = 1,500",
+        "\\        /    Total batch size = 8 | Total steps = 60"}},
       {"hf-evaluation", R"((?:^|\*\s)Running (?:Evaluation|Prediction) \*{5})", E::kPhase,
        P::kSampling, T::kTransformers, {"***** Running Evaluation *****"}},
       {"hf-loss-dict", R"(^\{'(?:loss|train_loss|eval_loss)': )", E::kPhase, P::kTrainStep,
@@ -125,9 +127,11 @@ const std::vector<ContextPattern>& context_patterns() {
        T::kTransformers, {"{'train_runtime': 120.5, 'train_samples_per_second': 3.2}"}},
       {"hf-saving", R"(Saving model checkpoint to )", E::kPhase, P::kSaving, T::kTransformers,
        {"Saving model checkpoint to output/checkpoint-500"}},
-      {"hf-fingerprint", R"(transformers[\\/]trainer\.py|Trainer\.train|autotrain|llamafactory|LLaMA-Factory)",
+      {"hf-fingerprint", R"(transformers[\\/]trainer\.py|Trainer\.train|autotrain|llamafactory|LLaMA-Factory|trl[\\/]trainer[\\/]|Unsloth - \d+x faster)",
        E::kNone, P::kUnknown, T::kTransformers,
-       {"File ~/env/site-packages/transformers/trainer.py:1633, in Trainer.train(self)"}},
+       {"File ~/env/site-packages/transformers/trainer.py:1633, in Trainer.train(self)",
+        "==((====))==  Unsloth - 2x faster free finetuning | Num GPUs used = 1",
+        "  File \"/usr/lib/python3/site-packages/trl/trainer/sft_trainer.py\", line 450, in train"}},
       // SimpleTuner, OneTrainer, ComfyUI.
       {"simpletuner-validation", R"(Validation is starting|Validations are generating)",
        E::kPhase, P::kSampling, T::kSimpleTuner, {"Validation is starting."}},
@@ -285,12 +289,12 @@ const RE2& context_literals() {
       R"(baseline|first sample|Found step|Sampling|Saving|Saved|Removing old|Error running|)"
       R"(Job |completed job|toolkit|AITK|extensions_built_in|BaseSDTrain|sample images|)"
       R"(saving|epoch|Epoch|model saved|sd-scripts|train_network|sdxl_train|flux_train|kohya|)"
-      R"(validation|diffusers|train_dreambooth|train_text_to_image|\*\*\*\*\*|optimization steps|)"
+      R"(validation|diffusers|train_dreambooth|train_text_to_image|\*\*\*\*\*|optimization steps|Total steps|Unsloth|)"
       R"(\{'|Trainer|autotrain|llama|LLaMA|Validation|imple[Tt]uner|OneTrainer|Comfy|comfy|)"
       R"(!!!|execution\.py|training|[Ss]anity|Traceback|KeyboardInterrupt|memory summary|)"
       R"(batch size|ccumulation|adjusted to|gradient_checkpointing=|train_batch_size=|resolution=|)"
       R"([Cc]omplete|finished|Stop signal|File "|File ~|frame #|Error|Exception|Interrupt|)"
-      R"([Nn]ode[ _][Tt]ype|node \d|\.py:\d+ in )",
+      R"([Nn]ode[ _][Tt]ype|node \d|\.py:\d+ in |-> \d|\.py in |ipython-input|backward\(|^line \d)",
       quiet_options());
   return kLiterals;
 }
@@ -391,7 +395,7 @@ struct PlacementRule {
 };
 constexpr PlacementRule kPlacementRules[] = {
     // torch's Module.to/.cuda and transformers' override: every parameter copied.
-    {R"((?:^|/)module$|modeling_utils$)", R"(_apply|to|cuda|_to|to_empty|xpu)"},
+    {R"((?:^|/)module$|modeling_utils$)", R"(_apply|to|cuda|_to|to_empty|xpu|convert)"},
     // DistributedDataParallel's constructor broadcasts the weights and builds its reducer.
     {R"(parallel/distributed$|distributed/utils$)",
      R"(__init__|_ddp_init_helper|_sync_module_states|_sync_params_and_buffers|)"
@@ -441,6 +445,12 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
                                 quiet_options());
   static const RE2 kIpythonFrame(R"(^File (\S+):\d+, in ([\w.<>]+))", quiet_options());
   static const RE2 kRichFrame(R"(^(?:│\s*)?(\S+\.py):\d+ in ([\w.<>]+))", quiet_options());
+  // IPython before 8: "/usr/lib/python3/dist-packages/transformers/trainer.py in train(self, ...)"
+  // and the cell "<ipython-input-4-5d2a1b6c7e8f> in <module>".
+  // A frame line hard-wrapped after its path: "line 525, in backward" on a line of its own.
+  static const RE2 kWrappedFrameTail(R"(^line \d+, in ([\w.<>]+)$)", quiet_options());
+  static const RE2 kOldIpythonFrame(R"(^(\S+\.py|<ipython-input-[\w-]+>) in ([\w.<>]+))",
+                                    quiet_options());
   static const RE2 kCppFrame(R"(^frame #\d+: (.*))", quiet_options());
   // What every traceback passes through: entry points and call wrappers name no stage.
   static const RE2 kEntryPoint(
@@ -464,7 +474,9 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
   // Every frame starts with "File " or "frame #", or names a ".py:" line: the regexes run on
   // frames only (most text lines are not, and four regex calls cost more than the rest).
   if (!line.starts_with("File ") && !line.starts_with("frame #") &&
-      line.find(".py:") == std::string_view::npos) {
+      line.find(".py:") == std::string_view::npos &&
+      line.find(".py in ") == std::string_view::npos && !line.starts_with("<ipython-input-") &&
+      !line.starts_with("line ")) {
     return std::nullopt;
   }
   re2::StringPiece quoted, bare, function;
@@ -474,8 +486,11 @@ std::optional<FrameEvidence> traceback_frame(std::string_view line) {
     path = quoted.empty() ? std::string_view(bare) : std::string_view(quoted);
     python = true;
   } else if (RE2::PartialMatch(line, kIpythonFrame, &bare, &function) ||
-             RE2::PartialMatch(line, kRichFrame, &bare, &function)) {
+             RE2::PartialMatch(line, kRichFrame, &bare, &function) ||
+             RE2::PartialMatch(line, kOldIpythonFrame, &bare, &function)) {
     path = bare;
+  } else if (RE2::PartialMatch(line, kWrappedFrameTail, &function)) {
+    python = true;  // its path is on the line before, whose words are lost
   } else if (RE2::PartialMatch(line, kCppFrame, &function)) {
     const Phase phase = stage_of(function, false);
     return FrameEvidence{phase, phase != Phase::kUnknown, false};
@@ -535,7 +550,36 @@ std::optional<Phase> traceback_frame_phase(std::string_view line) {
   return frame->phase;
 }
 
+bool calls_backward(std::string_view line) {
+  return line.find("backward(") != std::string_view::npos &&
+         line.find("def ") == std::string_view::npos;
+}
+
+std::string_view ipython_statement(std::string_view line) {
+  size_t i = 0;
+  while (i < line.size() && line[i] == '-') ++i;
+  if (i == 0 || i + 1 >= line.size() || line[i] != '>' || line[i + 1] != ' ') return {};
+  i += 2;
+  while (i < line.size() && line[i] == ' ') ++i;
+  const size_t digits = i;
+  while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
+  if (i == digits || i >= line.size() || line[i] != ' ') return {};
+  while (i < line.size() && line[i] == ' ') ++i;
+  return line.substr(i);
+}
+
+FrameEvidence statement_evidence(std::string_view code) {
+  static const RE2 kSpecificTraining(
+      R"(\b(?:backward|step|loop|accumulat\w*|loss|epoch|optimizer)\b)", quiet_options());
+  const Phase phase = stage_of(code, false);
+  if (phase == Phase::kUnknown) return {};
+  const bool strong =
+      phase != Phase::kTrainStep || RE2::PartialMatch(stage_tokens(code), kSpecificTraining);
+  return FrameEvidence{phase, strong, false};
+}
+
 Phase source_line_phase(std::string_view line) {
+  if (calls_backward(line)) return Phase::kTrainStep;
   const Phase phase = stage_of(line, false);
   return phase == Phase::kQuantize || phase == Phase::kModelLoad ? phase : Phase::kUnknown;
 }

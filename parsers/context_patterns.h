@@ -89,6 +89,15 @@ struct FrameEvidence {
   bool top_level = false;  // "in <module>": the interpreter's own traceback, the process is dying
 };
 std::optional<FrameEvidence> traceback_frame(std::string_view line);
+// A statement that runs the backward pass ("loss.backward()", autograd's
+// "Variable._execution_engine.run_backward(" that every backward traceback shows): training.
+bool calls_backward(std::string_view line);
+// IPython marks the statement each frame (and the cell) was running with an arrow: "----> 3
+// trainer.train()", "-> 1539     return inner_training_loop(". The statement, or empty.
+std::string_view ipython_statement(std::string_view line);
+// What a statement names, as a frame's function would: any stage; a training word alone
+// ("trainer.train()") is only a hint.
+FrameEvidence statement_evidence(std::string_view code);
 // The phase alone, for callers that need no strength.
 std::optional<Phase> traceback_frame_phase(std::string_view line);
 // What a frame's source line adds ("self.transformer = quantize(...)", "load_file(path)"): only

@@ -27,8 +27,8 @@ const RE2& prefix_regex() {
       // "[rank0]: ", "[default3]:", "[RANK 0] ", "[Rank 1]", Lightning's "[rank: 0] ",
       // "[80746] " (log-viewer line number)
       R"(\[(?:(?:rank|Rank|RANK|default)(?:: ?| |=)?(?P<rank>\d+)|\d+)\]:?)"
-      // "(RayWorkerVllm pid=7009) "
-      R"(|\([\w-]+ pid=\d+\))"
+      // "(RayWorkerVllm pid=7009) ", "(pid=3959, ip=172.31.41.219) "
+      R"(|\((?:[\w-]+ )?pid=\d+(?:,\s*ip=[\w.:]+)?\))"
       // "2025-01-21T23:09:55.550258 - ", "2026-02-16 08:07:29 ", "2024-01-01T00:00:00.1Z ",
       // GitHub Actions "2026-01-01T00:00:00.0000000Z "
       R"(|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?(?:\s+-(?:\s|$))?)"
@@ -42,6 +42,10 @@ const RE2& prefix_regex() {
       // dmesg "[12345.678901] ", "[Mon May  1 12:00:00 2024] "
       R"(|\[ *\d+\.\d+\])"
       R"(|\[\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4}\])"
+      // after a timestamp, a host and a program with its pid: "host root[14429] DEBUG ..."
+      R"(|[\w.\-]+ [\w.\-]+\[\d+\]:? )"
+      // a logger's dotted name in a "| LEVEL | name | " layout (fairseq): "fairseq.trainer | "
+      R"(|[a-z_]\w*(?:\.\w+)+\s+\|\s)"
       // syslog / journald "May 01 12:00:00 host kernel: "
       R"(|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \S+ [\w.\-\[\]]+:)"
       // glog "E0705 15:48:23.150000 434379 torch/x.py:2100] ", "[W1004 01:37:03.19 P.cpp:1538]"
@@ -59,6 +63,8 @@ const RE2& prefix_regex() {
       // diffusers "- INFO - __main__ - " (after its timestamp), HF explicit format ">> "
       R"(|-\s+(?:DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+-\s+[\w.]+\s+-(?:\s|$))"
       R"(|>>\s)"
+      // pytest's own traceback: "INTERNALERROR> "
+      R"(|INTERNALERROR>\s?)"
       // loguru "| 2024-08-21 22:56:04 | autotrain.trainers.common:wrapper:121 - ", and its
       // location alone after "| INFO     | ": "mod:fn:12 - ", "__main__:<module>:5 - "
       R"(|\|\s+(?:[\w.]+:[\w<>]+:\d+\s+-\s)?)"
@@ -106,16 +112,27 @@ const PrefixGroups& prefix_groups() {
 }
 
 // Lower-case letters start no prefix except a host name ("node-3: "), loguru's location
-// ("mod:fn:12 - ") and a CRI stream ("stdout F "): the regex runs only when the first word runs
-// into a ':' (or starts with 's').
+// ("mod:fn:12 - "), a CRI stream ("stdout F "), a host and a program ("host root[14429] ") and a
+// logger's name ("fairseq.trainer | "): the regex runs only when the first word runs into a ':'
+// (or starts with 's'), or into a space before a '|' or a word with a '['.
 bool may_start_prefix(std::string_view text) {
   const unsigned char first = static_cast<unsigned char>(text.front());
   if (!std::isalpha(first) || std::isupper(first) || first == 's') return true;
   const size_t limit = std::min<size_t>(text.size(), 96);
+  auto word_char = [](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '<' || c == '>';
+  };
   for (size_t i = 1; i < limit; ++i) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c == ':') return true;
-    if (!std::isalnum(c) && c != '.' && c != '-' && c != '_' && c != '<' && c != '>') return false;
+    if (c == ' ') {
+      size_t j = i;
+      while (j < limit && text[j] == ' ') ++j;
+      if (j < limit && text[j] == '|') return true;
+      while (j < limit && word_char(static_cast<unsigned char>(text[j]))) ++j;
+      return j < limit && text[j] == '[';
+    }
+    if (!word_char(c)) return false;
   }
   return false;
 }

@@ -65,6 +65,18 @@ std::string_view after_logger_tag(std::string_view text) {
   return text.substr(i);
 }
 
+// Where a "[rankN]:" prefix starts inside a line rather than at its start, or npos.
+size_t glued_rank_prefix(std::string_view text) {
+  for (size_t at = text.find("[rank", 1); at != std::string_view::npos;
+       at = text.find("[rank", at + 1)) {
+    size_t i = at + 5;
+    const size_t digits = i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    if (i > digits && i + 1 < text.size() && text[i] == ']' && text[i + 1] == ':') return at;
+  }
+  return std::string_view::npos;
+}
+
 bool is_binary_byte(unsigned char c) {
   return c < 0x09 || (c > 0x0d && c < 0x20 && c != 0x1b) || c == 0x7f;
 }
@@ -264,6 +276,12 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
     return;
   }
   any_text_ = true;
+  // Two ranks' writes on one line: "    loss = model(batch).loss[rank1]: torch.OutOfMemoryError:".
+  if (const size_t glued = glued_rank_prefix(text); glued != std::string_view::npos && depth < 8) {
+    process_text(text.substr(0, glued), offset, line, depth + 1);
+    process_text(text.substr(glued), offset + glued, line, depth + 1);
+    return;
+  }
   if (auto frame = parse_progress_frame(text)) {
     if (open_) open_->awaiting_continuation = false;
     on_frame(*frame, text.substr(0, frame->end), line);
@@ -288,6 +306,17 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
     return;
   }
   const CleanLine clean = clean_line(text, scratch_);
+  if (open_ && !open_->event.recovered && !open_->own_incident &&
+      seq_ - open_->last_signal_seq <= 3 && is_bare_backoff(clean.text)) {
+    // "Skipping batch" under the OOM it skips (fairseq before 0.10): a recovered OOM.
+    open_->event.recovered = true;
+    open_->own_incident = true;
+    open_->backed_off = true;
+    open_->awaiting_continuation = false;
+    open_->last_signal_seq = seq_;
+    if (open_->signal_phase == Phase::kUnknown) open_->signal_phase = Phase::kTrainStep;
+    return;
+  }
   if (awaiting && try_continue_message(clean.text)) {
     return;
   }
@@ -311,6 +340,16 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
       on_context(match, clean.text, line);
     }
   }
+  if (const std::string_view code = ipython_statement(clean.text); !code.empty()) {
+    // A notebook's traceback: the statement its cell or frame ran, the innermost last.
+    if (const FrameEvidence statement = statement_evidence(code);
+        statement.phase != Phase::kUnknown) {
+      frames_.push_back({EvidenceSource::kFrame, statement.phase, std::nullopt, seq_, line,
+                         evidence_text(clean.text), statement.strong});
+      if (frames_.size() > kFrameHistory) frames_.pop_front();
+    }
+    return;
+  }
   if (auto frame = traceback_frame(clean.text)) {
     frames_.push_back({EvidenceSource::kFrame, frame->phase, std::nullopt, seq_, line,
                        evidence_text(clean.text), frame->strong});
@@ -318,6 +357,12 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
     source_line_next_ = frame->wants_source_line;
     if (frame->top_level) top_level_frame_seq_ = seq_;
     return;
+  }
+  if (!source_line && calls_backward(clean.text) && !is_exception_line(clean.text)) {
+    // The backward call of a traceback whose frame line was cut or wrapped away.
+    frames_.push_back({EvidenceSource::kFrame, Phase::kTrainStep, std::nullopt, seq_, line,
+                       evidence_text(clean.text), true});
+    if (frames_.size() > kFrameHistory) frames_.pop_front();
   }
   if (source_line && !frames_.empty() && frames_.back().phase == Phase::kUnknown &&
       !is_exception_line(clean.text)) {

@@ -136,6 +136,7 @@ class LogAnalyzer {
     Trainer classified_for = Trainer::kUnknown;
     std::optional<int64_t> n;
     int64_t seq = -1;
+    bool reports_loss = false;  // a frame's postfix named a loss or a learning rate
   };
 
   // Bars seen since the last signal: training went on only when one bar's n rises past its
@@ -162,12 +163,16 @@ class LogAnalyzer {
     std::optional<Clue> node;       // a UI node type
     std::optional<Clue> epilogue;   // the first failure line after the signal naming a stage
     std::optional<Clue> after_bar;  // a training bar first drawn after the signal
+    std::optional<Clue> open_bar;   // a bar nothing names, running when the signal came
     bool own_incident = false;      // a recovered banner: never merged with other signals
+    bool backed_off = false;        // the trainer's back-off line followed its OOM message
     bool awaiting_continuation = false;
     bool traceback_to_come = false;  // a message that its traceback follows
     int continuation_lines = 0;
     std::vector<int> ranks;
-    uint64_t record_offset = 0;  // where the record holding the first signal starts
+    // Where a resumed analyzer reads it again from: the record of its first signal, or the
+    // start of the traceback that ends in it.
+    uint64_t record_offset = 0;
     int64_t record_line = 0;
     std::optional<OomEvent> reported;  // the event as settle() last reported it
     int64_t reported_seq = -1;
@@ -195,13 +200,18 @@ class LogAnalyzer {
                  std::optional<int64_t> n);
   void set_context(EvidenceSource source, Phase phase, std::string_view text, int64_t line);
   void set_step(EvidenceSource source, int64_t step, std::string_view text, int64_t line);
+  // Whether an epoch index names the run's first epoch. Epoch 0 does; epoch 1 does when printed
+  // with a total ("1/10", counted from 1) or when this run never showed an epoch 0: a trainer
+  // that counts from 0 prints its epoch 0 first.
+  bool first_epoch_of(int64_t epoch, bool has_total);
   void close_incident();
   // The event an incident amounts to, its phase and step resolved by precedence.
   OomEvent resolve_incident(const Incident& incident) const;
   // Reports the incident's event, or its amendment when the verdict changed since reported.
   void report(Incident& incident);
-  // The open incident a resumed analyzer must read again: one not reported yet.
-  const Incident* unreported() const { return open_ && !open_->reported ? &*open_ : nullptr; }
+  // The open incident a resumed analyzer must read again, reported or not: what still arrives of
+  // it after a restart amends its event (docs/daemon.md "Restarts").
+  const Incident* still_open() const { return open_ ? &*open_ : nullptr; }
   Outcome decide_outcome(bool had_events) const;
   Trainer trainer_guess() const;
   bool rules_on(Trainer trainer) const;
@@ -232,6 +242,8 @@ class LogAnalyzer {
   std::optional<int64_t> train_total_;
   int64_t train_advance_seq_ = -1;
   std::optional<bool> first_epoch_;
+  bool saw_epoch_zero_ = false;
+  std::optional<Clue> other_bar_;  // the newest unfinished bar nothing names
   std::optional<Clue> context_;
   std::optional<Clue> step_;
   std::optional<Clue> attempt_step_;  // the step evidence when the last run start came
@@ -240,6 +252,12 @@ class LogAnalyzer {
   std::optional<int64_t> last_saved_step_;
   std::optional<int64_t> printed_total_steps_;
   int64_t traceback_seq_ = -1;
+  uint64_t traceback_offset_ = 0;  // where the newest traceback header's record starts
+  int64_t traceback_line_ = 0;
+  // A resumed analyzer reads again an incident reported before the restart: the event at this
+  // offset goes on from the revision it had.
+  std::optional<uint64_t> resumed_event_offset_;
+  int resumed_event_revision_ = 0;
   std::deque<Clue> frames_;
   bool source_line_next_ = false;
   std::optional<int> gpu_hint_;

@@ -178,6 +178,20 @@ MemoryFigures extract_figures(std::string_view message, OomKind kind) {
   return figures;
 }
 
+MemoryFigures extract_host_figures(std::string_view message) {
+  // Torch7's "you tried to allocate 0GB" is truncated to whole gigabytes: no figure.
+  static const RE2 kTried(
+      R"(you tried to allocate (\d+ bytes)|Unable to allocate (\d+(?:\.\d+)? (?:[KMGT]i)?B)\b)",
+      figure_options());
+  MemoryFigures figures;
+  re2::StringPiece c10, numpy;
+  if (RE2::PartialMatch(message, kTried, &c10, &numpy)) {
+    const re2::StringPiece size = c10.empty() ? numpy : c10;
+    figures.tried_to_allocate_bytes = parse_size(std::string_view(size.data(), size.size()));
+  }
+  return figures;
+}
+
 bool looks_incomplete(std::string_view message) {
   const std::string squashed = squash_whitespace(message);
   return !RE2::PartialMatch(squashed, regexes().complete);

@@ -16,6 +16,11 @@
 namespace oomtriage::parsers {
 
 // `message` is the text from the OOM pattern's match on, continuation lines joined.
+// The one figure a host allocation failure prints, the size asked for: c10's "DefaultCPUAllocator:
+// can't allocate memory: you tried to allocate 1073741824 bytes" and numpy's "MemoryError:
+// Unable to allocate 3.66 MiB for an array with shape ...".
+MemoryFigures extract_host_figures(std::string_view message);
+
 MemoryFigures extract_figures(std::string_view message, OomKind kind);
 
 // The message without whitespace: what the figure patterns see.

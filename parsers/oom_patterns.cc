@@ -79,8 +79,10 @@ OomKind kind_for_device(std::string_view dev, OomKind fallback) {
   R"((?i:VAE decod|\bduring (?:sampling|validation|evaluation|inference|generation)\b|)" \
   R"(\b(?:generating|sampling) (?:samples?|images?|previews?)\b|)"                       \
   R"(\bvalidation (?:steps?|batch(?:es)?|images?|samples?)\b))"
-#define TRAIN_WORDS \
-  R"((?i:\btrain(?:ing)? (?:step|batch|iteration)|\bduring training\b|\bin training loop\b))"
+// Batches are skipped in training only (a skipped validation batch names validation, above).
+#define TRAIN_WORDS                                                                           \
+  R"((?i:\btrain(?:ing)? (?:step|batch|iteration)|\bduring training\b|\bin training loop\b|)" \
+  R"(\bskip(?:ping|ped)? (?:this |the |a )?batch\b))"
 
 const std::vector<OomPattern>& oom_patterns() {
   // A table, one entry per row as written:
@@ -99,6 +101,17 @@ const std::vector<OomPattern>& oom_patterns() {
        .phase = Phase::kTrainStep,
        .samples = {"Error running job: OOM during training step 3 times in a row, aborting training",
                    "RuntimeError: OOM during training step 3 times in a row, aborting training"}},
+      {.name = "yolox-label-assignment-cpu",
+       .kind = OomKind::kCuda,
+       // YOLOX (and the detectors built on it) catch the OOM of the loss's label assignment and
+       // redo that batch's assignment on the CPU.
+       .regex = R"(OOM RuntimeError is raised due to the huge memory cost during label assignment)",
+       .recovered = true,
+       .phase = Phase::kTrainStep,
+       .samples = {"2021-07-30 17:15:41 | ERROR    | yolox.models.yolo_head:332 - OOM RuntimeError "
+                   "is raised due to the huge memory cost during label assignment. CPU mode is "
+                   "applied in this batch. If you want to avoid this issue, try to reduce the batch "
+                   "size or image size."}},
       {.name = "vae-decode-retry",
        .kind = OomKind::kCuda,
        .regex = R"(Ran out of memory when regular VAE decoding)",
@@ -125,7 +138,9 @@ const std::vector<OomPattern>& oom_patterns() {
        .phase = Phase::kTrainStep,
        .samples = {"OOM during training step 120, skipping batch",
                    "CUDA out of memory in train step 57, retrying with batch size 2",
-                   "Skipping training batch 17 after OOM"}},
+                   "Skipping training batch 17 after OOM",
+                   "Ran out of memory, skipping this batch",
+                   "OOM in all workers, skipping batch"}},
       {.name = "oom-backoff-allocator",
        .kind = OomKind::kCuda,
        // The allocator message itself, then the trainer's back-off: keep its figures.
@@ -147,8 +162,7 @@ const std::vector<OomPattern>& oom_patterns() {
        .samples = {"OOM Detected, reducing batch/grad size to 2",
                    "OM Detected, reducing batch/grad size",
                    "CUDA out of memory, retrying with batch size 4",
-                   "Ran out of memory, skipping this batch",
-                   "WARNING: OOM at step 120, skipping batch",
+                   "WARNING: OOM at step 120, retrying",
                    "ut of memory, trying batch size 8",
                    "Reducing batch size to 16 after OOM",
                    "Caught torch.OutOfMemoryError, falling back to CPU offload for the text "
@@ -250,11 +264,13 @@ const std::vector<OomPattern>& oom_patterns() {
                    "ERROR: job 42 exited: \"RuntimeError: CUDA error: out of memory\""}},
       {.name = "cuda-error-name",
        .kind = OomKind::kCuda,
-       .regex = R"(cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY)",
+       // pycuda raises a MemoryError, but for a device allocation.
+       .regex = R"(cudaErrorMemoryAllocation|CUDA_ERROR_OUT_OF_MEMORY|cuMemAlloc failed: out of memory)",
        .samples = {"Exception in main training loop: cudaErrorMemoryAllocation: out of memory",
                    "Search for `cudaErrorMemoryAllocation' in https://docs.nvidia.com/cuda/"
                    "cuda-runtime-api/group__CUDART__TYPES.html for more information.",
-                   "jax: CUDA_ERROR_OUT_OF_MEMORY: out of memory"}},
+                   "jax: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+                   "pycuda._driver.MemoryError: cuMemAlloc failed: out of memory"}},
       {.name = "hip-error-name",
        .kind = OomKind::kHip,
        .regex = R"(hipErrorOutOfMemory)",
@@ -369,6 +385,19 @@ const std::vector<OomPattern>& oom_patterns() {
        .samples = {"slurmstepd: error: Detected 1 oom_kill event in StepId=647226.7. Some of the "
                    "step tasks have been OOM Killed.",
                    "srun: error: nid002680: task 0: Out Of Memory"}},
+      {.name = "slurm-memory-limit-kill",
+       .kind = OomKind::kHostKilled,
+       // jobacct_gather's enforcement (no cgroup): the step is killed for its RSS.
+       .regex = R"(exceeded memory limit \(\d+ > \d+\), being killed|Exceeded job memory limit\b)",
+       .samples = {"slurmstepd: error: Job 7518 exceeded memory limit (626359956 > 512000000), "
+                   "being killed",
+                   "slurmstepd: error: Exceeded job memory limit"}},
+      {.name = "colab-ram-crash",
+       .kind = OomKind::kHostKilled,
+       // Colab's notice when the runtime's host RAM ran out and the kernel was killed.
+       .regex = R"(Your session crashed after using all available RAM)",
+       .samples = {"> Your session crashed after using all available RAM. If you are interested "
+                   "in access to high-RAM runtimes, you may want to check out Colab Pro."}},
       {.name = "dataloader-killed",
        .kind = OomKind::kHostKilled,
        .regex = R"(DataLoader worker \(pid \d+\) is killed by signal: Killed)",
@@ -671,12 +700,20 @@ const RE2& oom_literals() {
       R"(exitcode|return code = -9|137|/dev/shm|oom-kill|Failed to CUDA|OM [Dd]etected|)"
       R"(bad_alloc|executable batch size|Unable to allocate|[Bb]atch size \d+ failed|)"
       R"(RESOURCE_EXHAUSTED|OUT_OF_DEVICE_MEMORY|low on memory|memory pressure|oom-kill|)"
-      R"(OOM killer|zsh: killed|Forced quit|)" KILLED_WORDS,
+      R"(OOM killer|zsh: killed|Forced quit|available RAM|)" KILLED_WORDS,
       quiet_options());
   return kLiterals;
 }
 
 bool may_mention_oom(std::string_view text) { return RE2::PartialMatch(text, oom_literals()); }
+
+bool is_bare_backoff(std::string_view text) {
+  static const RE2 kBackoff(
+      R"((?i)^(?:skipp(?:ing|ed) (?:this |the )?batch|retrying with (?:a )?(?:smaller )?batch)"
+      R"(|reducing (?:the )?batch size to \d+)\b)",
+      quiet_options());
+  return RE2::PartialMatch(text, kBackoff);
+}
 
 std::optional<OomMatch> match_oom(std::string_view line) {
   CompiledTable& table = compiled_table();

@@ -49,6 +49,10 @@ const std::vector<std::string_view>& oom_near_misses();
 
 // Cheap literal check: false means no row can match `text`.
 bool may_mention_oom(std::string_view text);
+
+// A trainer's back-off that names no OOM, said right after one: "Skipping batch" (fairseq before
+// 0.10), "retrying with batch size 4". It makes that OOM a recovered one, in training.
+bool is_bare_backoff(std::string_view text);
 // Its regex, an alternation of literals.
 const re2::RE2& oom_literals();
 

@@ -59,6 +59,30 @@ std::optional<size_t> parse_counter(std::string_view record, size_t end, Progres
   return start;
 }
 
+bool is_key_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '/' || c == '.' ||
+         c == '-';
+}
+
+// "loss", "train_loss", "avr_loss", "loss/total", "lr", "lr_unet", "learning_rate".
+bool names_loss_or_rate(std::string_view key) {
+  std::string lower(key);
+  for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower.find("loss") != std::string::npos || lower.find("learning_rate") != std::string::npos) {
+    return true;
+  }
+  const auto part = [&](size_t at) {
+    const bool starts = at == 0 || !std::isalpha(static_cast<unsigned char>(lower[at - 1]));
+    const bool ends =
+        at + 2 == lower.size() || !std::isalpha(static_cast<unsigned char>(lower[at + 2]));
+    return starts && ends;
+  };
+  for (size_t at = lower.find("lr"); at != std::string::npos; at = lower.find("lr", at + 1)) {
+    if (part(at)) return true;
+  }
+  return false;
+}
+
 std::optional<ProgressFrame> parse_notebook_widget(std::string_view record, size_t bracket) {
   // " [ 501/1500 06:35 < 13:11, 1.26 it/s, Epoch 1/3]"
   size_t i = bracket + 1;
@@ -183,6 +207,7 @@ std::optional<ProgressFrame> parse_rich_frame(std::string_view record) {
     columns = true;
   }
   if (!columns) return std::nullopt;  // a line of box-drawing characters, not a bar
+  frame.training_postfix = has_training_postfix(tail);
   if (!head.empty() && head.back() == ':') head.remove_suffix(1);
   frame.desc = trim(head);
   frame.end = record.size();
@@ -190,6 +215,22 @@ std::optional<ProgressFrame> parse_rich_frame(std::string_view record) {
 }
 
 }  // namespace
+
+bool has_training_postfix(std::string_view postfix) {
+  // Keys end at '=' ("loss=0.1") or at ':' before a space and a value ("lr: 1.0e-04").
+  for (size_t i = 0; i < postfix.size(); ++i) {
+    const char c = postfix[i];
+    if (c != '=' && c != ':') continue;
+    if (c == ':' && (i + 1 >= postfix.size() || postfix[i + 1] != ' ')) continue;
+    size_t start = i;
+    while (start > 0 && is_key_char(postfix[start - 1])) --start;
+    if (start < i && !is_digit(postfix[start]) &&
+        names_loss_or_rate(postfix.substr(start, i - start))) {
+      return true;
+    }
+  }
+  return false;
+}
 
 std::optional<ProgressFrame> parse_progress_frame(std::string_view record) {
   const char* data = record.data();
@@ -218,6 +259,7 @@ std::optional<ProgressFrame> parse_progress_frame(std::string_view record) {
     const auto counter_start = parse_counter(record, bracket - 1, frame);
     if (!counter_start) continue;
     frame.end = close + 1;
+    frame.training_postfix = has_training_postfix(inside);
     // What precedes the counter: "desc: 12%|bar| " or "desc: 12% " or "desc: ".
     std::string_view head = record.substr(0, *counter_start);
     head = trim(head);
@@ -229,7 +271,16 @@ std::optional<ProgressFrame> parse_progress_frame(std::string_view record) {
     }
     if (!head.empty() && head.back() == '%') {
       head.remove_suffix(1);
-      while (!head.empty() && (is_digit(head.back()) || head.back() == ' ')) head.remove_suffix(1);
+      while (!head.empty() && (is_digit(head.back()) || head.back() == ' ' || head.back() == '.')) {
+        head.remove_suffix(1);
+      }
+      // "Progress:|████|  0% 1/4700": a bar format that puts the percentage after the bar.
+      if (!head.empty() && head.back() == '|') {
+        head.remove_suffix(1);
+        const size_t bar_start = head.rfind('|');
+        if (bar_start == std::string_view::npos) continue;
+        head = head.substr(0, bar_start);
+      }
     }
     head = trim(head);
     if (!head.empty() && head.back() == ':') head.remove_suffix(1);
@@ -248,39 +299,40 @@ BarClass classify_bar(std::string_view desc, std::string_view job_name, Trainer 
   static const RE2 kEpochIndex(R"(\bepoch (\d+)( \d+)?)");
 
   if (trainer_rules && !desc.empty() && !job_name.empty() && desc == job_name) {
-    return {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
+    return bar_class(BarRole::kTrainingSteps, Phase::kTrainStep);
   }
   const Phase phase = stage_of(desc);
   if (phase != Phase::kUnknown && phase != Phase::kTrainStep)
-    return {BarRole::kPhase, phase, std::nullopt};
+    return bar_class(BarRole::kPhase, phase);
   if (phase == Phase::kTrainStep) {
     const std::string tokens = stage_tokens(desc);
-    if (RE2::FullMatch(tokens, kEpochsBar))
-      return {BarRole::kEpochs, Phase::kTrainStep, std::nullopt};
+    if (RE2::FullMatch(tokens, kEpochsBar)) return bar_class(BarRole::kEpochs, Phase::kTrainStep);
     // "Epoch 1/10 Steps" counts steps; "Epoch 0", "0/10 * Epoch (train)" and OneTrainer's
     // "step" count the batches of the current epoch.
     if (RE2::PartialMatch(tokens, kPerEpoch) && !RE2::PartialMatch(tokens, kGlobalSteps)) {
-      BarClass cls{BarRole::kTrainingPerEpoch, Phase::kTrainStep, std::nullopt};
+      BarClass cls = bar_class(BarRole::kTrainingPerEpoch, Phase::kTrainStep);
       int epoch = 0;
       re2::StringPiece total;
       if (RE2::PartialMatch(tokens, kEpochIndex, &epoch, &total)) {
         cls.first_epoch = epoch == 0 || (epoch == 1 && !total.empty());
+        cls.epoch = epoch;
+        cls.epoch_has_total = !total.empty();
       }
       return cls;
     }
-    return {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
+    return bar_class(BarRole::kTrainingSteps, Phase::kTrainStep);
   }
   if (!trainer_rules) return {};
   // HF Trainer's training bar has no description; pipelines' and quantizers' bars neither.
   if (desc.empty()) {
     if (trainer_guess == Trainer::kTransformers) {
-      return {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
+      return bar_class(BarRole::kTrainingSteps, Phase::kTrainStep);
     }
     return {};
   }
   // AI Toolkit describes its training bar with the job name, which can be anything.
   if (trainer_guess == Trainer::kAiToolkit && job_name.empty()) {
-    return {BarRole::kTrainingSteps, Phase::kTrainStep, std::nullopt};
+    return bar_class(BarRole::kTrainingSteps, Phase::kTrainStep);
   }
   return {};
 }

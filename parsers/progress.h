@@ -23,7 +23,14 @@ struct ProgressFrame {
   std::optional<int64_t> total;
   size_t end = 0;         // index just past the frame's closing ']'; text after it is glued output
   bool notebook = false;  // the HF notebook widget, which always counts global steps
+  // The postfix reports a loss or a learning rate ("loss=0.0911, lr=2e-6", "avr_loss: 0.1"):
+  // only a training loop's bar does, whatever its description says.
+  bool training_postfix = false;
 };
+
+// Whether a bar's postfix ("00:02<00:02, 7.89it/s, loss=1.0172", Rich's "v_num: 0 loss: 2.3")
+// names a loss or a learning rate as a key.
+bool has_training_postfix(std::string_view postfix);
 
 // A whole frame, or one cut at the terminal's width after its counter ("steps:  12%|█▏   |
 // 120/1000 [01:2"): the counter is still read.
@@ -43,7 +50,19 @@ struct BarClass {
   // The epoch a per-epoch bar names in its description ("Epoch 0", Lightning counts from 0;
   // "Epoch 1/10 - steps" counts from 1), with whether it is the first one.
   std::optional<bool> first_epoch;
+  // That epoch's index as printed, and whether a total came with it ("1/10"): an epoch 1 with no
+  // total is the first of a run that never showed an epoch 0 (log_analyzer.h first_epoch_of()).
+  std::optional<int64_t> epoch;
+  bool epoch_has_total = false;
 };
+
+inline BarClass bar_class(BarRole role, Phase phase, std::optional<bool> first_epoch = {}) {
+  BarClass cls;
+  cls.role = role;
+  cls.phase = phase;
+  cls.first_epoch = first_epoch;
+  return cls;
+}
 
 // `job_name` is AI Toolkit's job name when known: its training bar is described by it.
 // `trainer_guess` is what the log looks like so far; `trainer_rules` false leaves out the rules

@@ -58,6 +58,8 @@ constexpr StageRule kRules[] = {
      R"(\bsampl(?:e|es|ing|er|ers)\b|\bk\s?sampler\w*|\bgenerat\w*\s(?:\w+\s){0,2}(?:images?|samples?|previews?|videos?)\b)"
      R"(|\bpreviews?\b|\bvalidat\w*|\bvalid\b|\bpredicting\b|\beval\w*|\binference\b|\binfer\b|\bdenois\w*|\bdecod\w*)"
      R"(|\bprediction\w*|\bpredict step\b|\bpipelines\b|\bsanity check\w*|\bestimate loss\b)"
+     // An LLM's generate() (evaluation, or a GRPO/PPO rollout inside a training step).
+     R"(|\bgenerate\b|\brollouts?\b)"
      R"(|\brender\w*\s(?:\w+\s){0,2}(?:prompts?|previews?|samples?|grids?|images?)\b)"},
     {Phase::kTrainStep,
      R"(\bbackward\b|\boptimi[sz]er\s(?:\w+\s)?step\b|\btrain(?:ing)?\s(?:step|steps|loop|batch|epoch)\b)"

@@ -132,9 +132,15 @@ std::vector<db::EventRow> JobRegistry::triage_events(Tracked& file,
     row.resent = event.offset < file.resend_below;
     rows.push_back(std::move(row));
     if (!event.recovered) {
-      file.fatal_event = event;
-      file.fatal_fixes = std::move(fixes);
-      file.fatal_untold = true;
+      // An amendment of an event this daemon never saw is an open incident read again after a
+      // restart (parsers/log_analyzer.h still_open()): the daemon before told the healer of it.
+      const bool read_again =
+          event.revision > 0 && (!file.fatal_event || file.fatal_event->offset != event.offset);
+      if (!read_again) {
+        file.fatal_event = event;
+        file.fatal_fixes = std::move(fixes);
+        file.fatal_untold = true;
+      }
     }
   }
   return rows;

@@ -126,8 +126,6 @@ TEST_SUITE("parsers::oom_patterns") {
              "OOM Detected, reducing batch/grad size to 2",
              "OM Detected, reducing batch/grad size",  // first letter lost to a tqdm redraw
              "CUDA out of memory, retrying with batch size 4",
-             "Ran out of memory, skipping this batch",
-             "WARNING: OOM at step 120, skipping batch",
              "ut of memory, trying batch size 8",
              "[WARN] OOM detected, reducing batch_size to 16",
              "2026-01-02 10:00:00,123 - WARNING - trainer - GPU OOM detected, reducing batch size "
@@ -146,6 +144,10 @@ TEST_SUITE("parsers::oom_patterns") {
   TEST_CASE("a recovered OOM takes a phase only when the line names one") {
     CHECK(recovered_phase_of("OOM during training step 120, skipping batch") == Phase::kTrainStep);
     CHECK(recovered_phase_of("Skipping training batch 17 after OOM") == Phase::kTrainStep);
+    // Only training skips a batch (fairseq: "OOM in all workers, skipping batch").
+    CHECK(recovered_phase_of("Ran out of memory, skipping this batch") == Phase::kTrainStep);
+    CHECK(recovered_phase_of("WARNING: OOM at step 120, skipping batch") == Phase::kTrainStep);
+    CHECK(recovered_phase_of("OOM in all workers, skipping batch") == Phase::kTrainStep);
     CHECK(recovered_phase_of("Ran out of memory during VAE decoding, retrying with tiled decode") ==
           Phase::kSampling);
     CHECK(recovered_phase_of("Out of memory during validation, skipping validation images for "

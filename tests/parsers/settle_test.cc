@@ -4,6 +4,7 @@
 // the times asked gives the verdict scan gives on the whole file.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 #include <sstream>
@@ -157,6 +158,48 @@ TEST_SUITE("parsers::settle") {
     CHECK(last.phase == Phase::kSampling);
     last.revision = 0;
     CHECK(last == only_event(analyze_log(log)));
+  }
+
+  TEST_CASE("a restart while an incident is open reads it again and amends the same event") {
+    // The daemon settles after every line and may restart after any of them: what it stored
+    // (each event by its offset, the newest revision kept) ends as scan's verdict, one event.
+    const std::string log = bar("my_lora", 500, 3000) + "\nError running job: " + kOom +
+                            "\n========================================\nResult:\n - 1 failure\n" +
+                            kSamplingTraceback + "\nJob process terminated with exit code 1.\n";
+    const OomEvent whole = only_event(analyze_log(log));
+    const std::vector<std::string> lines = lines_of(log);
+    for (size_t restart = 1; restart < lines.size(); ++restart) {
+      CAPTURE(restart);
+      std::vector<OomEvent> stored;
+      auto store = [&](std::vector<OomEvent> events) {
+        for (OomEvent& event : events) {
+          auto same = std::find_if(stored.begin(), stored.end(),
+                                   [&](const OomEvent& e) { return e.offset == event.offset; });
+          if (same == stored.end()) {
+            stored.push_back(std::move(event));
+          } else if (event.revision > same->revision) {
+            *same = std::move(event);  // the store keeps the newest revision (db/store_progress.cc)
+          }
+        }
+      };
+      LogAnalyzer first;
+      size_t fed = 0;
+      for (size_t i = 0; i < restart; ++i) {
+        first.feed(lines[i]);
+        fed += lines[i].size();
+        if (first.has_open_incident()) first.settle();
+        store(first.take_events());
+      }
+      const uint64_t offset = first.resume_offset();
+      REQUIRE(offset <= fed);
+      LogAnalyzer second({}, first.checkpoint(), offset, first.resume_line());
+      second.feed(std::string_view(log).substr(offset));
+      store(second.finish().events);
+      REQUIRE(stored.size() == 1);
+      OomEvent last = stored.front();
+      last.revision = 0;
+      CHECK(last == whole);
+    }
   }
 
   TEST_CASE("settling after every line ends on scan's verdict for every shape of crash") {
