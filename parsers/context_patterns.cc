@@ -294,7 +294,7 @@ const RE2& context_literals() {
       R"(!!!|execution\.py|training|[Ss]anity|Traceback|KeyboardInterrupt|memory summary|)"
       R"(batch size|ccumulation|adjusted to|gradient_checkpointing=|train_batch_size=|resolution=|)"
       R"([Cc]omplete|finished|Stop signal|File "|File ~|frame #|Error|Exception|Interrupt|)"
-      R"([Nn]ode[ _][Tt]ype|node \d|\.py:\d+ in |-> \d|\.py in |ipython-input|backward\(|^line \d)",
+      R"([Nn]ode[ _][Tt]ype|node \d|\.py:\d+ in |-> \d|\.py in |ipython-input|backward\(|line \d+, in )",
       quiet_options());
   return kLiterals;
 }

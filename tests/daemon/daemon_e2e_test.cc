@@ -231,6 +231,52 @@ TEST_SUITE("daemon::e2e") {
     CHECK(steps == std::vector<int64_t>{1337, 1338, 1339, 1340});
     CHECK(story->runs.size() == 1);
   }
+  TEST_CASE("a restart while a traceback is still arriving amends the event it reported") {
+    // The message first (reported once the traceback wait is over: training, by the bar), then
+    // the daemon killed, then the traceback whose frames say it was a preview: one event, amended.
+    TempDir dir;
+    const fs::path out = dir.path / "output";
+    const fs::path job = out / "my_lora";
+    fs::create_directories(job);
+    const std::string head =
+        "my_lora:  17%|#         | 500/3000 [12:02<58:09,  1.40s/it, lr: 1.0e-04 "
+        "loss: 3.261e-01]\n"
+        "Error running job: CUDA out of memory. Tried to allocate 2.00 GiB. "
+        "GPU 0 has a total capacity of 23.55 GiB of which 1.19 GiB is free.\n"
+        "========================================\nResult:\n - 1 failure\n";
+    const std::string tail =
+        "Traceback (most recent call last):\n"
+        "  File \"/app/ai-toolkit/jobs/process/BaseSDTrainProcess.py\", line 378, in sample\n"
+        "    self.sd.generate_images(gen_img_config_list)\n"
+        "  File \"/app/ai-toolkit/toolkit/models/base_model.py\", line 512, in generate_images\n"
+        "    img = pipeline(**extra)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total "
+        "capacity of 23.55 GiB of which 1.19 GiB is free.\n";
+    StoreView view{dir.path / "state" / "oomtriage.db"};
+    {
+      DaemonProcess daemon(dir.path / "state", {"watch", out.string()}, dir.path / "err");
+      write_slowly(job / "log.txt", head);
+      REQUIRE(wait_until([&] { return view.events("my_lora") >= 1; }));
+      CHECK(nlohmann::json::parse(view.story("my_lora")->events[0].event_json)["phase"] ==
+            "train_step");
+      CHECK(daemon.stop(SIGKILL) == -SIGKILL);
+    }
+    write_slowly(job / "log.txt", tail);
+    VirtualDaemon again(dir.path / "state", daemon::inline_watch_config({out.string()}),
+                        dir.path / "err2");
+    REQUIRE(again.run_until([&] {
+      const auto story = view.story("my_lora");
+      return story && !story->events.empty() &&
+             nlohmann::json::parse(story->events[0].event_json)["phase"] == "sampling";
+    }));
+    again.pass(3s);  // past the traceback wait: nothing more may come
+    const auto story = view.story("my_lora");
+    REQUIRE(story->events.size() == 1);
+    const auto event = nlohmann::json::parse(story->events[0].event_json);
+    CHECK(event["phase"] == "sampling");
+    CHECK(event["step"] == 500);
+  }
+
   TEST_CASE("a restarted job: log.txt moved to logs/, a new log.txt is a new run") {
     TempDir dir;
     const fs::path out = dir.path / "output";
