@@ -63,12 +63,15 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   const OomPattern& pattern = *match.pattern;
   std::string_view message = line.substr(match.begin);
   if (message.size() > kMaxMessageBytes) message = message.substr(0, kMaxMessageBytes);
+  // Other messages print the size asked for, if anything, and some before their match ("failed
+  // to allocate 890.06M (933298432 bytes) from device: HIP_ERROR_OutOfMemory").
   MemoryFigures figures = pattern.allocator_message ? extract_figures(message, match.kind)
-                          : match.kind == OomKind::kHostMemoryError ? extract_host_figures(message)
-                                                                    : MemoryFigures{};
+                                                    : extract_request_figures(line);
   if (!figures.gpu_index) figures.gpu_index = pattern.gpu_index;
   const auto exception = exception_class(line);
 
+  // The summary printed before the message it counted: the message is the incident.
+  if (open_ && open_->from_summary && !pattern.recovered && !open_->reported) open_.reset();
   if (open_ && !pattern.recovered && can_merge(*open_, match.kind, figures, rank)) {
     Incident& incident = *open_;
     incident.last_signal_seq = seq_;
@@ -140,6 +143,7 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   }
   if (node_ && seq_ - node_->seq <= kTracebackLookback) incident.node = node_;
   incident.own_incident = pattern.recovered;
+  incident.from_summary = &pattern == &memory_summary_pattern();
   incident.awaiting_continuation = pattern.allocator_message && looks_incomplete(message);
   // Python prints a raised OOM as a traceback ending in its exception line; a line that is not
   // that, with no traceback just before it, is a message the traceback follows ("Error running

@@ -411,6 +411,12 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
       on_signal(*match, clean.text, clean.rank, message_offset, line);
       return;
     }
+    // A memory summary that counted OOMs, in a log that showed none of them.
+    if (!open_ && last_event_seq_ < 0 && memory_summary_ooms(clean.text).value_or(0) > 0) {
+      on_signal(OomMatch{&memory_summary_pattern(), OomKind::kCuda, 0}, clean.text, clean.rank,
+                offset, line);
+      return;
+    }
   }
   if (open_ && !open_->epilogue && seq_ > open_->first_seq) {
     if (const Phase phase = failed_stage(clean.text); phase != Phase::kUnknown) {

@@ -166,6 +166,7 @@ class LogAnalyzer {
     std::optional<Clue> open_bar;   // a bar nothing names, running when the signal came
     bool own_incident = false;      // a recovered banner: never merged with other signals
     bool backed_off = false;        // the trainer's back-off line followed its OOM message
+    bool from_summary = false;      // a memory summary's count: the message it counts replaces it
     bool awaiting_continuation = false;
     bool traceback_to_come = false;  // a message that its traceback follows
     int continuation_lines = 0;

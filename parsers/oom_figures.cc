@@ -178,15 +178,16 @@ MemoryFigures extract_figures(std::string_view message, OomKind kind) {
   return figures;
 }
 
-MemoryFigures extract_host_figures(std::string_view message) {
+MemoryFigures extract_request_figures(std::string_view message) {
   // Torch7's "you tried to allocate 0GB" is truncated to whole gigabytes: no figure.
   static const RE2 kTried(
-      R"(you tried to allocate (\d+ bytes)|Unable to allocate (\d+(?:\.\d+)? (?:[KMGT]i)?B)\b)",
+      R"(you tried to allocate (\d+ bytes)|Unable to allocate (\d+(?:\.\d+)? (?:[KMGT]i)?B)\b)"
+      R"(|failed to allocate \S+ \((\d+ bytes)\) from device)",
       figure_options());
   MemoryFigures figures;
-  re2::StringPiece c10, numpy;
-  if (RE2::PartialMatch(message, kTried, &c10, &numpy)) {
-    const re2::StringPiece size = c10.empty() ? numpy : c10;
+  re2::StringPiece c10, numpy, stream_executor;
+  if (RE2::PartialMatch(message, kTried, &c10, &numpy, &stream_executor)) {
+    const re2::StringPiece size = !c10.empty() ? c10 : !numpy.empty() ? numpy : stream_executor;
     figures.tried_to_allocate_bytes = parse_size(std::string_view(size.data(), size.size()));
   }
   return figures;

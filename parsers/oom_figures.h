@@ -16,10 +16,11 @@
 namespace oomtriage::parsers {
 
 // `message` is the text from the OOM pattern's match on, continuation lines joined.
-// The one figure a host allocation failure prints, the size asked for: c10's "DefaultCPUAllocator:
-// can't allocate memory: you tried to allocate 1073741824 bytes" and numpy's "MemoryError:
-// Unable to allocate 3.66 MiB for an array with shape ...".
-MemoryFigures extract_host_figures(std::string_view message);
+// The one figure a message other than the caching allocator's prints, the size asked for: c10's
+// "DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes", numpy's
+// "MemoryError: Unable to allocate 3.66 MiB for an array with shape ...", TensorFlow's "failed to
+// allocate 890.06M (933298432 bytes) from device: HIP_ERROR_OutOfMemory".
+MemoryFigures extract_request_figures(std::string_view message);
 
 MemoryFigures extract_figures(std::string_view message, OomKind kind);
 

@@ -273,7 +273,8 @@ const std::vector<OomPattern>& oom_patterns() {
                    "pycuda._driver.MemoryError: cuMemAlloc failed: out of memory"}},
       {.name = "hip-error-name",
        .kind = OomKind::kHip,
-       .regex = R"(hipErrorOutOfMemory)",
+       // TensorFlow's ROCm stream executor spells it HIP_ERROR_OutOfMemory.
+       .regex = R"(hipErrorOutOfMemory|HIP_ERROR_OutOfMemory)",
        .samples = {"Search for `hipErrorOutOfMemory' in https://rocm.docs.amd.com/projects/HIP/"
                    "en/latest/index.html for more information."}},
       {.name = "tensorflow-oom",
@@ -537,7 +538,6 @@ const std::vector<std::string_view>& oom_near_misses() {
       "max_duration and trying again.",
       "OOM again after halving the batch size: not retrying",
       "CUDA out of memory after 3 attempts, giving up on skipping batches",
-      "|            CUDA OOMs: 2            |        cudaMalloc retries: 5         |",
       // Allocation words that are not memory exhaustion.
       "OSError: Unable to allocate a port for the rendezvous server",
       "malloc_trim(0) returned 1 after freeing the dataset cache",
@@ -706,6 +706,27 @@ const RE2& oom_literals() {
 }
 
 bool may_mention_oom(std::string_view text) { return RE2::PartialMatch(text, oom_literals()); }
+
+std::optional<int64_t> memory_summary_ooms(std::string_view text) {
+  static const RE2 kOoms(R"((?:^|\|)\s*CUDA OOMs: (\d{1,9})\s*\|)", quiet_options());
+  int64_t count = 0;
+  if (!RE2::PartialMatch(text, kOoms, &count)) return std::nullopt;
+  return count;
+}
+
+const OomPattern& memory_summary_pattern() {
+  static const OomPattern kSummary{.name = "memory-summary-ooms",
+                                   .kind = OomKind::kCuda,
+                                   .regex = {},
+                                   .also = {},
+                                   .veto = {},
+                                   .recovered = true,
+                                   .phase = Phase::kUnknown,
+                                   .allocator_message = false,
+                                   .gpu_index = std::nullopt,
+                                   .samples = {}};
+  return kSummary;
+}
 
 bool is_bare_backoff(std::string_view text) {
   static const RE2 kBackoff(

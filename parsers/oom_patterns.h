@@ -53,6 +53,13 @@ bool may_mention_oom(std::string_view text);
 // A trainer's back-off that names no OOM, said right after one: "Skipping batch" (fairseq before
 // 0.10), "retrying with batch size 4". It makes that OOM a recovered one, in training.
 bool is_bare_backoff(std::string_view text);
+
+// A PyTorch memory summary's OOM count ("|  CUDA OOMs: 1  |  cudaMalloc retries: 1  |"), and
+// the row that stands for it when the summary is all a log shows of an OOM: the allocator
+// counted one that the program caught, since it went on to print the summary (a summary beside
+// a message is not a second OOM).
+std::optional<int64_t> memory_summary_ooms(std::string_view text);
+const OomPattern& memory_summary_pattern();
 // Its regex, an alternation of literals.
 const re2::RE2& oom_literals();
 

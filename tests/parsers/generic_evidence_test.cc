@@ -216,6 +216,26 @@ TEST_SUITE("parsers::generic_evidence") {
                     .figures.tried_to_allocate_bytes);
   }
 
+  TEST_CASE("a memory summary that counted an OOM is one when the log shows no other") {
+    const std::string summary =
+        "|                  PyTorch CUDA memory summary, device ID 0                 |\n"
+        "|            CUDA OOMs: 1            |        cudaMalloc retries: 1         |\n";
+    CHECK(first_event(summary).kind == OomKind::kCuda);
+    // Near misses: a summary that counted none; one beside the message it counts.
+    CHECK(analyze_log("|            CUDA OOMs: 0            |        cudaMalloc retries: 0     |\n")
+              .events.empty());
+    CHECK(analyze_log(std::string(kOom) + "\n" + summary).events.size() == 1);
+    CHECK(analyze_log(summary + kOom + "\n").events.size() == 1);
+  }
+
+  TEST_CASE("TensorFlow's ROCm allocator line is a HIP OOM with the size it asked for") {
+    const OomEvent event = first_event(
+        "2021-05-04 10:00:00.000000: E tensorflow/stream_executor/rocm/rocm_driver.cc:600] failed "
+        "to allocate 890.06M (933298432 bytes) from device: HIP_ERROR_OutOfMemory\n");
+    CHECK(event.kind == OomKind::kHip);
+    CHECK(event.figures.tried_to_allocate_bytes == 933298432);
+  }
+
   TEST_CASE("host kills that name themselves: Slurm's memory limit, Colab's notice") {
     CHECK(first_event("slurmstepd: error: Job 7518 exceeded memory limit (626359956 > 512000000), "
                       "being killed\n")
