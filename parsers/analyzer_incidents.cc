@@ -94,11 +94,7 @@ void LogAnalyzer::on_signal(const OomMatch& match, std::string_view line, std::o
   if (open_ && pattern.recovered && !open_->own_incident && !open_->event.recovered &&
       seq_ - open_->last_signal_seq <= kBackoffReach &&
       top_level_frame_seq_ < open_->traceback_from_seq) {
-    open_->event.recovered = true;
-    open_->own_incident = true;
-    open_->backed_off = true;
-    open_->last_signal_seq = seq_;
-    if (open_->signal_phase == Phase::kUnknown) open_->signal_phase = pattern.phase;
+    mark_backed_off(*open_, seq_, pattern.phase);
     return;
   }
   // More lines of that back-off ("attempting to recover from OOM", then "OOM in all workers,
@@ -267,11 +263,7 @@ void LogAnalyzer::report(Incident& incident) {
     // Reported before a restart: the same event, amended from the revision it had.
     event.revision = resumed_event_revision_ + 1;
     resumed_event_offset_.reset();
-    incident.reported = event;
-    events_.push_back(std::move(event));
-    return;
-  }
-  if (incident.reported) {
+  } else if (incident.reported) {
     event.revision = incident.reported->revision;
     if (event == *incident.reported) return;
     ++event.revision;

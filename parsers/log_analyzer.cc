@@ -32,7 +32,6 @@ namespace {
 // Trainers print their arguments and config files near the top: this many records are read for
 // them.
 constexpr int64_t kJobFactRecords = 5000;
-constexpr size_t kFrameHistory = 512;
 
 bool is_blank(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c == ' ' || c == '\t'; });
@@ -309,12 +308,8 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
   if (open_ && !open_->event.recovered && !open_->own_incident &&
       seq_ - open_->last_signal_seq <= 3 && is_bare_backoff(clean.text)) {
     // "Skipping batch" under the OOM it skips (fairseq before 0.10): a recovered OOM.
-    open_->event.recovered = true;
-    open_->own_incident = true;
-    open_->backed_off = true;
+    mark_backed_off(*open_, seq_, Phase::kTrainStep);
     open_->awaiting_continuation = false;
-    open_->last_signal_seq = seq_;
-    if (open_->signal_phase == Phase::kUnknown) open_->signal_phase = Phase::kTrainStep;
     return;
   }
   if (awaiting && try_continue_message(clean.text)) {
@@ -344,25 +339,22 @@ void LogAnalyzer::process_text(std::string_view text, uint64_t offset, int64_t l
     // A notebook's traceback: the statement its cell or frame ran, the innermost last.
     if (const FrameEvidence statement = statement_evidence(code);
         statement.phase != Phase::kUnknown) {
-      frames_.push_back({EvidenceSource::kFrame, statement.phase, std::nullopt, seq_, line,
-                         evidence_text(clean.text), statement.strong});
-      if (frames_.size() > kFrameHistory) frames_.pop_front();
+      remember_frame(frames_, Clue{EvidenceSource::kFrame, statement.phase, std::nullopt, seq_,
+                                   line, evidence_text(clean.text), statement.strong});
     }
     return;
   }
   if (auto frame = traceback_frame(clean.text)) {
-    frames_.push_back({EvidenceSource::kFrame, frame->phase, std::nullopt, seq_, line,
-                       evidence_text(clean.text), frame->strong});
-    if (frames_.size() > kFrameHistory) frames_.pop_front();
+    remember_frame(frames_, Clue{EvidenceSource::kFrame, frame->phase, std::nullopt, seq_, line,
+                                 evidence_text(clean.text), frame->strong});
     source_line_next_ = frame->wants_source_line;
     if (frame->top_level) top_level_frame_seq_ = seq_;
     return;
   }
   if (!source_line && calls_backward(clean.text) && !is_exception_line(clean.text)) {
     // The backward call of a traceback whose frame line was cut or wrapped away.
-    frames_.push_back({EvidenceSource::kFrame, Phase::kTrainStep, std::nullopt, seq_, line,
-                       evidence_text(clean.text), true});
-    if (frames_.size() > kFrameHistory) frames_.pop_front();
+    remember_frame(frames_, Clue{EvidenceSource::kFrame, Phase::kTrainStep, std::nullopt, seq_,
+                                 line, evidence_text(clean.text), true});
   }
   if (source_line && !frames_.empty() && frames_.back().phase == Phase::kUnknown &&
       !is_exception_line(clean.text)) {

@@ -10,8 +10,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <string_view>
+
+#include "parsers/event.h"
 
 namespace oomtriage::parsers {
 
@@ -39,6 +42,26 @@ inline std::string evidence_text(std::string_view text) {
   std::string out;
   assign_evidence(out, text);
   return out;
+}
+
+// The traceback frames kept for the incidents to come: the newest `kFrameHistory`.
+inline constexpr size_t kFrameHistory = 512;
+template <class Clue>
+void remember_frame(std::deque<Clue>& frames, Clue frame) {
+  frames.push_back(std::move(frame));
+  if (frames.size() > kFrameHistory) frames.pop_front();
+}
+
+// The trainer said it backs off from the incident's OOM (its back-off line, or a bare "Skipping
+// batch" under it): a recovered incident, never merged with another OOM, in `phase` unless its
+// own lines named one.
+template <class Incident>
+void mark_backed_off(Incident& incident, int64_t seq, Phase phase) {
+  incident.event.recovered = true;
+  incident.own_incident = true;
+  incident.backed_off = true;
+  incident.last_signal_seq = seq;
+  if (incident.signal_phase == Phase::kUnknown) incident.signal_phase = phase;
 }
 
 }  // namespace oomtriage::parsers
