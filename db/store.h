@@ -74,6 +74,29 @@ struct Progress {
   std::vector<std::string> receivers;  // an outbox row per event and receiver
 };
 
+// What a run is doing now (issue 47, "live"), as the daemon last read its log: the training
+// bar's position, rate and loss, the phase, and when the log last grew. Stored on the run.
+struct LiveState {
+  std::optional<int64_t> step;
+  std::optional<int64_t> total_steps;
+  std::optional<double> steps_per_second;  // the training bar's rate (1.40 s/it is 0.714)
+  std::optional<double> loss;              // the newest loss the bar or a step line showed
+  std::string phase;                       // parsers::to_string(Phase); "" before any
+  int64_t last_write = 0;                  // unix seconds the log last grew (its mtime); 0: unknown
+  std::string last_line;  // the log's last complete line, cleaned, at most 200 bytes
+  // While the run is stalled (its log silent past the daemon's stalled_after_seconds): since
+  // when, unix seconds (its last_write). Cleared when the log grows.
+  std::optional<int64_t> stalled_since;
+
+  // The time left at the bar's rate, from the last write; nullopt without a rate and a total.
+  std::optional<int64_t> eta_seconds() const {
+    if (!step || !total_steps || !steps_per_second || *steps_per_second <= 0) return {};
+    if (*step >= *total_steps) return int64_t{0};
+    return static_cast<int64_t>(static_cast<double>(*total_steps - *step) / *steps_per_second);
+  }
+  bool empty() const { return !step && !total_steps && phase.empty() && last_write == 0; }
+};
+
 struct JobSummary {
   int64_t id = 0;
   // What names the job in a URL (`oomtriage serve`'s /job/<key>): its id in a node's store,
@@ -100,6 +123,18 @@ struct JobSummary {
   // One name for each family (issue 45): the newest event's model family as stored ("flux.1"),
   // "" without one; parsers/family_names.h gives its display name.
   std::string family;
+  // The newest run's live state (issue 47).
+  LiveState live;
+  // Warnings that stay with the job: a pre-flight check of its current config predicted an OOM,
+  // and a near-OOM warning went out for its newest run.
+  bool predicted_oom = false;
+  bool near_oom = false;
+
+  // What a person reads as the job's state: the newest run's outcome, or "stalled" while a
+  // running run's log has been silent too long.
+  std::string status() const {
+    return outcome == "running" && live.stalled_since ? "stalled" : outcome;
+  }
 };
 
 struct RunRow {
