@@ -93,7 +93,19 @@ class Statement {
     return *this;
   }
   // SQLITE_ROW, SQLITE_DONE or an error code.
+  Statement& bind_real(int i, const std::optional<double>& v) {
+    if (v) {
+      sqlite3_bind_double(stmt_, i, *v);
+    } else {
+      sqlite3_bind_null(stmt_, i);
+    }
+    return *this;
+  }
   int step() { return rc_ = sqlite3_step(stmt_); }
+  std::optional<double> optional_real(int col) const {
+    if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;
+    return sqlite3_column_double(stmt_, col);
+  }
   int64_t integer(int col) const { return sqlite3_column_int64(stmt_, col); }
   std::optional<int64_t> optional_integer(int col) const {
     if (sqlite3_column_type(stmt_, col) == SQLITE_NULL) return std::nullopt;

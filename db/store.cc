@@ -258,6 +258,35 @@ CREATE TABLE gpu_memory (
     R"sql(
 ALTER TABLE events ADD COLUMN top_fix TEXT NOT NULL DEFAULT '';
 )sql",
+    // 14: what each run is doing now (db/store_live.cc): the training bar's step, total, rate and
+    // loss, the phase, when its log last grew and its last line, and since when it is stalled;
+    // one row per run, replaced once a second while its log grows. Not shipped to the fleet
+    // store (a row a second per job); its jobs show no live state. And the warnings that stay
+    // with a job: predicted OOM, near OOM, stalled, with when they were resolved.
+    R"sql(
+CREATE TABLE live_state (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id),
+  step INTEGER,
+  total_steps INTEGER,
+  steps_per_second REAL,
+  loss REAL,
+  phase TEXT NOT NULL DEFAULT '',
+  last_write INTEGER NOT NULL DEFAULT 0,
+  last_line TEXT NOT NULL DEFAULT '',
+  stalled_since INTEGER,
+  updated_at INTEGER NOT NULL
+) STRICT;
+CREATE TABLE warnings (
+  id INTEGER PRIMARY KEY,
+  job_id INTEGER NOT NULL REFERENCES jobs(id),
+  run_id INTEGER REFERENCES runs(id),
+  kind TEXT NOT NULL,
+  summary TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  resolved_at INTEGER
+) STRICT;
+CREATE INDEX warnings_by_job ON warnings (job_id, kind, resolved_at);
+)sql",
 };
 
 // The migration after which the events' top_fix column is filled (migration 13).

@@ -196,6 +196,20 @@ struct AlertRow {
   std::string event_json;
 };
 
+// A warning that stays with its job (issue 47): a pre-flight check that predicted an OOM, a
+// near-OOM warning, a stall. Resolved when it no longer holds (a config that fits, the log
+// growing again); `alerts` lists them beside the outbox.
+struct WarningRow {
+  int64_t id = 0;
+  int64_t job_id = 0;
+  std::optional<int64_t> run_id;
+  std::string kind;     // predicted_oom | near_oom | stalled
+  std::string summary;  // what the alert said, on one line
+  int64_t created_at = 0;
+  std::optional<int64_t> resolved_at;
+  std::string job;  // the job's name (read only)
+};
+
 // A fix `oomtriage fix --write` applied to a job's config for one crash.
 struct AppliedFix {
   std::string log_path;  // absolute
@@ -245,6 +259,7 @@ struct JobStory {
   std::vector<StoredEvent> events;
   std::vector<HealAttempt> attempts;
   std::vector<GpuMemoryRow> gpu_memory;  // its runs', oldest run first
+  std::vector<WarningRow> warnings;      // newest first
   // A log of the job the daemon began at its end (first start, no backfill); not in fleet stores.
   std::optional<std::string> unread_log;
 };
@@ -451,6 +466,16 @@ class Store : public JobReader {
   Result<std::vector<GpuMemoryRow>> gpu_memory_of_run(int64_t run_id);
   // The newest `limit` finished runs that have a config snapshot, newest first.
   Result<std::vector<FleetHistoryRow>> fleet_history(int limit);
+
+  // Live state (db/store_live.cc): each run's row replaced, all in one transaction.
+  Result<Ok> record_live(const std::vector<std::pair<int64_t, LiveState>>& runs, int64_t now);
+  Result<std::optional<LiveState>> live_of_run(int64_t run_id);
+  // Warnings that stay: stored (a warning with a run and no job is its run's job's), resolved
+  // (every open one of the job and kind; returns how many), listed newest first (one job's, or
+  // every job's).
+  Result<int64_t> record_warning(const WarningRow& warning);
+  Result<int64_t> resolve_warnings(int64_t job_id, const std::string& kind, int64_t now);
+  Result<std::vector<WarningRow>> list_warnings(std::optional<int64_t> job_id, int limit);
 
   // Pending outbox rows of `receiver` due at `now`, oldest first.
   Result<std::vector<OutboxItem>> due_alerts(const std::string& receiver, int64_t now, int limit);

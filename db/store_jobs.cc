@@ -168,9 +168,16 @@ Result<std::vector<JobSummary>> Store::find_jobs(const JobQuery& query) {
       "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1), "
       "(SELECT g.total_bytes FROM gpu_memory g JOIN runs r ON r.id = g.run_id WHERE "
       "r.job_id = j.id ORDER BY r.id DESC, g.peak_bytes DESC LIMIT 1), "
-      "COALESCE(le.model_family, '') "
+      "COALESCE(le.model_family, ''), "
+      "lr.step, lr.total_steps, lr.steps_per_second, lr.loss, COALESCE(lr.phase, ''), "
+      "COALESCE(lr.last_write, 0), COALESCE(lr.last_line, ''), lr.stalled_since, "
+      "EXISTS (SELECT 1 FROM warnings w WHERE w.job_id = j.id AND w.kind = 'predicted_oom' AND "
+      "w.resolved_at IS NULL), "
+      "EXISTS (SELECT 1 FROM warnings w WHERE w.job_id = j.id AND w.kind = 'near_oom' AND "
+      "w.resolved_at IS NULL AND w.run_id = lr.run_id) "
       "FROM jobs j LEFT JOIN events le ON le.id = (SELECT MAX(e.id) FROM events e WHERE "
-      "e.job_id = j.id) WHERE "
+      "e.job_id = j.id) LEFT JOIN live_state lr ON lr.run_id = (SELECT MAX(r.id) FROM runs r "
+      "WHERE r.job_id = j.id) WHERE "
       "(?1 = '' OR COALESCE((SELECT outcome FROM runs r WHERE r.job_id = j.id ORDER BY r.id "
       "DESC LIMIT 1), 'unknown') = ?1) "
       "AND (?2 = '' OR le.phase = ?2) "
@@ -216,6 +223,16 @@ Result<std::vector<JobSummary>> Store::find_jobs(const JobQuery& query) {
       job.gpu_total_bytes = static_cast<uint64_t>(*total);
     }
     job.family = s.text(14);
+    job.live.step = s.optional_integer(15);
+    job.live.total_steps = s.optional_integer(16);
+    job.live.steps_per_second = s.optional_real(17);
+    job.live.loss = s.optional_real(18);
+    job.live.phase = s.text(19);
+    job.live.last_write = s.integer(20);
+    job.live.last_line = s.text(21);
+    job.live.stalled_since = s.optional_integer(22);
+    job.predicted_oom = s.integer(23) != 0;
+    job.near_oom = s.integer(24) != 0;
     jobs.push_back(std::move(job));
   }
   if (rc != SQLITE_DONE) return s.error("list jobs");
@@ -334,6 +351,7 @@ Result<std::optional<JobStory>> Store::story_of(const JobSummary& summary) {
     return unread.error("job story: files");
   }
   OOMTRIAGE_ASSIGN_OR_RETURN(story.gpu_memory, gpu_memory_of_job(id));
+  OOMTRIAGE_ASSIGN_OR_RETURN(story.warnings, list_warnings(id, 100));
   return std::optional<JobStory>(std::move(story));
 }
 

@@ -87,6 +87,8 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
       if (frame.n && (!train_n_ || *frame.n > *train_n_)) train_advance_seq_ = seq_;
       if (frame.n) train_n_ = frame.n;
       if (frame.total) train_total_ = frame.total;
+      train_bar_id_ = bar_id;
+      take_vitals(read_bar_vitals(text));
       set_context(EvidenceSource::kBar, Phase::kTrainStep, text, line);
       step_evidence = frame.n.has_value();
       break;
@@ -97,6 +99,7 @@ void LogAnalyzer::on_frame(const ProgressFrame& frame, std::string_view text, in
         first_epoch_ = cls.first_epoch;
       }
       if (frame.n && previous_n != frame.n) train_advance_seq_ = seq_;
+      take_vitals(read_bar_vitals(text));
       set_context(EvidenceSource::kBar, Phase::kTrainStep, text, line);
       // Batches of the first epoch are global steps; later epochs' are not.
       step_evidence = frame.n && first_epoch_ == true;
@@ -244,6 +247,43 @@ void LogAnalyzer::watch_bar(int bar_id, std::optional<int64_t> previous_n, bool 
     open_->event.recovered = true;
     close_incident();
   }
+}
+
+void LogAnalyzer::take_vitals(const BarVitals& vitals) {
+  if (vitals.steps_per_second) train_vitals_.steps_per_second = vitals.steps_per_second;
+  if (vitals.loss) train_vitals_.loss = vitals.loss;
+}
+
+LogAnalyzer::Live LogAnalyzer::live() const {
+  Live live;
+  live.step = train_n_;
+  live.total = train_total_ ? train_total_ : printed_total_steps_;
+  live.vitals = train_vitals_;
+  live.phase = current_phase();
+  if (!has_pending_frame_) return live;
+  // The newest frame of a bar waits unparsed until something else is printed: while training
+  // runs that is every frame, so it is read here (without touching the analyzer's state).
+  const auto frame = parse_progress_frame(pending_frame_);
+  if (!frame) return live;
+  const int64_t total = frame->total.value_or(-1);
+  const auto bar = std::find_if(bars_.begin(), bars_.end(), [&](const Bar& b) {
+    return b.total == total && b.desc == frame->desc;
+  });
+  if (bar != bars_.end() && bar->id == train_bar_id_) {
+    if (frame->n) live.step = frame->n;
+    const BarVitals vitals = read_bar_vitals(pending_frame_.substr(0, frame->end));
+    if (vitals.steps_per_second) live.vitals.steps_per_second = vitals.steps_per_second;
+    if (vitals.loss) live.vitals.loss = vitals.loss;
+    live.phase = Phase::kTrainStep;
+    return live;
+  }
+  // Another bar (a new one is classified as on_frame() will): a phase bar says the phase.
+  const Trainer guess = trainer_guess();
+  const BarClass cls = bar != bars_.end() && bar->classified
+                           ? bar->cls
+                           : classify_bar(frame->desc, job_name_, guess, rules_on(guess));
+  if (cls.role == BarRole::kPhase) live.phase = cls.phase;
+  return live;
 }
 
 }  // namespace oomtriage::parsers

@@ -61,6 +61,8 @@ void LogAnalyzer::on_context(const ContextMatch& match, std::string_view text, i
       if (!match.job.empty() && options_.job_name.empty()) job_name_.assign(match.job);
       bars_.clear();
       train_n_.reset();
+      train_bar_id_ = -1;
+      train_vitals_ = {};
       first_epoch_.reset();
       saw_epoch_zero_ = false;
       other_bar_.reset();

@@ -107,6 +107,15 @@ class LogAnalyzer {
   std::optional<int64_t> training_step() const { return train_n_; }
   std::optional<int64_t> training_total() const { return train_total_; }
   std::optional<int64_t> last_saved_step() const { return last_saved_step_; }
+  // The training bar as the log shows it now, the frame waiting to be parsed included: what
+  // `oomtriage jobs` and `top` show of a running job (db/store.h LiveState).
+  struct Live {
+    std::optional<int64_t> step;
+    std::optional<int64_t> total;
+    BarVitals vitals;
+    Phase phase = Phase::kUnknown;
+  };
+  Live live() const;
   // What the log says it is doing now: the phase of the newest marker or bar (the memory
   // timeline's phase, triage/gpu_timeline.h); kUnknown before any.
   Phase current_phase() const { return context_ ? context_->phase : Phase::kUnknown; }
@@ -200,6 +209,7 @@ class LogAnalyzer {
   void watch_bar(int bar_id, std::optional<int64_t> previous_n, bool seen_before,
                  std::optional<int64_t> n);
   void set_context(EvidenceSource source, Phase phase, std::string_view text, int64_t line);
+  void take_vitals(const BarVitals& vitals);
   void set_step(EvidenceSource source, int64_t step, std::string_view text, int64_t line);
   // Whether an epoch index names the run's first epoch. Epoch 0 does; epoch 1 does when printed
   // with a total ("1/10", counted from 1) or when this run never showed an epoch 0: a trainer
@@ -242,6 +252,8 @@ class LogAnalyzer {
   std::optional<int64_t> train_n_;
   std::optional<int64_t> train_total_;
   int64_t train_advance_seq_ = -1;
+  int train_bar_id_ = -1;  // the bar train_n_ was read from
+  BarVitals train_vitals_;
   std::optional<bool> first_epoch_;
   bool saw_epoch_zero_ = false;
   std::optional<Clue> other_bar_;  // the newest unfinished bar nothing names

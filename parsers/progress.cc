@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <cstring>
 
 namespace oomtriage::parsers {
@@ -230,6 +232,59 @@ bool has_training_postfix(std::string_view postfix) {
     }
   }
   return false;
+}
+
+namespace {
+
+// A decimal number ("1.40", "4.763e-01", "-0.5") at the start of `text`, finite.
+std::optional<double> leading_number(std::string_view text) {
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end == text.data() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+// The number that ends just before `at`, with at most one space between ("1.40s/it", "1.26 it/s").
+std::optional<double> number_before(std::string_view text, size_t at) {
+  if (at > 0 && text[at - 1] == ' ') --at;
+  size_t start = at;
+  while (start > 0 && (is_digit(text[start - 1]) || text[start - 1] == '.')) --start;
+  if (start == at) return std::nullopt;
+  return leading_number(text.substr(start, at - start));
+}
+
+}  // namespace
+
+BarVitals read_bar_vitals(std::string_view text) {
+  BarVitals vitals;
+  for (const std::string_view unit : {std::string_view("it/s"), std::string_view("s/it")}) {
+    for (size_t at = text.find(unit); at != std::string_view::npos && !vitals.steps_per_second;
+         at = text.find(unit, at + 1)) {
+      const auto figure = number_before(text, at);
+      if (!figure || *figure <= 0) continue;
+      vitals.steps_per_second = unit == "it/s" ? *figure : 1.0 / *figure;
+    }
+    if (vitals.steps_per_second) break;
+  }
+  // Keys end at '=' ("loss=0.1") or at ':' before a space ("loss: 4.763e-01").
+  for (size_t i = 0; i < text.size() && !vitals.loss; ++i) {
+    const char c = text[i];
+    if (c != '=' && c != ':') continue;
+    size_t value = i + 1;
+    if (c == ':') {
+      if (value >= text.size() || text[value] != ' ') continue;
+      ++value;
+    }
+    while (value < text.size() && text[value] == ' ') ++value;
+    size_t start = i;
+    while (start > 0 && is_key_char(text[start - 1])) --start;
+    if (start == i || is_digit(text[start])) continue;
+    std::string key(text.substr(start, i - start));
+    for (char& k : key) k = static_cast<char>(std::tolower(static_cast<unsigned char>(k)));
+    if (key.find("loss") == std::string::npos) continue;
+    vitals.loss = leading_number(text.substr(value));
+  }
+  return vitals;
 }
 
 std::optional<ProgressFrame> parse_progress_frame(std::string_view record) {

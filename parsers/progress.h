@@ -32,6 +32,15 @@ struct ProgressFrame {
 // names a loss or a learning rate as a key.
 bool has_training_postfix(std::string_view postfix);
 
+// What a training bar says about the run besides its count: its rate and its newest loss.
+struct BarVitals {
+  std::optional<double> steps_per_second;  // "1.40s/it" is 1/1.40; "2.31it/s", "1.26 it/s"
+  std::optional<double> loss;  // the first key naming a loss: "loss=0.0911", "avr_loss: 0.1"
+};
+// Reads them from a frame's text (tqdm's "[12:02<58:09,  1.40s/it, loss=0.1]", Rich's columns,
+// the notebook widget's "1.26 it/s"); "?it/s" and a missing or non-finite figure give nullopt.
+BarVitals read_bar_vitals(std::string_view frame_text);
+
 // A whole frame, or one cut at the terminal's width after its counter ("steps:  12%|█▏   |
 // 120/1000 [01:2"): the counter is still read.
 std::optional<ProgressFrame> parse_progress_frame(std::string_view record);

@@ -108,6 +108,7 @@ AlertDispatcher::AlertDispatcher(asio::io_context& io, db::Store& store, const D
     : io_(io),
       store_(store),
       host_(config.host.empty() ? this_host() : config.host),
+      web_url_(config.web_url),
       group_seconds_(config.alert_group_seconds),
       metrics_(metrics),
       clock_(clock),
@@ -174,6 +175,9 @@ bool AlertDispatcher::in_flight() const {
 void AlertDispatcher::send_once(AlertContent alert) {
   if (retired_) return;
   if (alert.host.empty()) alert.host = host_;
+  if (alert.url.empty() && !alert.job.empty() && !alert.store_recovered) {
+    alert.url = job_page_url(web_url_, alert.job);
+  }
   for (auto& lane : lanes_) {
     if (!lane->tls) continue;
     ++once_in_flight_;
@@ -307,6 +311,7 @@ void AlertDispatcher::send(Lane& lane, std::vector<std::vector<db::OutboxItem>> 
     alert.grouped = static_cast<int>(unit.size());
     if (unit.size() == 1) alert.revision = last.revision;
     alert.resent = last.resent;
+    alert.url = job_page_url(web_url_, last.job);
     return alert;
   };
   AlertContent alert;

@@ -78,6 +78,7 @@ class AlertDispatcher {
   boost::asio::io_context& io_;
   db::Store& store_;
   std::string host_;
+  std::string web_url_;
   int group_seconds_;
   Metrics* metrics_;
   LoopClock& clock_;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "daemon/common/human_units.h"
+#include "daemon/render/web_pages.h"
 #include "parsers/event_codec.h"
 #include "triage/fix_codec.h"
 
@@ -22,13 +23,6 @@ constexpr size_t kDiscordField = 1024;
 constexpr int kDiscordRed = 0x992D22;
 constexpr int kDiscordAmber = 0xE67E22;
 constexpr int kDiscordGreen = 0x2ECC71;
-
-// JSON can only carry valid UTF-8: replace invalid bytes before anything else.
-std::string valid_utf8(std::string_view text) {
-  const std::string dumped =
-      json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
-  return json::parse(dumped).get<std::string>();
-}
 
 std::string upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -104,6 +98,18 @@ std::string escape_discord(std::string_view text) {
   return out;
 }
 
+// JSON can only carry valid UTF-8: replace invalid bytes before anything else.
+std::string valid_utf8(std::string_view text) {
+  const std::string dumped =
+      json(std::string(text)).dump(-1, ' ', false, json::error_handler_t::replace);
+  return json::parse(dumped).get<std::string>();
+}
+
+std::string job_page_url(std::string_view web_url, std::string_view job) {
+  if (web_url.empty()) return "";
+  return std::string(web_url) + "/job/" + url_encode(job);
+}
+
 int AlertContent::storm_size() const {
   int n = 0;
   for (const AlertContent& member : storm) n += member.grouped;
@@ -116,6 +122,11 @@ std::string AlertContent::title() const {
   if (heal == "exhausted") return "OOM healing exhausted: " + job;
   if (!heal.empty()) return "OOM healing stopped: " + job;
   if (near_oom) return fmt::format("Near OOM in {}: {}", phase, job);
+  if (stalled) {
+    return stalled->resolved
+               ? "Training going on again: " + job
+               : fmt::format("Training stalled: {} (silent for {})", job, stalled->silent_for);
+  }
   if (predicted) return fmt::format("OOM predicted in {}: {}", phase, job);
   if (store_recovered) return "oomtriage store damaged and recovered on " + host;
   std::string t = kind_label(kind);
@@ -128,6 +139,10 @@ std::string AlertContent::webhook_id() const {
   if (test) return test_id;
   if (!storm.empty()) return fmt::format("storm_{}_{}", storm.front().webhook_id(), storm.size());
   if (near_oom) return fmt::format("near_oom_{}_{}", event_id, revision);
+  if (stalled) {
+    return fmt::format("stalled_{}_{}{}", event_id, stalled->since,
+                       stalled->resolved ? "_resolved" : "");
+  }
   if (predicted) return fmt::format("preflight_{}", event_id);
   if (!heal.empty()) return fmt::format("heal_{}", event_id);
   if (store_recovered) return fmt::format("store_recovered_{}", event_id);
@@ -273,6 +288,15 @@ json discord_storm(const AlertContent& a) {
 
 }  // namespace
 
+namespace {
+
+// The job's page as a Slack link (its URL is made of url-encoded parts: no '<', '>' or '|').
+std::string slack_link(const AlertContent& a) {
+  return a.url.empty() ? "" : " · <" + a.url + "|the job's page>";
+}
+
+}  // namespace
+
 json slack_payload(const AlertContent& a) {
   if (!a.storm.empty()) return slack_storm(a);
   const std::string title = a.title();
@@ -307,7 +331,8 @@ json slack_payload(const AlertContent& a) {
        {"elements",
         json::array({{{"type", "mrkdwn"},
                       {"text", truncate_utf8(escape_slack(fmt::format("{} · run `{}`", where(a),
-                                                                      a.report_command())),
+                                                                      a.report_command())) +
+                                                 slack_link(a),
                                              kSlackSection)}}})}});
   const std::string fallback =
       fmt::format("{} (step {}). {}", title, a.step,
@@ -334,17 +359,19 @@ json discord_payload(const AlertContent& a) {
          {"value", truncate_utf8(value.empty() ? "-" : value, kDiscordField)}});
   }
   const std::string content = truncate_utf8(
-      fmt::format("{} — run `{}`", escape_discord(a.title()), escape_discord(a.report_command())),
+      fmt::format("{} — {}", escape_discord(a.title()),
+                  a.url.empty() ? "run `" + escape_discord(a.report_command()) + "`" : a.url),
       kDiscordContent);
-  return {
-      {"content", content},
-      {"embeds", json::array({{{"title", truncate_utf8(escape_discord(a.title()), kDiscordTitle)},
-                               {"description", truncate_utf8(description, kDiscordDescription)},
-                               {"color", a.heal == "healed"           ? kDiscordGreen
-                                         : a.recovered || a.predicted ? kDiscordAmber
-                                                                      : kDiscordRed},
-                               {"fields", fields}}})},
-      {"allowed_mentions", {{"parse", json::array()}}}};
+  json embed = {{"title", truncate_utf8(escape_discord(a.title()), kDiscordTitle)},
+                {"description", truncate_utf8(description, kDiscordDescription)},
+                {"color", a.heal == "healed" || (a.stalled && a.stalled->resolved) ? kDiscordGreen
+                          : a.recovered || a.predicted || a.stalled                ? kDiscordAmber
+                                                                                   : kDiscordRed},
+                {"fields", fields}};
+  if (!a.url.empty()) embed["url"] = a.url;  // the title links to the job's page
+  return {{"content", content},
+          {"embeds", json::array({embed})},
+          {"allowed_mentions", {{"parse", json::array()}}}};
 }
 
 namespace {
@@ -362,6 +389,11 @@ json labels_of(const AlertContent& a) {
               {"severity", a.heal == "healed" ? "info" : "critical"}};
   } else if (a.store_recovered) {
     labels = {{"alertname", "OomtriageStoreRecovered"}, {"host", a.host}, {"severity", "critical"}};
+  } else if (a.stalled) {
+    labels = {{"alertname", "TrainingStalled"},
+              {"training_job", a.job},
+              {"host", a.host},
+              {"severity", "warning"}};
   } else if (a.predicted) {
     labels = {{"alertname", a.near_oom ? "TrainingNearOOM" : "TrainingOOMPredicted"},
               {"training_job", a.job},
@@ -396,6 +428,11 @@ json annotations_of(const AlertContent& a) {
     annotations["top_fix"] = a.fixes[0].id;
     annotations["fixes"] = fixes_text(a, 3, false);
   }
+  if (a.stalled) {
+    annotations["silent_for"] = a.stalled->silent_for;
+    annotations["last_line"] = truncate_utf8(a.stalled->last_line, 1000);
+  }
+  if (!a.url.empty()) annotations["url"] = a.url;
   if (a.predicted) {
     annotations[a.near_oom ? "peak" : "predicted_peak"] = a.predicted->peak;
     annotations["usable_memory"] = a.predicted->usable;
@@ -408,13 +445,18 @@ json annotations_of(const AlertContent& a) {
 
 namespace {
 
+// A stall that ended is sent once more as resolved, as Alertmanager resolves an alert.
+std::string status_of(const AlertContent& a) {
+  return a.stalled && a.stalled->resolved ? "resolved" : "firing";
+}
+
 json webhook_alert(const AlertContent& a) {
-  return {{"status", "firing"},
+  return {{"status", status_of(a)},
           {"labels", labels_of(a)},
           {"annotations", annotations_of(a)},
           {"startsAt", a.starts_at},
           {"endsAt", a.ends_at.empty() ? "0001-01-01T00:00:00Z" : a.ends_at},
-          {"generatorURL", ""},
+          {"generatorURL", a.url},
           {"fingerprint", fmt::format("{:016x}", static_cast<uint64_t>(a.event_id))}};
 }
 
@@ -422,6 +464,7 @@ json api_alert(const AlertContent& a) {
   json alert = {
       {"labels", labels_of(a)}, {"annotations", annotations_of(a)}, {"startsAt", a.starts_at}};
   if (!a.ends_at.empty()) alert["endsAt"] = a.ends_at;  // a test resolves itself
+  if (!a.url.empty()) alert["generatorURL"] = a.url;
   return alert;
 }
 
@@ -446,7 +489,7 @@ json alertmanager_webhook_payload(const AlertContent& a, const std::string& rece
   const json labels = labels_of(a);
   return {
       {"version", "4"},         {"groupKey", fmt::format("{{}}:{{training_job=\"{}\"}}", a.job)},
-      {"truncatedAlerts", 0},   {"status", "firing"},
+      {"truncatedAlerts", 0},   {"status", status_of(a)},
       {"receiver", receiver},   {"groupLabels", {{"training_job", a.job}}},
       {"commonLabels", labels}, {"commonAnnotations", annotations_of(a)},
       {"externalURL", ""},      {"alerts", json::array({webhook_alert(a)})}};

@@ -69,6 +69,18 @@ struct AlertContent {
   // A storm (daemon/alerts/alert_dispatcher.h, group_wait_ms): the alerts that came due within
   // one window, sent as one message listing them; each keeps its own idempotency key inside it.
   std::vector<AlertContent> storm;
+  // Not an OOM but a running job gone silent (TrainingStalled, severity warning), or, with
+  // `resolved`, going on again. event_id is then the run's id.
+  struct Stall {
+    int64_t since = 0;       // unix seconds the log last grew: with the run, the alert's key
+    std::string silent_for;  // "17 min"
+    std::string last_line;   // the log's last line (untrusted)
+    bool resolved = false;
+  };
+  std::optional<Stall> stalled;
+  // The job's page (<web_url>/job/<name>) when the daemon's web_url is set: Alertmanager's
+  // generatorURL, a link in Slack and Discord, the `url` annotation.
+  std::string url;
   // `oomtriage alert test`: labelled test, severity info, an end time, a fresh id each time.
   bool test = false;
   std::string ends_at;  // RFC 3339; "" while firing
@@ -80,6 +92,13 @@ struct AlertContent {
   // The OOMs a storm message stands for (a recovered burst counts its members).
   int storm_size() const;
 };
+
+// `text` with every invalid UTF-8 sequence replaced by U+FFFD (log text is untrusted).
+std::string valid_utf8(std::string_view text);
+
+// The job's page under `web_url` (the daemon's web_url key): "<web_url>/job/<name>", the name
+// url-encoded; "" when web_url is.
+std::string job_page_url(std::string_view web_url, std::string_view job);
 
 // Builds the content from a stored event and its fixes (both JSON, as the store keeps them).
 AlertContent alert_content(int64_t event_id, const std::string& job, const std::string& host,

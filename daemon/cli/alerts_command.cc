@@ -29,11 +29,26 @@ std::string event_text(const std::string& event_json) {
   return text;
 }
 
+// The warnings that stay with their jobs (predicted OOM, near OOM, stalled), newest first; each
+// went to every receiver once when raised.
+void print_warnings(const std::vector<db::WarningRow>& warnings) {
+  if (warnings.empty()) return;
+  fmt::print("warnings kept with their jobs (sent once when raised):\n");
+  fmt::print("{:>6}  {:<24} {:<14} {:<20} {:<20} {}\n", "ID", "JOB", "KIND", "RAISED", "RESOLVED",
+             "SUMMARY");
+  for (const auto& w : warnings) {
+    fmt::print("{:>6}  {:<24} {:<14} {:<20} {:<20} {}\n", w.id, w.job, w.kind, when(w.created_at),
+               w.resolved_at ? when(*w.resolved_at) : "-", w.summary);
+  }
+  fmt::print("\n");
+}
+
 }  // namespace
 
 int run_alerts_list(const std::string& store_path, const std::string& state, bool json,
                     ColorMode color) {
   std::vector<db::AlertRow> rows;
+  std::vector<db::WarningRow> warnings;  // listed with every state, not with a filter
   if (std::filesystem::exists(store_path)) {
     auto store = db::Store::open_read_only(store_path, db::ReadOnly::kOneCommand);
     if (!store) {
@@ -46,6 +61,14 @@ int run_alerts_list(const std::string& store_path, const std::string& state, boo
       return kExitEnvironment;
     }
     rows = std::move(*listed);
+    if (state.empty()) {
+      auto kept = (*store)->list_warnings(std::nullopt, 1000);
+      if (!kept) {
+        fmt::print(stderr, "oomtriage: {}\n", kept.error().message);
+        return kExitEnvironment;
+      }
+      warnings = std::move(*kept);
+    }
   }
   if (json) {
     ordered_json out = ordered_json::array();
@@ -63,9 +86,20 @@ int run_alerts_list(const std::string& store_path, const std::string& state, boo
            {"event", event_text(row.event_json)},
            {"stored_at", when(row.created_at)}});
     }
-    fmt::print("{}\n", ordered_json{{"oomtriage", 1}, {"alerts", out}}.dump(2));
+    ordered_json kept = ordered_json::array();
+    for (const auto& w : warnings) {
+      kept.push_back({{"id", w.id},
+                      {"job", w.job},
+                      {"kind", w.kind},
+                      {"summary", w.summary},
+                      {"raised_at", when(w.created_at)},
+                      {"resolved_at", w.resolved_at ? ordered_json(when(*w.resolved_at))
+                                                    : ordered_json(nullptr)}});
+    }
+    fmt::print("{}\n", ordered_json{{"oomtriage", 1}, {"alerts", out}, {"warnings", kept}}.dump(2));
     return kExitOk;
   }
+  print_warnings(warnings);
   if (rows.empty()) {
     fmt::print("no {}alerts (store: {})\n", state.empty() ? "" : state + " ", store_path);
     return kExitOk;

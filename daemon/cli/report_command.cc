@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
@@ -45,8 +46,17 @@ namespace {
 
 using nlohmann::ordered_json;
 
-ordered_json optional_json(const std::optional<uint64_t>& bytes) {
-  return bytes ? ordered_json(*bytes) : ordered_json(nullptr);
+template <class T>
+ordered_json optional_json(const std::optional<T>& value) {
+  return value ? ordered_json(*value) : ordered_json(nullptr);
+}
+
+// How far the bar is, in percent, when it has a total.
+std::optional<double> percent_done(const db::LiveState& live) {
+  if (!live.step || !live.total_steps || *live.total_steps <= 0) return std::nullopt;
+  return std::round(1000.0 * static_cast<double>(*live.step) /
+                    static_cast<double>(*live.total_steps)) /
+         10.0;
 }
 
 // "22.1G": the jobs table's narrow columns.
@@ -178,18 +188,35 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
     for (size_t i = 0; i < jobs.size(); ++i) {
       const db::JobSummary& job = jobs[i];
       const LastIncident last = last_incident(job);
+      const db::LiveState& live = job.live;
       ordered_json line = {
           {"name", job.name},
           {"display_name", names[i]},
           {"folder", job.home},
           {"trainer", job.trainer},
           {"outcome", job.outcome},
+          {"status", job.status()},
           {"runs", job.runs},
           {"events", job.events},
           {"log_dir", job.log_dir},
           {"last_seen", when(job.last_seen)},
           {"phase", last.phase == "-" ? ordered_json(nullptr) : ordered_json(last.phase)},
-          {"step", last.step == "-" ? ordered_json(nullptr) : ordered_json(std::stoll(last.step))},
+          {"step", optional_json(live.step ? live.step : job.last_step)},
+          {"total_steps", optional_json(live.total_steps)},
+          {"percent", optional_json(percent_done(live))},
+          {"rate", optional_json(live.steps_per_second)},
+          {"eta_seconds", optional_json(live.eta_seconds())},
+          {"loss", optional_json(live.loss)},
+          {"live_phase", live.phase.empty() ? ordered_json(nullptr) : ordered_json(live.phase)},
+          {"last_write",
+           live.last_write ? ordered_json(when(live.last_write)) : ordered_json(nullptr)},
+          {"last_line",
+           live.last_line.empty() ? ordered_json(nullptr) : ordered_json(live.last_line)},
+          {"stalled_since",
+           live.stalled_since ? ordered_json(when(*live.stalled_since)) : ordered_json(nullptr)},
+          {"predicted_oom", job.predicted_oom},
+          {"near_oom", job.near_oom},
+          {"last_oom_step", optional_json(job.last_step)},
           {"top_fix", last.top_fix == "-" ? ordered_json(nullptr) : ordered_json(last.top_fix)},
           {"gpu_peak_bytes", optional_json(job.gpu_peak_bytes)},
           {"gpu_total_bytes", optional_json(job.gpu_total_bytes)},

@@ -343,6 +343,23 @@ const std::vector<ConfigKey<DaemonConfig>>& daemon_config_keys() {
          }
          return Ok{};
        }},
+      {"stalled_after_seconds", "integer >= 0", "900",
+       [](const Node& value, const std::string& source, DaemonConfig& config) {
+         return read_at_least(value, source, "stalled_after_seconds", 0,
+                              config.stalled_after_seconds);
+       }},
+      {"web_url", "http(s) URL", "https://oom.example.com",
+       [](const Node& value, const std::string& source, DaemonConfig& config) -> Result<Ok> {
+         std::string url = value.as<std::string>();
+         if (!url.starts_with("http://") && !url.starts_with("https://")) {
+           return bad(source, value,
+                      "web_url must be an http:// or https:// URL, the address `oomtriage serve` "
+                      "is opened at");
+         }
+         while (url.ends_with('/')) url.pop_back();
+         config.web_url = std::move(url);
+         return Ok{};
+       }},
       {"watch", "list of watch rules", "[{logs: /srv/ai-toolkit/output/*/log.txt}]", read_watch},
       {"alerts", "list of receivers", "[{type: webhook, url: http://127.0.0.1:9000/oom}]",
        read_alerts},

@@ -107,6 +107,14 @@ struct DaemonConfig {
   // A job whose sampled memory reaches this share of what it may use on its card (the card less
   // other processes) gets one TrainingNearOOM warning per run (again only if it rises further).
   double near_oom_share = 0.95;
+  // A running job whose log has not grown for this long (or for 20 times its own step time,
+  // when that is longer) is stalled: one TrainingStalled warning, resolved when the log grows;
+  // 0: off.
+  int stalled_after_seconds = 900;
+  // The address people open `oomtriage serve` at ("https://oom.example.com"), as Alertmanager's
+  // --web.external-url: every alert then links to its job's page (<web_url>/job/<name>). "":
+  // no links.
+  std::string web_url;
   HealConfig heal;
   // Pre-flight (triage/preflight.h): a job's config is judged against the GPU when the daemon
   // first sees it, and one predicted not to fit gets one TrainingOOMPredicted warning. "warn"

@@ -58,6 +58,16 @@ std::string Metrics::render() const {
   family("oomtriage_near_oom_warnings_total", "counter",
          "TrainingNearOOM warnings sent: a running job's GPU memory near its card's limit.");
   out += fmt::format("oomtriage_near_oom_warnings_total {}\n", near_oom_warnings);
+  family("oomtriage_jobs_stalled", "gauge",
+         "Running jobs whose log has been silent past stalled_after_seconds.");
+  out += fmt::format("oomtriage_jobs_stalled {}\n", stalled_jobs.size());
+  family("oomtriage_job_stalled", "gauge",
+         "1 for each stalled job, by name (a job stalls rarely: the names stay few).");
+  for (const auto& [job, logs] : stalled_jobs) {
+    if (logs > 0) out += fmt::format("oomtriage_job_stalled{{job=\"{}\"}} 1\n", escape_label(job));
+  }
+  family("oomtriage_stalled_warnings_total", "counter", "TrainingStalled warnings sent.");
+  out += fmt::format("oomtriage_stalled_warnings_total {}\n", stalled_warnings);
   family("oomtriage_files_watched", "gauge", "Log files followed now.");
   out += fmt::format("oomtriage_files_watched {}\n", files_watched);
   family("oomtriage_bytes_read_total", "counter", "Bytes read from followed logs.");

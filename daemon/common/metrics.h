@@ -35,6 +35,10 @@ struct Metrics {
   std::map<std::pair<std::string, unsigned>, uint64_t> job_gpu_memory;  // (job, gpu)
   std::map<unsigned, uint64_t> gpu_other_memory;                        // gpu
   uint64_t near_oom_warnings = 0;
+  // Running jobs whose log went silent past stalled_after_seconds (daemon/service/daemon_live.cc),
+  // by name: few at any time, so each is named.
+  std::map<std::string, uint64_t> stalled_jobs;  // job -> how many of its logs are stalled
+  uint64_t stalled_warnings = 0;
   // Cards whose NVML call is in flight past its deadline now (1), and how often one stopped
   // answering (daemon/common/gpu_sample_worker.h).
   std::map<unsigned, int> gpu_not_answering;

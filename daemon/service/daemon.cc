@@ -142,6 +142,7 @@ bool Daemon::start() {
   if (first_start) mark_first_scan_done();
   logs_.drain_rotated_while_down();
   arm_rescan();
+  arm_live();  // takes up the stalls stored before this start
   wait_signals();
   log_line(kInfo, "watching {} file(s) from {} rule(s); store ready", logs_.size(),
            config_.watch.size());

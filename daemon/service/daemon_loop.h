@@ -95,6 +95,12 @@ class Daemon final : public LogHost {
   void arm_rescan();
   void arm_settle();
 
+  // daemon_live.cc
+  void arm_live();
+  void write_live();
+  void stall(Tracked& file, int64_t since, db::LiveState& live);
+  void unstall(Tracked& file);
+
   // daemon_reload.cc
   void wait_signals();
   void request_reload();
@@ -121,6 +127,8 @@ class Daemon final : public LogHost {
   std::unique_ptr<LoopTimer> settle_timer_ = clock_.timer(io_);
   std::unique_ptr<LoopTimer> checkpoint_timer_ = clock_.timer(io_);
   bool checkpoint_armed_ = false;
+  std::unique_ptr<LoopTimer> live_timer_ = clock_.timer(io_);
+  bool live_armed_ = false;
   boost::asio::signal_set signals_;
   std::unique_ptr<LoopTimer> reload_timer_ = clock_.timer(io_);
   bool reload_pending_ = false;

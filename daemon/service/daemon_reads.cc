@@ -146,7 +146,11 @@ uint64_t Daemon::read(Tracked& file) {
     log_line(kWarning, "read {}: {}", file.path(), std::strerror(read.error));
     file.read_error_logged = true;
   }
-  if (read.bytes > 0) file.last_growth = file.last_read;
+  if (read.bytes > 0) {
+    file.last_growth = file.last_read;
+    file.live_dirty = file.grew_here = true;
+    arm_live();
+  }
   metrics_.bytes_read += read.bytes;
   metrics_.records += follower.take_new_records();
   if (const uint64_t cut = follower.take_new_cut_records()) {

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "daemon/common/clock.h"
+#include "daemon/service/store_failures.h"
 
 namespace oomtriage::daemon {
 
@@ -331,6 +332,12 @@ void GpuMonitor::warn(const SampledRun& run, RunState& state, unsigned gpu, uint
   say_(near_oom_line(alert));
   // Stored first: a restart after the warning does not send it again.
   store(run.run_id, state);
+  db::WarningRow kept;
+  kept.run_id = run.run_id;  // its job is the run's (db/store_live.cc)
+  kept.kind = "near_oom";
+  kept.summary = near_oom_line(alert);
+  kept.created_at = wall_clock_();
+  count_store_failure(metrics_, "record_warning", store_.record_warning(kept));
   warn_(std::move(alert));
 }
 

@@ -50,6 +50,18 @@ Result<PreflightResult> preflight_job(db::Store& store, const PreflightJob& job,
     const PredictedJob predicted{job.job_id,   job.name,   job.trainer,
                                  job.log_path, card_bytes, utc_time(now)};
     result.alert = predicted_oom_alert(predicted, *job.config, p);
+    // Kept with the job (`alerts`, `jobs`, its page) until a later config is judged to fit.
+    db::WarningRow warning;
+    warning.job_id = job.job_id;
+    warning.kind = "predicted_oom";
+    warning.summary = predicted_oom_line(*result.alert);
+    warning.created_at = now;
+    OOMTRIAGE_ASSIGN_OR_RETURN(const int64_t stored, store.record_warning(warning));
+    (void)stored;
+  } else if (recorded) {
+    OOMTRIAGE_ASSIGN_OR_RETURN(const int64_t resolved,
+                               store.resolve_warnings(job.job_id, "predicted_oom", now));
+    (void)resolved;
   }
   return result;
 }

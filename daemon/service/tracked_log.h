@@ -78,6 +78,13 @@ struct Tracked {
   // Leaving (its name went away): when it last grew, and whether it was deleted.
   Clock::time_point last_growth{};
   bool deleted = false;
+  // Live state (daemon_live.cc): the log grew since its live state was last stored; it grew
+  // while this daemon followed it (only such a log can stall: one found silent at a start may
+  // have ended long ago without a word); since when it is stalled (unix seconds), as stored.
+  bool live_dirty = false;
+  bool grew_here = false;
+  bool live_loaded = false;  // a stall stored for its run was looked for
+  std::optional<int64_t> stalled_since;
   // Followed anew after a store recovery lost where it was read to: its events below this
   // offset may have been alerted before the damage, and their alerts say so.
   uint64_t resend_below = 0;

@@ -54,7 +54,7 @@ TEST_SUITE("daemon::old store") {
     auto opened = db::Store::open(old.path);
     REQUIRE(opened);
     db::Store& store = **opened;
-    CHECK(store.schema_version() == 13);
+    CHECK(store.schema_version() == 14);
 
     // The jobs list reads the filled top_fix column.
     const auto jobs = store.list_jobs();

@@ -67,11 +67,11 @@ db::EventRow event_at(uint64_t offset) {
 TEST_SUITE("db::store") {
   TEST_CASE("a new store is migrated to the current schema, and reopening keeps it") {
     TempStore t;
-    CHECK(t.store->schema_version() == 13);
+    CHECK(t.store->schema_version() == 14);
     t.store.reset();
     auto again = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(again);
-    CHECK((*again)->schema_version() == 13);
+    CHECK((*again)->schema_version() == 14);
   }
   TEST_CASE("a store from a newer oomtriage is refused, not damaged") {
     TempStore t;
@@ -103,25 +103,26 @@ TEST_SUITE("db::store") {
     t.store.reset();
     sqlite3* raw = nullptr;
     REQUIRE(sqlite3_open((t.dir / "oomtriage.db").c_str(), &raw) == SQLITE_OK);
-    REQUIRE(sqlite3_exec(
-                raw,
-                "PRAGMA foreign_keys=OFF; BEGIN; DELETE FROM jobs WHERE home = '/col/b/my_lora';"
-                "CREATE TABLE jobs_v7 (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
-                "trainer TEXT NOT NULL DEFAULT 'unknown', log_dir TEXT NOT NULL DEFAULT '', "
-                "first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL) STRICT;"
-                "INSERT INTO jobs_v7 SELECT id, name, trainer, log_dir, first_seen, last_seen FROM "
-                "jobs;"
-                "DROP TABLE jobs; ALTER TABLE jobs_v7 RENAME TO jobs; DROP TABLE preflight_checks;"
-                "ALTER TABLE events DROP COLUMN revision; ALTER TABLE outbox DROP COLUMN revision;"
-                "ALTER TABLE events DROP COLUMN resent; DROP TABLE gpu_memory;"
-                "ALTER TABLE events DROP COLUMN top_fix;"
-                "PRAGMA user_version=7; COMMIT;",
-                nullptr, nullptr, nullptr) == SQLITE_OK);
+    REQUIRE(
+        sqlite3_exec(
+            raw,
+            "PRAGMA foreign_keys=OFF; BEGIN; DELETE FROM jobs WHERE home = '/col/b/my_lora';"
+            "CREATE TABLE jobs_v7 (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, "
+            "trainer TEXT NOT NULL DEFAULT 'unknown', log_dir TEXT NOT NULL DEFAULT '', "
+            "first_seen INTEGER NOT NULL, last_seen INTEGER NOT NULL) STRICT;"
+            "INSERT INTO jobs_v7 SELECT id, name, trainer, log_dir, first_seen, last_seen FROM "
+            "jobs;"
+            "DROP TABLE jobs; ALTER TABLE jobs_v7 RENAME TO jobs; DROP TABLE preflight_checks;"
+            "ALTER TABLE events DROP COLUMN revision; ALTER TABLE outbox DROP COLUMN revision;"
+            "ALTER TABLE events DROP COLUMN resent; DROP TABLE gpu_memory;"
+            "ALTER TABLE events DROP COLUMN top_fix; DROP TABLE live_state; DROP TABLE warnings;"
+            "PRAGMA user_version=7; COMMIT;",
+            nullptr, nullptr, nullptr) == SQLITE_OK);
     sqlite3_close(raw);
     auto reopened = db::Store::open((t.dir / "oomtriage.db").string());
     REQUIRE(reopened);
     t.store = std::move(*reopened);
-    CHECK(t.store->schema_version() == 13);
+    CHECK(t.store->schema_version() == 14);
     const auto story = *t.store->job_story("my_lora");
     REQUIRE(story);
     CHECK(story->job.id == a);
