@@ -153,21 +153,26 @@ std::string host_cell(const db::JobSummary& job, int64_t) {
   return job.host.empty() ? kNone : job.host;
 }
 
-std::string status_cell(const db::JobSummary& job, int64_t) { return job.status(); }
+// A stalled job says how long its log has been silent: what decides whether to look now.
+std::string status_cell(const db::JobSummary& job, int64_t now) {
+  const std::string status = job.status();
+  if (status != "stalled" || last_written(job) <= 0) return status;
+  return status + " " + duration_text(std::max<int64_t>(0, now - last_written(job)));
+}
 
 // The job's own column (its display name) is drawn apart: it is not a function of the job alone.
 constexpr size_t kNameColumn = 1;
 const Column kColumns[] = {
     {"HOST", 62, Align::kLeft, 20, false, host_cell},
     {"JOB", 100, Align::kLeft, 40, true, nullptr},
-    {"STATUS", 99, Align::kLeft, 13, true, status_cell},
+    {"STATUS", 99, Align::kLeft, 16, true, status_cell},
     {"PHASE", 56, Align::kLeft, 21, false, phase_cell},
     {"STEP", 95, Align::kRight, 21, true, step_cell},
     {"%", 66, Align::kRight, 4, false, percent_cell},
     {"RATE", 75, Align::kRight, 10, false, rate_cell},
     {"ETA", 85, Align::kRight, 6, false, eta_cell},
     {"LOSS", 50, Align::kRight, 10, false, loss_cell},
-    {"GPU", 72, Align::kRight, 13, false, gpu_cell},
+    {"GPU", 77, Align::kRight, 13, false, gpu_cell},
     {"FREE", 58, Align::kRight, 6, false, headroom_cell},
     {"MARKS", 90, Align::kLeft, 18, false, marks_cell},
     {"SEEN", 64, Align::kRight, 6, true, seen_cell},
@@ -302,9 +307,9 @@ std::string render_top(const std::vector<db::JobSummary>& unsorted, const TopFra
   for (size_t c = 0; c < kColumnCount; ++c) {
     if (visible[c]) titles.push_back(pad(kColumns[c].title, widths[c], kColumns[c].align));
   }
-  out += paint(frame.color, fmt::emphasis::reverse,
-               fit(fmt::format("{}", fmt::join(titles, " ")), width)) +
-         "\n";
+  std::string title_line = fit(fmt::format("{}", fmt::join(titles, " ")), width);
+  while (!title_line.empty() && title_line.back() == ' ') title_line.pop_back();
+  out += paint(frame.color, fmt::emphasis::reverse, title_line) + "\n";
   for (size_t r = 0; r < shown; ++r) {
     std::string line;
     size_t used = 0;
