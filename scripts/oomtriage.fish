@@ -1,5 +1,5 @@
 # fish completion for oomtriage(1): subcommands, their options, files and job names.
-set -l subcommands scan fix daemon watch jobs report serve alert alerts run check check-config version
+set -l subcommands scan fix daemon watch jobs report top serve alert alerts run check check-config version
 set -l trainers auto ai-toolkit sd-scripts diffusers simpletuner onetrainer transformers comfyui kohya
 set -l fixes enable_gradient_checkpointing lower_batch_size drop_top_bucket lower_resolution \
     cheapen_previews disable_sampling skip_first_sample reduce_num_frames enable_low_vram \
@@ -24,6 +24,7 @@ complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a daemo
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a watch -d 'The daemon in the foreground'
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a jobs -d 'Jobs in the store'
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a report -d 'The story of one job'
+complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a top -d 'A live view of the jobs'
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a serve -d 'A read-only web view'
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a alert -d 'Alert receivers'
 complete -c oomtriage -n "not __fish_seen_subcommand_from $subcommands" -a alerts -d 'The alert outbox'
@@ -40,7 +41,7 @@ complete -c oomtriage -s h -l help -d 'Help'
 complete -c oomtriage -l version -d 'Version'
 
 complete -c oomtriage -n '__oomtriage_in scan' -F
-complete -c oomtriage -n '__oomtriage_in scan fix check-config run daemon jobs report serve alert' -l config -r -F -d 'A job or daemon config'
+complete -c oomtriage -n '__oomtriage_in scan fix check-config run daemon jobs report top serve alert' -l config -r -F -d 'A job or daemon config'
 complete -c oomtriage -n '__oomtriage_in scan run check' -l trainer -x -a "$trainers"
 complete -c oomtriage -n '__oomtriage_in scan jobs report alerts check' -l json -d 'Print JSON'
 complete -c oomtriage -n '__oomtriage_in scan' -l fail-on-oom -d 'Exit 3 on a fatal OOM'
@@ -56,7 +57,7 @@ complete -c oomtriage -n '__oomtriage_in daemon watch' -l backfill -d 'Read pres
 complete -c oomtriage -n '__oomtriage_in watch' -a '(__fish_complete_directories)'
 complete -c oomtriage -n '__oomtriage_in watch run' -l webhook -x -d 'A webhook URL'
 
-complete -c oomtriage -n '__oomtriage_in jobs report serve' -l host -x -d 'A node of the fleet store'
+complete -c oomtriage -n '__oomtriage_in jobs report top serve' -l host -x -d 'A node of the fleet store'
 complete -c oomtriage -n '__oomtriage_in jobs' -l phase -x -a 'model_load quantize cache_latents cache_text_embeddings train_step sampling saving unknown'
 complete -c oomtriage -n '__oomtriage_in jobs' -l trainer -x -a "$trainers" -d 'Only this trainer'
 complete -c oomtriage -n '__oomtriage_in jobs' -l family -x -d 'Only this model family'
@@ -68,6 +69,10 @@ complete -c oomtriage -n '__oomtriage_in jobs' -l limit -x -d 'At most N jobs'
 complete -c oomtriage -n '__oomtriage_in report' -a '(__oomtriage_jobs)'
 complete -c oomtriage -n '__oomtriage_in report' -l markdown -d 'Markdown for chat'
 complete -c oomtriage -n '__oomtriage_in report' -l html -r -F -d 'Write an HTML page'
+complete -c oomtriage -n '__oomtriage_in report' -F
+
+complete -c oomtriage -n '__oomtriage_in top' -l once -d 'One frame, then exit'
+complete -c oomtriage -n '__oomtriage_in top' -l interval -x -d 'Seconds between refreshes'
 
 complete -c oomtriage -n '__oomtriage_in serve' -l listen -x -d 'Address and port'
 complete -c oomtriage -n '__oomtriage_in serve' -l access-file -r -F -d 'Tokens and users'

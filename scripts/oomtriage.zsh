@@ -1,7 +1,7 @@
 #compdef oomtriage
 # zsh completion for oomtriage(1): subcommands, their options, files and job names.
 _oomtriage() {
-  local -a subcommands=(scan fix daemon watch jobs report serve alert alerts run check check-config version)
+  local -a subcommands=(scan fix daemon watch jobs report top serve alert alerts run check check-config version)
   local -a global=(--state-dir --store --verbose --color --help --version)
   local -a trainers=(auto ai-toolkit sd-scripts diffusers simpletuner onetrainer transformers
                      comfyui kohya)
@@ -40,7 +40,8 @@ _oomtriage() {
              --max-per-address --header-timeout --client-timeout --days --host --config $global ;;
     report)
       local -a jobs=(${(f)"$(oomtriage jobs --json 2>/dev/null | sed -n 's/^ *"name": "\(.*\)",$/\1/p')"})
-      compadd -- --json --markdown --html --host --config $global $jobs ;;
+      compadd -- --json --markdown --html --host --config $global $jobs; _files ;;
+    top) compadd -- --once --interval --host --config $global ;;
     alert) compadd -- test --config --receiver $global ;;
     alerts) compadd -- resend --pending --failed --json $global ;;
     check) compadd -- --spec --trainer --gpu --model --json --explain $global; _files ;;

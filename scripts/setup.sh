@@ -9,7 +9,7 @@ packages=(
   libre2-dev libfmt-dev nlohmann-json3-dev doctest-dev libyaml-cpp-dev libcli11-dev libssl-dev
   libsqlite3-dev libboost-dev libsystemd-dev prometheus-alertmanager prometheus curl openssl
   groff-base systemd dpkg python3-tqdm python3-yaml python3-rich python3-colorama ripgrep python3-torch
-  libtomlplusplus-dev libcrypt-dev libpq-dev postgresql zlib1g-dev libpng-dev chromium poppler-utils zsh fish
+  libtomlplusplus-dev libcrypt-dev libpq-dev postgresql zlib1g-dev libpng-dev chromium poppler-utils zsh fish tmux
 )
 
 missing=()

@@ -24,6 +24,7 @@
 #include "daemon/cli/serve_command.h"
 #include "daemon/cli/run_command.h"
 #include "daemon/cli/scan_command.h"
+#include "daemon/cli/top_command.h"
 #include "daemon/common/daemon_config.h"
 #include "daemon/common/did_you_mean.h"
 #include "daemon/common/exit_codes.h"
@@ -246,8 +247,8 @@ class WatchCommand final : public Subcommand {
   std::string webhook_;
 };
 
-// `jobs` and `report` read the same store: --store, else the daemon config's fleet store, else
-// $OOMTRIAGE_STORE, else this node's.
+// `jobs`, `report` and `top` read the same store: --store, else the daemon config's fleet store,
+// else $OOMTRIAGE_STORE, else this node's.
 class StoreReaderCommand : public Subcommand {
  protected:
   void declare_host(CLI::App& app, const char* help) { app.add_option("--host", host_, help); }
@@ -315,7 +316,9 @@ class JobsCommand final : public StoreReaderCommand {
 class ReportCommand final : public StoreReaderCommand {
  public:
   void declare(CLI::App& app) override {
-    app.add_option("JOB", job_, "The job's name (default: the newest that crashed)");
+    app.add_option("JOB", job_,
+                   "The job's name, or a log or job folder to read (default: the newest that "
+                   "crashed)");
     CLI::Option* json = app.add_flag("--json", json_, "Print JSON");
     CLI::Option* markdown =
         app.add_flag("--markdown", markdown_, "Print a short Markdown version for chat");
@@ -345,6 +348,27 @@ class ReportCommand final : public StoreReaderCommand {
   bool json_ = false;
   bool markdown_ = false;
   std::string html_;
+};
+
+class TopCommand final : public StoreReaderCommand {
+ public:
+  void declare(CLI::App& app) override {
+    app.add_flag("--once", options_.once, "Print one frame and exit (for scripts)");
+    app.add_option("--interval", options_.interval_seconds, "Seconds between refreshes")
+        ->capture_default_str();
+    declare_host(app, "Only this node's jobs (a fleet store)");
+    declare_config(app);
+  }
+  int run(const GlobalOptions& global) override {
+    auto store = target(global);
+    if (!store) return exit_code_for(store.error());
+    options_.store = *store;
+    options_.color = color_mode(global);
+    return run_top(options_);
+  }
+
+ private:
+  TopOptions options_;
 };
 
 class ServeCommand final : public StoreReaderCommand {
@@ -561,6 +585,8 @@ constexpr CommandEntry kCommands[] = {
     {"watch", "Run the daemon in the foreground on training folders", true, make<WatchCommand>},
     {"jobs", "Jobs known to the store, newest first", false, make<JobsCommand>},
     {"report", "The story of one job", false, make<ReportCommand>},
+    {"top", "A live terminal view of the jobs, those that need someone first", false,
+     make<TopCommand>},
     {"serve", "A read-only web view of the jobs, their reports and the fleet", false,
      make<ServeCommand>},
     {"alert", "Alert receivers", false, make<AlertCommand>},

@@ -22,6 +22,7 @@
 #include <set>
 
 #include "daemon/cli/filter_words.h"
+#include "daemon/cli/log_story.h"
 #include "daemon/cli/log_reader.h"
 #include "daemon/common/did_you_mean.h"
 #include "daemon/render/html_report.h"
@@ -89,6 +90,79 @@ Result<Ok> write_file(const std::string& path, const std::string& content) {
     return make_error(ErrorCode::kIo, fmt::format("cannot write {}: {}", path, error.message()));
   }
   return Ok{};
+}
+
+// The story in the format the options ask for.
+int print_story(const db::JobStory& story, ReportView view, const ReportOptions& options) {
+  switch (options.format) {
+    case ReportFormat::kJson: fmt::print("{}", render_json_report(story, view)); return kExitOk;
+    case ReportFormat::kMarkdown: fmt::print("{}", render_markdown_report(view)); return kExitOk;
+    case ReportFormat::kHtml: {
+      view.loss = loss_curve_of(view);
+      const std::string html = render_html_report(view);
+      Result<Ok> written = write_file(options.html_path, html);
+      if (!written) {
+        fmt::print(stderr, "oomtriage: {}\n", written.error().message);
+        return kExitEnvironment;
+      }
+      if (options.html_path != "-") {
+        fmt::print(stderr, "oomtriage: wrote {} ({} KiB){}\n", options.html_path,
+                   (html.size() + 1023) / 1024,
+                   view.loss.source.empty() ? "; no training loss found for the curve"
+                                            : "; loss from " + view.loss.source);
+      }
+      return kExitOk;
+    }
+    case ReportFormat::kText:
+      fmt::print("{}", render_text_report(view, color_enabled(options.color)));
+      return kExitOk;
+  }
+  return kExitOk;
+}
+
+// `report PATH`: the story the store keeps of `log` (PATH, or the log in the folder PATH), else
+// the log read now as `scan` reads it (daemon/cli/log_story.h), with one line on stderr saying
+// so. `store` is null when there is none, or it could not be opened (`unreadable`).
+int report_path(db::JobReader* store, const std::optional<Error>& unreadable,
+                const StoreTarget& target, const std::string& path, const JobLog& log,
+                const ReportOptions& options) {
+  const std::string absolute = std::filesystem::absolute(log.path).lexically_normal().string();
+  std::optional<Error> failed = unreadable;
+  // Only a node's store knows its logs by path: a fleet store's jobs ran on other nodes.
+  if (auto* node = dynamic_cast<db::Store*>(store)) {
+    auto known = node->job_story_of_log(absolute);
+    if (!known) failed = known.error();
+    if (known && *known) {
+      db::JobStory& story = **known;
+      auto shown = shown_names(*node, "", {story.job});
+      ReportView view = build_view(story);
+      view.name = shown && !shown->empty() ? shown->front() : story.job.name;
+      view.report_command = "oomtriage report " + shell_quote(view.name);
+      return print_story(story, std::move(view), options);
+    }
+  }
+  const bool fleet = db::is_fleet_url(target.location);
+  auto story = story_of_log(log.path, fleet ? "" : target.location);
+  if (!story) {
+    fmt::print(stderr, "oomtriage: {}\n", story.error().message);
+    return exit_code_for(story.error());
+  }
+  const std::string why = failed   ? "the store cannot be read: " + failed->message
+                          : !store ? "no store at " + target.location
+                          : fleet  ? "the fleet store knows jobs by name, not by log"
+                                   : "the store at " + target.location + " does not know this log";
+  const std::string which = log.how_many > 1
+                                ? fmt::format(
+                                      ", the newest of {} logs in {}; `oomtriage scan {}` reads "
+                                      "them all",
+                                      log.how_many, path, shell_quote(path))
+                                : "";
+  fmt::print(stderr,
+             "oomtriage: read {} directly ({}{}); `oomtriage daemon` keeps each job's history\n",
+             log.path, why, which);
+  ReportView view = build_view(*story);
+  view.report_command = "oomtriage report " + shell_quote(path);
+  return print_story(*story, std::move(view), options);
 }
 
 }  // namespace
@@ -264,6 +338,21 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
 
 int run_report(const StoreTarget& target, const std::string& name, const ReportOptions& options) {
   auto store = open_reader(target);
+  std::error_code ec;
+  if (!name.empty() && std::filesystem::exists(name, ec)) {
+    // A log or a job's folder: answered with or without a store. A folder without a log may
+    // still be a stored job's name.
+    auto log = job_log_at(name);
+    if (log) {
+      return report_path(store ? store->get() : nullptr,
+                         store ? std::nullopt : std::optional<Error>(store.error()), target, name,
+                         *log, options);
+    }
+    if (!store || !*store) {
+      fmt::print(stderr, "oomtriage: {}\n", log.error().message);
+      return exit_code_for(log.error());
+    }
+  }
   if (!store) {
     fmt::print(stderr, "oomtriage: {}\n", store.error().message);
     return exit_code_for(store.error());
@@ -288,11 +377,17 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
   }
   keep_newest(jobs);
   if (jobs.empty()) {
+    // Nothing stored yet (the daemon never ran, or found nothing): what answers instead.
+    const std::string where =
+        *store ? "in " + target.location : "(no store at " + target.location + " yet)";
+    const std::string hint =
+        "; `oomtriage report LOG` reads a log or a job's folder directly, and `oomtriage daemon` "
+        "keeps each job's history";
     if (name.empty()) {
-      fmt::print(stderr, "oomtriage: no jobs yet in {}\n", target.location);
+      fmt::print(stderr, "oomtriage: no jobs yet {}{}\n", where, hint);
     } else {
-      fmt::print(stderr, "oomtriage: no job named '{}' in {}{}\n", name, target.location,
-                 target.host.empty() ? "" : " on host " + target.host);
+      fmt::print(stderr, "oomtriage: no job named '{}' {}{}{}\n", name, where,
+                 target.host.empty() ? "" : " on host " + target.host, hint);
     }
     return kExitBadInput;
   }
@@ -343,30 +438,7 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
   view.name = names[static_cast<size_t>(chosen - jobs.data())];
   view.report_command = "oomtriage report " + shell_quote(view.name) +
                         (chosen->host.empty() ? "" : " --host " + shell_quote(chosen->host));
-  switch (options.format) {
-    case ReportFormat::kJson: fmt::print("{}", render_json_report(*story, view)); return kExitOk;
-    case ReportFormat::kMarkdown: fmt::print("{}", render_markdown_report(view)); return kExitOk;
-    case ReportFormat::kHtml: {
-      view.loss = loss_curve_of(view);
-      const std::string html = render_html_report(view);
-      Result<Ok> written = write_file(options.html_path, html);
-      if (!written) {
-        fmt::print(stderr, "oomtriage: {}\n", written.error().message);
-        return kExitEnvironment;
-      }
-      if (options.html_path != "-") {
-        fmt::print(stderr, "oomtriage: wrote {} ({} KiB){}\n", options.html_path,
-                   (html.size() + 1023) / 1024,
-                   view.loss.source.empty() ? "; no training loss found for the curve"
-                                            : "; loss from " + view.loss.source);
-      }
-      return kExitOk;
-    }
-    case ReportFormat::kText:
-      fmt::print("{}", render_text_report(view, color_enabled(options.color)));
-      return kExitOk;
-  }
-  return kExitOk;
+  return print_story(*story, std::move(view), options);
 }
 
 }  // namespace oomtriage::daemon

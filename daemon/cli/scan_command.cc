@@ -94,6 +94,44 @@ std::vector<std::string> logs_under(const std::string& dir, const std::vector<st
   return found;
 }
 
+Result<ScannedLog> analyse_log(const std::string& path, parsers::Trainer trainer) {
+  parsers::AnalyzerOptions analyzer_options;
+  analyzer_options.trainer = trainer;
+  parsers::LogAnalyzer analyzer(analyzer_options);
+  OOMTRIAGE_TRY(read_log_into(path, analyzer));
+  ScannedLog log;
+  log.path = path;
+  log.analysis = analyzer.finish();
+  const auto& a = log.analysis;
+  if (a.bytes == 0) {
+    report(fmt::format("{}: empty file, nothing to analyse", path));
+  } else if (a.binary_bytes * 10 > std::min<uint64_t>(a.bytes, 64 * 1024)) {
+    report(
+        fmt::format("{}: does not look like a text log ({} control bytes in the first {}); "
+                    "scanned anyway",
+                    path, a.binary_bytes, std::min<uint64_t>(a.bytes, 64 * 1024)));
+  }
+  if (a.truncated_records > 0) {
+    report(fmt::format("{}: {} record(s) longer than {} bytes were cut", path, a.truncated_records,
+                       parsers::kMaxRecordBytes));
+  }
+  return log;
+}
+
+Result<JobLookup> rank_log(ScannedLog& log, const std::optional<std::filesystem::path>& config,
+                           const std::string& store) {
+  OOMTRIAGE_ASSIGN_OR_RETURN(JobLookup lookup,
+                             locate_job(log.path, config, log.analysis.trainer, log.analysis));
+  if (!lookup.warning.empty()) report(lookup.warning);
+  const triage::JobView job{lookup.config ? &*lookup.config : nullptr, lookup.config_problem,
+                            &lookup.files, lookup.run_config ? &*lookup.run_config : nullptr};
+  log.fixes = triage::triage_log(log.analysis, job,
+                                 history_of_log(store, log.path, log.analysis, lookup.files))
+                  .fixes;
+  log.job = std::move(lookup.job);
+  return lookup;
+}
+
 int run_scan(const ScanOptions& options) {
   int exit_code = kExitOk;
   std::vector<ScannedLog> scanned;
@@ -120,44 +158,17 @@ int run_scan(const ScanOptions& options) {
   }
 
   for (const std::string& path : logs) {
-    parsers::AnalyzerOptions analyzer_options;
-    analyzer_options.trainer = options.trainer;
-    parsers::LogAnalyzer analyzer(analyzer_options);
-    if (auto read = read_log_into(path, analyzer); !read) {
-      report(read.error().message);
-      exit_code = std::max(exit_code, exit_code_for(read.error()));
+    auto log = analyse_log(path, options.trainer);
+    if (!log) {
+      report(log.error().message);
+      exit_code = std::max(exit_code, exit_code_for(log.error()));
       continue;
     }
-    ScannedLog log;
-    log.path = path;
-    log.analysis = analyzer.finish();
-    const auto& a = log.analysis;
-    if (a.bytes == 0) {
-      report(fmt::format("{}: empty file, nothing to analyse", path));
-    } else if (a.binary_bytes * 10 > std::min<uint64_t>(a.bytes, 64 * 1024)) {
-      report(
-          fmt::format("{}: does not look like a text log ({} control bytes in the first {}); "
-                      "scanned anyway",
-                      path, a.binary_bytes, std::min<uint64_t>(a.bytes, 64 * 1024)));
+    if (auto ranked = rank_log(*log, explicit_config, options.store); !ranked) {
+      report(ranked.error().message);
+      return exit_code_for(ranked.error());  // 1 for a config refused, 2 for one not readable
     }
-    if (a.truncated_records > 0) {
-      report(fmt::format("{}: {} record(s) longer than {} bytes were cut", path,
-                         a.truncated_records, parsers::kMaxRecordBytes));
-    }
-    auto located = locate_job(path, explicit_config, a.trainer, a);
-    if (!located) {
-      report(located.error().message);
-      return exit_code_for(located.error());  // 1 for a config refused, 2 for one not readable
-    }
-    JobLookup& lookup = *located;
-    if (!lookup.warning.empty()) report(lookup.warning);
-    const triage::JobView job{lookup.config ? &*lookup.config : nullptr, lookup.config_problem,
-                              &lookup.files, lookup.run_config ? &*lookup.run_config : nullptr};
-    log.fixes = triage::triage_log(log.analysis, job,
-                                   history_of_log(options.store, path, log.analysis, lookup.files))
-                    .fixes;
-    log.job = std::move(lookup.job);
-    scanned.push_back(std::move(log));
+    scanned.push_back(std::move(*log));
   }
 
   if (options.fail_on_oom && exit_code == kExitOk) {
