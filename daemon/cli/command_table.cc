@@ -256,13 +256,18 @@ class StoreReaderCommand : public Subcommand {
     app.add_option("--config", reader_config_, "Read the store this daemon config names");
   }
   Result<StoreTarget> target(const GlobalOptions& global) const {
-    StoreTarget target{global.store, host_};
+    StoreTarget target{global.store, host_, ""};
     std::string config_state_dir;
     if (reader_config_) {
       auto config = load_config_or_say(*reader_config_);
       if (!config) return config.error();
       if (target.location.empty()) target.location = config->store;
       config_state_dir = config->state_dir;
+      target.web_url = config->web_url;
+    } else if (std::error_code ec; std::filesystem::exists(kDefaultDaemonConfig, ec)) {
+      // The installed daemon's web_url, for the job's page; a config that does not read (or may
+      // not be read by this user) only costs the link.
+      if (auto config = load_daemon_config(kDefaultDaemonConfig)) target.web_url = config->web_url;
     }
     if (target.location.empty()) target.location = env("OOMTRIAGE_STORE").value_or("");
     if (target.location.empty()) target.location = store_path(global, config_state_dir);

@@ -21,10 +21,12 @@
 #include <fstream>
 #include <set>
 
+#include "daemon/alerts/alert_payload.h"
 #include "daemon/cli/filter_words.h"
 #include "daemon/cli/log_story.h"
 #include "daemon/cli/log_reader.h"
 #include "daemon/common/did_you_mean.h"
+#include "daemon/common/human_units.h"
 #include "daemon/render/html_report.h"
 #include "daemon/render/job_names.h"
 #include "daemon/render/json_output.h"
@@ -32,6 +34,7 @@
 #include "daemon/render/markdown_report.h"
 #include "daemon/render/text_output.h"
 #include "daemon/render/text_report.h"
+#include "daemon/render/top_view.h"
 #include "db/fleet_store.h"
 #include "db/loss_log.h"
 #include "db/store.h"
@@ -92,6 +95,36 @@ Result<Ok> write_file(const std::string& path, const std::string& content) {
   return Ok{};
 }
 
+// What the job is doing now, the warnings kept with it and its page: below the text report.
+std::string live_text(const db::JobStory& story, const std::string& page_url) {
+  std::string out;
+  const db::LiveState& live = story.job.live;
+  if (live.last_write > 0) {
+    std::string now = "Now: " + story.job.status();
+    if (live.step) {
+      now += fmt::format(", step {}", *live.step);
+      if (live.total_steps) now += fmt::format("/{}", *live.total_steps);
+    }
+    if (!live.phase.empty()) now += " (" + live.phase + ")";
+    if (live.steps_per_second) now += ", " + rate_text(*live.steps_per_second);
+    if (const auto eta = live.eta_seconds(); eta && story.job.status() == "running")
+      now += ", ETA " + duration_words(*eta);
+    if (live.loss) now += fmt::format(", loss {:.4g}", *live.loss);
+    now += ", last write " + when(live.last_write);
+    out += "\n" + now + "\n";
+    if (!live.last_line.empty()) out += "  last line: " + live.last_line + "\n";
+  }
+  if (!story.warnings.empty()) {
+    out += "\nWarnings:\n";
+    for (const db::WarningRow& w : story.warnings) {
+      out += fmt::format("  {} {}: {}{}\n", when(w.created_at), w.kind, w.summary,
+                         w.resolved_at ? " (resolved " + when(*w.resolved_at) + ")" : "");
+    }
+  }
+  if (!page_url.empty()) out += "\nPage: " + page_url + "\n";
+  return out;
+}
+
 // The story in the format the options ask for.
 int print_story(const db::JobStory& story, ReportView view, const ReportOptions& options) {
   switch (options.format) {
@@ -115,6 +148,7 @@ int print_story(const db::JobStory& story, ReportView view, const ReportOptions&
     }
     case ReportFormat::kText:
       fmt::print("{}", render_text_report(view, color_enabled(options.color)));
+      fmt::print("{}", live_text(story, options.page_url));
       return kExitOk;
   }
   return kExitOk;
@@ -312,26 +346,45 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
   }
   const bool c = color_enabled(color);
   const std::string host_header = hosts ? fmt::format("{:<16} ", "HOST") : "";
-  fmt::print("{}{:<32} {:<12} {:<14} {:<12} {:<14} {:>6} {:<24} {:>4} {:>6} {:>11} {:>8}  {}\n",
-             host_header, "JOB", "TRAINER", "OUTCOME", "FAMILY", "PHASE", "STEP", "TOP FIX", "RUNS",
-             "EVENTS", "GPU PEAK", "HEADROOM", "LAST SEEN");
+  fmt::print(
+      "{}{:<32} {:<12} {:<14} {:<14} {:<12} {:>11} {:>9} {:>7} {:>8} {:<14} {:>6} {:<24} {:>4} "
+      "{:>6} "
+      "{:>11} {:>8}  {}\n",
+      host_header, "JOB", "TRAINER", "STATUS", "WARNING", "FAMILY", "STEP", "RATE", "ETA", "LOSS",
+      "LAST OOM", "AT", "TOP FIX", "RUNS", "EVENTS", "GPU PEAK", "HEADROOM", "LAST SEEN");
   for (size_t i = 0; i < jobs.size(); ++i) {
     const db::JobSummary& job = jobs[i];
     const LastIncident last = last_incident(job);
+    const std::string status = job.status();
     const std::string outcome =
-        paint(c && job.outcome.starts_with("crashed"), fmt::fg(fmt::terminal_color::red),
-              fmt::format("{:<14}", job.outcome));
+        paint(c && (status.starts_with("crashed") || status == "stalled"),
+              fmt::fg(status == "stalled" ? fmt::terminal_color::yellow : fmt::terminal_color::red),
+              fmt::format("{:<14}", status));
+    const db::LiveState& live = job.live;
+    const std::string warning = job.near_oom        ? "near OOM"
+                                : job.predicted_oom ? "predicted OOM"
+                                                    : "-";
+    const std::string step =
+        live.step ? fmt::format("{}{}", *live.step,
+                                live.total_steps ? "/" + std::to_string(*live.total_steps) : "")
+                  : "-";
+    const auto eta = live.eta_seconds();
     const std::string host = hosts ? fmt::format("{:<16} ", job.host) : "";
     const std::string peak = job.gpu_peak_bytes
                                  ? fmt::format("{}/{}", gib_text(*job.gpu_peak_bytes),
                                                gib_text(job.gpu_total_bytes.value_or(0)))
                                  : "-";
     const auto room = headroom(job);
-    fmt::print("{}{:<32} {:<12} {} {:<12} {:<14} {:>6} {:<24} {:>4} {:>6} {:>11} {:>8}  {}\n", host,
-               names[i], job.trainer, outcome,
-               job.family.empty() ? "-" : parsers::family_display_name(job.family), last.phase,
-               last.step, last.top_fix, job.runs, job.events, peak, room ? gib_text(*room) : "-",
-               when(job.last_seen));
+    fmt::print(
+        "{}{:<32} {:<12} {} {:<14} {:<12} {:>11} {:>9} {:>7} {:>8} {:<14} {:>6} {:<24} {:>4} {:>6} "
+        "{:>11} {:>8}  {}\n",
+        host, names[i], job.trainer, outcome, warning,
+        job.family.empty() ? "-" : parsers::family_display_name(job.family), step,
+        live.steps_per_second ? rate_text(*live.steps_per_second) : "-",
+        eta && status == "running" ? duration_text(*eta) : "-",
+        live.loss ? fmt::format("{:.4g}", *live.loss) : "-", last.phase, last.step, last.top_fix,
+        job.runs, job.events, peak, room ? gib_text(*room) : "-",
+        when(live.last_write ? live.last_write : job.last_seen));
   }
   return kExitOk;
 }
@@ -438,7 +491,9 @@ int run_report(const StoreTarget& target, const std::string& name, const ReportO
   view.name = names[static_cast<size_t>(chosen - jobs.data())];
   view.report_command = "oomtriage report " + shell_quote(view.name) +
                         (chosen->host.empty() ? "" : " --host " + shell_quote(chosen->host));
-  return print_story(*story, std::move(view), options);
+  ReportOptions with_page = options;
+  with_page.page_url = job_page_url(target.web_url, chosen->name);
+  return print_story(*story, std::move(view), with_page);
 }
 
 }  // namespace oomtriage::daemon

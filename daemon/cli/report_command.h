@@ -60,6 +60,7 @@ struct ReportOptions {
   ReportFormat format = ReportFormat::kText;
   std::string html_path;  // for kHtml; "-" for standard output
   ColorMode color = ColorMode::kAuto;
+  std::string page_url;  // the job's page under the daemon's web_url, printed by the text report
 };
 // An empty `job`: the newest job that crashed (else the newest job).
 int run_report(const StoreTarget& store, const std::string& job, const ReportOptions& options);

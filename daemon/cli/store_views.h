@@ -22,6 +22,7 @@ namespace oomtriage::daemon {
 struct StoreTarget {
   std::string location;
   std::string host;
+  std::string web_url;  // the daemon config's web_url: `report` prints the job's page
 };
 
 // Every mode only reads: nothing is migrated or written.

@@ -19,19 +19,12 @@ std::string step_text(std::optional<int64_t> step, std::optional<int64_t> total_
   return fmt::format("step {}", *step);
 }
 
-std::string duration_text(int64_t seconds) {
+std::string duration_words(int64_t seconds) {
   if (seconds < 0) seconds = 0;
   if (seconds < 60) return fmt::format("{} s", seconds);
   if (seconds < 3600) return fmt::format("{} min", seconds / 60);
   if (seconds < 86400) return fmt::format("{} h {:02} min", seconds / 3600, seconds % 3600 / 60);
   return fmt::format("{} d {} h", seconds / 86400, seconds % 86400 / 3600);
-}
-
-std::string rate_text(double steps_per_second) {
-  if (steps_per_second > 0 && steps_per_second < 1) {
-    return fmt::format("{:.2f} s/it", 1 / steps_per_second);
-  }
-  return fmt::format("{:.2f} it/s", steps_per_second);
 }
 
 }  // namespace oomtriage::daemon

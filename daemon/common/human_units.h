@@ -14,10 +14,8 @@ std::string format_bytes(uint64_t bytes);
 // "step 500/3000", "step 500", "step unknown".
 std::string step_text(std::optional<int64_t> step, std::optional<int64_t> total_steps);
 
-// A span of time as people read it: "45 s", "17 min", "2 h 05 min", "3 d 4 h".
-std::string duration_text(int64_t seconds);
-
-// A training bar's rate as tqdm prints it: "1.40 s/it" below one step a second, else "2.31 it/s".
-std::string rate_text(double steps_per_second);
+// A span of time in words, as an alert or the journal says it: "45 s", "17 min", "2 h 05 min",
+// "3 d 4 h" (`top` has its own, narrower: daemon/render/top_view.h).
+std::string duration_words(int64_t seconds);
 
 }  // namespace oomtriage::daemon

@@ -39,11 +39,11 @@ AlertContent stall_alert(const Tracked& file, const db::LiveState& live, int64_t
   alert.step = live.step ? std::to_string(*live.step) : "unknown";
   if (live.step && live.total_steps) alert.step += " of " + std::to_string(*live.total_steps);
   alert.message = resolved
-                      ? "The log grows again after " + duration_text(now - since) + " of silence."
+                      ? "The log grows again after " + duration_words(now - since) + " of silence."
                       : "Last line: " + live.last_line;
   alert.starts_at = utc_time(since);
   if (resolved) alert.ends_at = utc_time(now);
-  alert.stalled = AlertContent::Stall{since, duration_text(now - since), live.last_line, resolved};
+  alert.stalled = AlertContent::Stall{since, duration_words(now - since), live.last_line, resolved};
   return alert;
 }
 

@@ -25,31 +25,18 @@ std::string_view trim(std::string_view s) {
 }  // namespace
 
 std::string last_line_of(std::string_view tail, size_t limit) {
-  // Only a complete line: the part after the last newline may still be being written.
-  const size_t end = tail.rfind('\n');
-  if (end == std::string_view::npos) return "";
-  std::string_view line = tail.substr(0, end);
-  while (true) {
-    const size_t start = line.rfind('\n');
-    std::string_view candidate = start == std::string_view::npos ? line : line.substr(start + 1);
-    // A bar redrawn with '\r': its newest frame is the last one that is not empty.
-    while (!candidate.empty()) {
-      const size_t cr = candidate.rfind('\r');
-      if (cr == std::string_view::npos) break;
-      if (!trim(candidate.substr(cr + 1)).empty()) {
-        candidate = candidate.substr(cr + 1);
-        break;
-      }
-      candidate = candidate.substr(0, cr);
-    }
-    const std::string cleaned = parsers::strip_ansi(candidate);
+  // Only a complete record: what follows the last line end or `\r` redraw may still be being
+  // written. A bar redrawn with `\r` ends each frame there, so its newest frame is the last line.
+  size_t end = tail.find_last_of("\r\n");
+  while (end != std::string_view::npos) {
+    const size_t start = end == 0 ? std::string_view::npos : tail.find_last_of("\r\n", end - 1);
+    const size_t from = start == std::string_view::npos ? 0 : start + 1;
+    const std::string cleaned = parsers::strip_ansi(tail.substr(from, end - from));
     const std::string_view text = trim(cleaned);
-    if (!text.empty()) {
-      return valid_utf8(truncate_utf8(text, limit));
-    }
-    if (start == std::string_view::npos) return "";
-    line = line.substr(0, start);  // a blank line: the one before it
+    if (!text.empty()) return valid_utf8(truncate_utf8(text, limit));
+    end = start;  // a blank line or an empty redraw: the one before it
   }
+  return "";
 }
 
 LogTail read_log_tail(int fd) {

@@ -146,6 +146,19 @@ TEST_SUITE("daemon::preflight") {
       CHECK(predicted[0]["labels"]["severity"] == "warning");
       CHECK(predicted[0]["labels"]["family"] == "flux1-dev");
       CHECK(daemon.stderr_text().find("big: warning: predicted OOM in") != std::string::npos);
+      // The warning stays with the job: `alerts` lists it and `jobs` marks it.
+      const fs::path state = rig.dir.path / "state";
+      auto [rc, listed] = oomtriage_says("--state-dir " + state.string() + " alerts --json");
+      REQUIRE(rc == 0);
+      const json warnings = json::parse(listed)["warnings"];
+      REQUIRE(warnings.size() == 1);
+      CHECK(warnings[0]["job"] == "big");
+      CHECK(warnings[0]["kind"] == "predicted_oom");
+      CHECK(warnings[0]["resolved_at"].is_null());
+      auto [jobs_rc, jobs] = oomtriage_says("--state-dir " + state.string() + " jobs --json");
+      REQUIRE(jobs_rc == 0);
+      for (const json& job : json::parse(jobs)["jobs"])
+        CHECK(job["predicted_oom"] == (job["name"] == "big"));
     }
     // A restarted daemon reads the same config again: no second warning.
     DaemonProcess again(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},
