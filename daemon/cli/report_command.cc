@@ -136,6 +136,8 @@ Result<JobsPage> find_jobs_page(db::JobReader& store, const std::string& host,
   // A century at most: "999999999w" is every job, not a time before the calendar.
   constexpr int64_t kCentury = 100LL * 366 * 86400;
   if (filter.since_seconds) query.since = now - std::min(*filter.since_seconds, kCentury);
+  query.oom_from = filter.oom_from;
+  query.oom_until = filter.oom_until;
   // One more than asked says whether there is a next page.
   query.limit = filter.limit ? filter.limit + 1 : 0;
   query.offset = filter.offset;
