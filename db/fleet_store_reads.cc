@@ -85,18 +85,27 @@ Result<std::vector<JobSummary>> FleetStore::find_jobs(const JobQuery& query) {
   const std::string sql =
       job_summary_select(
           "(SELECT * FROM oomtriage.jobs WHERE ($1 = '' OR host = $1) AND ($2 = '' OR "
-          "outcome = $2) AND ($3 = '' OR phase = $3) AND ($4 = '' OR trainer = $4) AND ($5 = '' "
-          "OR model_family = $5) AND ($6 = '' OR lower(name) LIKE lower($6)) AND ($7 = "
-          "'{}' OR name = ANY($7::text[])) AND ($8::bigint IS NULL OR last_seen >= "
-          "to_timestamp($8)) ORDER BY last_seen DESC, host, store_id, id DESC LIMIT $9 OFFSET $10) "
-          "j") +
+          "outcome = $2) AND ($3 = '' OR $11::bigint IS NOT NULL OR phase = $3) AND ($4 = '' OR "
+          "trainer = $4) AND ($5 = '' OR $11::bigint IS NOT NULL OR model_family = $5) AND ($6 = "
+          "'' OR lower(name) LIKE lower($6)) AND ($7 = '{}' OR name = ANY($7::text[])) AND "
+          "($8::bigint IS NULL OR last_seen >= to_timestamp($8)) "
+          // An OOM in the days asked, counted as fleet_overview() counts them: then phase and
+          // family pick that event, not the newest.
+          "AND ($11::bigint IS NULL OR EXISTS (SELECT 1 FROM oomtriage.events e WHERE e.store_id "
+          "= jobs.store_id AND e.job_id = jobs.id AND e.created_at >= to_timestamp($11) AND "
+          "($12::bigint IS NULL OR e.created_at < to_timestamp($12)) AND ($3 = '' OR e.phase = "
+          "$3) AND ($5 = '' OR e.model_family = $5))) "
+          "ORDER BY last_seen DESC, host, store_id, id DESC LIMIT $9 OFFSET $10) j") +
       "ORDER BY j.last_seen DESC, j.host, j.store_id, j.id DESC";
-  auto r =
-      c.run(sql.c_str(),
-            {pg_text(host), pg_text(query.outcome), pg_text(query.phase), pg_text(query.trainer),
-             pg_text(query.family), like_pattern(query.text), names, number(query.since),
-             query.limit ? std::optional<std::string>(std::to_string(query.limit)) : std::nullopt,
-             std::to_string(query.offset)});
+  auto r = c.run(
+      sql.c_str(),
+      {pg_text(host), pg_text(query.outcome), pg_text(query.phase), pg_text(query.trainer),
+       pg_text(query.family), like_pattern(query.text), names, number(query.since),
+       query.limit ? std::optional<std::string>(std::to_string(query.limit)) : std::nullopt,
+       std::to_string(query.offset),
+       query.oom_window() ? std::optional<std::string>(std::to_string(query.oom_from.value_or(0)))
+                          : std::nullopt,
+       number(query.oom_until)});
   if (!r) return r.error();
   std::vector<JobSummary> jobs;
   for (int row = 0; row < libpq().PQntuples(r->get()); ++row)

@@ -326,6 +326,12 @@ struct JobQuery {
   std::optional<int64_t> since;    // last seen at or after (unix seconds)
   size_t limit = 0;                // 0 for all
   size_t offset = 0;
+  // Jobs with an OOM event stored at or after oom_from and before oom_until (unix seconds; either
+  // may be open), the events /fleet counts per day (fleet_overview()); then `phase` and `family`
+  // pick such an event rather than the newest.
+  std::optional<int64_t> oom_from;
+  std::optional<int64_t> oom_until;
+  bool oom_window() const { return oom_from.has_value() || oom_until.has_value(); }
 };
 
 // The fleet at a glance (`oomtriage serve`'s /fleet), over the events since a time.

@@ -180,12 +180,17 @@ Result<std::vector<JobSummary>> Store::find_jobs(const JobQuery& query) {
       "WHERE r.job_id = j.id) WHERE "
       "(?1 = '' OR COALESCE((SELECT outcome FROM runs r WHERE r.job_id = j.id ORDER BY r.id "
       "DESC LIMIT 1), 'unknown') = ?1) "
-      "AND (?2 = '' OR le.phase = ?2) "
+      "AND (?2 = '' OR ?10 IS NOT NULL OR le.phase = ?2) "
       "AND (?3 = '' OR j.trainer = ?3) "
-      "AND (?4 = '' OR le.model_family = ?4) "
+      "AND (?4 = '' OR ?10 IS NOT NULL OR le.model_family = ?4) "
       "AND (?5 = '' OR instr(lower(j.name), lower(?5)) > 0) "
       "AND (?6 = '[]' OR j.name IN (SELECT value FROM json_each(?6))) "
       "AND (?7 IS NULL OR j.last_seen >= ?7) "
+      // An OOM in the days asked, counted as fleet_overview() counts them (db/store_overview.cc):
+      // then phase and family pick that event, not the newest.
+      "AND (?10 IS NULL OR EXISTS (SELECT 1 FROM events e WHERE e.job_id = j.id AND "
+      "e.created_at >= ?10 AND (?11 IS NULL OR e.created_at < ?11) AND (?2 = '' OR e.phase = "
+      "?2) AND (?4 = '' OR e.model_family = ?4))) "
       "ORDER BY j.last_seen DESC, j.id DESC LIMIT ?8 OFFSET ?9");
   nlohmann::json names = nlohmann::json::array();
   for (const auto& name : query.names) names.push_back(name);
@@ -197,7 +202,10 @@ Result<std::vector<JobSummary>> Store::find_jobs(const JobQuery& query) {
       .bind(6, names.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
       .bind(7, query.since)
       .bind(8, query.limit ? static_cast<int64_t>(query.limit) : int64_t{-1})
-      .bind(9, static_cast<int64_t>(query.offset));
+      .bind(9, static_cast<int64_t>(query.offset))
+      .bind(10,
+            query.oom_window() ? std::optional<int64_t>(query.oom_from.value_or(0)) : std::nullopt)
+      .bind(11, query.oom_until);
   if (!s.ok()) return s.error("list jobs");
   std::vector<JobSummary> jobs;
   // A node's store has no hosts: a host filter matches none of its jobs.

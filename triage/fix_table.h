@@ -27,6 +27,9 @@ struct FixRow {
   // where the last save left it: it may be applied unattended.
   bool resume_safe;
   std::string_view doc;  // what it changes, in one line
+  // The fix as people read it in lists, beside its id: "Turn preview sampling off". The ranked
+  // fix's own title (triage/fix.h) says it for one crash ("Drop the 1024 px bucket").
+  std::string_view name;
 };
 
 // Every fix, in the order docs/design.md lists them.

@@ -34,7 +34,7 @@
 #include "daemon/render/markdown_report.h"
 #include "daemon/render/text_output.h"
 #include "daemon/render/text_report.h"
-#include "daemon/render/top_view.h"
+#include "daemon/render/live_text.h"
 #include "db/fleet_store.h"
 #include "db/loss_log.h"
 #include "db/store.h"
@@ -53,14 +53,6 @@ using nlohmann::ordered_json;
 template <class T>
 ordered_json optional_json(const std::optional<T>& value) {
   return value ? ordered_json(*value) : ordered_json(nullptr);
-}
-
-// How far the bar is, in percent, when it has a total.
-std::optional<double> percent_done(const db::LiveState& live) {
-  if (!live.step || !live.total_steps || *live.total_steps <= 0) return std::nullopt;
-  return std::round(1000.0 * static_cast<double>(*live.step) /
-                    static_cast<double>(*live.total_steps)) /
-         10.0;
 }
 
 // "22.1G": the jobs table's narrow columns.
@@ -254,6 +246,8 @@ Result<JobsPage> find_jobs_page(db::JobReader& store, const std::string& host,
   // A century at most: "999999999w" is every job, not a time before the calendar.
   constexpr int64_t kCentury = 100LL * 366 * 86400;
   if (filter.since_seconds) query.since = now - std::min(*filter.since_seconds, kCentury);
+  query.oom_from = filter.oom_from;
+  query.oom_until = filter.oom_until;
   // One more than asked says whether there is a next page.
   query.limit = filter.limit ? filter.limit + 1 : 0;
   query.offset = filter.offset;
@@ -311,7 +305,7 @@ int run_jobs(const StoreTarget& target, const JobsFilter& filter, bool json, Col
           {"phase", last.phase == "-" ? ordered_json(nullptr) : ordered_json(last.phase)},
           {"step", optional_json(live.step ? live.step : job.last_step)},
           {"total_steps", optional_json(live.total_steps)},
-          {"percent", optional_json(percent_done(live))},
+          {"percent", optional_json(percent_done(live.step, live.total_steps))},
           {"rate", optional_json(live.steps_per_second)},
           {"eta_seconds", optional_json(live.eta_seconds())},
           {"loss", optional_json(live.loss)},

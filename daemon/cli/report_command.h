@@ -26,9 +26,11 @@ struct JobsFilter {
   std::string text;    // in the name
   size_t limit = 0;    // 0 for all
   size_t offset = 0;
+  // An OOM stored in these times (db::JobQuery::oom_from, oom_until): /fleet's days.
+  std::optional<int64_t> oom_from, oom_until;
   bool any() const {
     return since_seconds || !outcome.empty() || !phase.empty() || !trainer.empty() ||
-           !family.empty() || !text.empty();
+           !family.empty() || !text.empty() || oom_from || oom_until;
   }
 };
 

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <condition_variable>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <system_error>
@@ -21,11 +22,12 @@
 #include "daemon/render/html_report.h"
 #include "daemon/render/job_names.h"
 #include "daemon/render/json_report.h"
+#include "daemon/render/live_html.h"
+#include "daemon/render/live_text.h"
 #include "daemon/render/markdown_report.h"
 #include "daemon/render/web_pages.h"
 #include "daemon/service/service_manager.h"
 #include "db/fleet_store.h"
-#include "parsers/family_names.h"
 
 namespace oomtriage::daemon {
 namespace {
@@ -110,6 +112,29 @@ WebResponse error_page(int status, const std::string& title, const std::string& 
   return html_page(status, render_error_page(status, title, detail));
 }
 
+// A page that reloads itself while a job on it is under way: a plain Refresh header, which
+// browsers follow without script.
+WebResponse refreshing(WebResponse page, bool refresh) {
+  if (refresh) page.headers.emplace_back("Refresh", std::to_string(kRefreshSeconds));
+  return page;
+}
+
+// "2026-12-04" as the unix seconds its UTC day begins; nullopt for anything else (the day is
+// read back to reject "2026-02-31").
+std::optional<int64_t> utc_day_start(const std::string& day) {
+  if (day.size() != 10 || day[4] != '-' || day[7] != '-') return std::nullopt;
+  for (const size_t i : {0, 1, 2, 3, 5, 6, 8, 9}) {
+    if (day[i] < '0' || day[i] > '9') return std::nullopt;
+  }
+  std::tm tm{};
+  tm.tm_year = std::stoi(day.substr(0, 4)) - 1900;
+  tm.tm_mon = std::stoi(day.substr(5, 2)) - 1;
+  tm.tm_mday = std::stoi(day.substr(8, 2));
+  const int64_t start = static_cast<int64_t>(timegm(&tm));
+  if (utc_time(start, "%Y-%m-%d") != day) return std::nullopt;
+  return start;
+}
+
 class Site {
  public:
   Site(const ServeOptions& options, std::unique_ptr<WebAccess> access)
@@ -162,7 +187,7 @@ class Site {
     if (target.path == "/healthz") return {200, "text/plain; charset=utf-8", "ok\n", {}};
     if (target.path == "/" || target.path == "/index.html") return jobs(target);
     if (target.path == "/fleet") return fleet();
-    if (target.path.starts_with("/job/")) return job(target.path.substr(5));
+    if (target.path.starts_with("/job/")) return job(target.path.substr(5), target);
     return error_page(404, "Not found", "there is no page at this address");
   }
 
@@ -188,6 +213,9 @@ class Site {
     f.family = param("family");
     f.since = param("since");
     f.text = param("q");
+    f.from = param("from");
+    f.to = param("to");
+    f.refresh = param("refresh") != "0";
     const long page = std::strtol(param("page").c_str(), nullptr, 10);
     f.page = page >= 1 && page <= 100000 ? static_cast<size_t>(page) : 1;
     JobsFilter filter;
@@ -200,6 +228,16 @@ class Site {
       filter.since_seconds = parse_duration(f.since);
       if (!filter.since_seconds) return error_page(400, "Bad filter", "since: " + f.since);
     }
+    // /fleet counts an OOM on the UTC day it was stored: a day's filter is that day whole.
+    if (!f.from.empty()) {
+      filter.oom_from = utc_day_start(f.from);
+      if (!filter.oom_from) return error_page(400, "Bad filter", "from: " + f.from);
+    }
+    if (!f.to.empty()) {
+      const auto to = utc_day_start(f.to);
+      if (!to) return error_page(400, "Bad filter", "to: " + f.to);
+      filter.oom_until = *to + 86400;
+    }
     filter.limit = options_.page_size;
     filter.offset = (f.page - 1) * options_.page_size;
     auto lease = readers_.take();
@@ -211,33 +249,16 @@ class Site {
     }
     view.more = found->more;
     view.notes = found->notes;
-    for (size_t i = 0; i < found->jobs.size(); ++i) {
-      const db::JobSummary& job = found->jobs[i];
-      const LastIncident last = last_incident(job);
-      JobRow row{job.key,
-                 found->names[i],
-                 job.host,
-                 job.trainer,
-                 job.outcome,
-                 last.phase,
-                 last.step,
-                 last.top_fix,
-                 when(job.last_seen).substr(0, 16),
-                 job.runs,
-                 "",
-                 job.family.empty() ? "" : parsers::family_display_name(job.family)};
-      row.last_seen[10] = ' ';
-      if (job.gpu_peak_bytes && job.gpu_total_bytes) {
-        row.gpu = fmt::format("{:.1f}/{:.1f} GiB",
-                              static_cast<double>(*job.gpu_peak_bytes) / (1ull << 30),
-                              static_cast<double>(*job.gpu_total_bytes) / (1ull << 30));
-      }
-      view.rows.push_back(std::move(row));
-    }
-    return html_page(200, render_jobs_page(view));
+    const int64_t now = unix_now();
+    for (size_t i = 0; i < found->jobs.size(); ++i)
+      view.rows.push_back(make_job_row(found->jobs[i], found->names[i], now));
+    return refreshing(html_page(200, render_jobs_page(view)), list_refreshes(view));
   }
 
-  WebResponse job(std::string key) {
+  // /job/<key>, or /job/<name>: a key first (keys keep working whatever names jobs take), then
+  // a name as the list shows it ("my_lora (col/b)") or as the job calls itself. A name several
+  // jobs share answers with a choice of them.
+  WebResponse job(std::string key, const Target& target) {
     enum class Form { kHtml, kJson, kMarkdown } form = Form::kHtml;
     if (key.ends_with(".json")) {
       form = Form::kJson;
@@ -253,7 +274,27 @@ class Site {
       lease->discard();
       return unavailable(found.error());
     }
-    if (!*found) return error_page(404, "No such job", "no job has the key " + key);
+    if (!*found) {
+      auto named = jobs_named(**lease, key);
+      if (!named) {
+        lease->discard();
+        return unavailable(named.error());
+      }
+      if (named->first.empty()) {
+        return error_page(404, "No such job", "no job has the key or the name " + key);
+      }
+      if (named->first.size() > 1) {
+        return html_page(200, render_job_choice_page(key, named->first, named->second, fleet_,
+                                                     options_.store.location, when(unix_now())));
+      }
+      found = (*lease)->job_story_by_key(named->first.front().key);
+      if (!found) {
+        lease->discard();
+        return unavailable(found.error());
+      }
+      if (!*found) return error_page(404, "No such job", "no job has the name " + key);
+      key = named->first.front().key;
+    }
     const db::JobStory& story = **found;
     ReportView view = build_view(story);
     // The name as `jobs` shows it: with its folder's end when another job shares it.
@@ -271,8 +312,40 @@ class Site {
     }
     view.nav = {{"/", "← all jobs"},         {"#runs", "runs"},        {"#fixes", "fixes"},
                 {"#config", "config diffs"}, {href + ".json", "JSON"}, {href + ".md", "Markdown"}};
+    const auto asked = target.query.find("refresh");
+    const bool refresh =
+        runs_now(story.job) && (asked == target.query.end() || asked->second != "0");
+    if (runs_now(story.job)) {
+      view.nav.emplace_back(refresh ? href + "?refresh=0" : href,
+                            refresh ? "stop reloading" : "reload every 10 s");
+    }
+    set_live(view, story.job, unix_now());
     view.loss = loss_curve_of(view);
-    return html_page(200, render_html_report(view));
+    return refreshing(html_page(200, render_html_report(view)), refresh);
+  }
+
+  // The jobs `name` names, newest first, with their names as the list shows them: those whose
+  // shown name it is, else those whose own name it is.
+  static Result<std::pair<std::vector<db::JobSummary>, std::vector<std::string>>> jobs_named(
+      db::JobReader& store, const std::string& name) {
+    db::JobQuery query;
+    query.names = {name};
+    // "my_lora (col/b)": the name before its folder's end.
+    if (const size_t open = name.rfind(" ("); open != std::string::npos && name.ends_with(")"))
+      query.names.push_back(name.substr(0, open));
+    OOMTRIAGE_ASSIGN_OR_RETURN(std::vector<db::JobSummary> jobs, store.find_jobs(query));
+    keep_newest(jobs);
+    OOMTRIAGE_ASSIGN_OR_RETURN(std::vector<std::string> shown, shown_names(store, "", jobs));
+    std::pair<std::vector<db::JobSummary>, std::vector<std::string>> out;
+    for (const bool by_shown : {true, false}) {
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        if ((by_shown ? shown[i] : jobs[i].name) != name) continue;
+        out.first.push_back(jobs[i]);
+        out.second.push_back(shown[i]);
+      }
+      if (!out.first.empty()) break;
+    }
+    return out;
   }
 
   // /fleet's figures are per day and cost a pass over the window's events: the page is made

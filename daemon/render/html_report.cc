@@ -9,6 +9,7 @@
 
 #include "daemon/common/human_units.h"
 #include "daemon/common/version.h"
+#include "daemon/render/live_html.h"
 #include "parsers/family_names.h"
 
 namespace oomtriage::daemon {
@@ -714,9 +715,10 @@ std::string render_html_report(const ReportView& r) {
   out += "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">\n";
   out += "<meta name=\"color-scheme\" content=\"light dark\">\n";
   out +=
-      fmt::format("<title>oomtriage report: {}</title>\n<style>{}</style></head>\n<body><main>\n",
-                  escape(r.name), kStyle);
+      fmt::format("<title>oomtriage report: {}</title>\n<style>{}{}</style></head>\n<body><main>\n",
+                  escape(r.name), kStyle, live_style());
   header(out, r);
+  out += live_section(r);
   runs_timeline(out, r);
   loss_chart(out, r, shown);
   memory_bars(out, r, shown);

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "db/store.h"
 #include "parsers/loss_curve.h"
 #include "triage/gpu_timeline.h"
 
@@ -64,6 +65,13 @@ struct GpuMemoryView {
   std::vector<triage::GpuGap> gaps;  // times the card did not answer NVML
 };
 
+// The job as it is now (issue 47): its summary with the newest run's live state and the marks
+// that stay, and the time the page was made (how long a stalled log has been silent).
+struct LiveView {
+  db::JobSummary job;
+  int64_t now = 0;
+};
+
 // "peak 22.08 GiB of 24.00 GiB (92%) in sampling at step 30": one line for every face.
 std::string gpu_peak_text(const GpuMemoryView& gpu);
 
@@ -91,6 +99,8 @@ struct ReportView {
   std::vector<GpuMemoryView> gpu_memory;  // oldest run first
   // Links (href, text) above the HTML page's title: set by `oomtriage serve`, empty in files.
   std::vector<std::pair<std::string, std::string>> nav;
+  // Set by `oomtriage serve` (daemon/render/live_html.h): the HTML page's "Now" section.
+  std::optional<LiveView> live;
 
   // The job's run number of a store run id (0 when unknown).
   int run_number(int64_t run_id) const {

@@ -1,6 +1,8 @@
 // daemon/render/top_view.cc: `oomtriage top`'s frame, one line per job in attention order.
 #include "daemon/render/top_view.h"
 
+#include "daemon/render/live_text.h"
+
 #include <fmt/color.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -210,20 +212,6 @@ std::string painted_status(const db::JobSummary& job, std::string cell, bool col
 }
 
 }  // namespace
-
-std::string rate_text(double steps_per_second) {
-  if (steps_per_second >= 1) return fmt::format("{:.2f}it/s", steps_per_second);
-  const double seconds = 1 / steps_per_second;
-  return seconds < 100 ? fmt::format("{:.2f}s/it", seconds) : fmt::format("{:.0f}s/it", seconds);
-}
-
-std::string duration_text(int64_t seconds) {
-  seconds = std::max<int64_t>(0, seconds);
-  if (seconds < 60) return fmt::format("{}s", seconds);
-  if (seconds < 3600) return fmt::format("{}m{:02}s", seconds / 60, seconds % 60);
-  if (seconds < 86400) return fmt::format("{}h{:02}m", seconds / 3600, seconds % 3600 / 60);
-  return fmt::format("{}d{:02}h", seconds / 86400, seconds % 86400 / 3600);
-}
 
 int attention_rank(const db::JobSummary& job) {
   if (job.status() == "stalled") return 0;

@@ -34,10 +34,4 @@ std::vector<db::JobSummary> by_attention(std::vector<db::JobSummary> jobs);
 // is cut.
 std::string render_top(const std::vector<db::JobSummary>& jobs, const TopFrame& frame);
 
-// The cells, as each line shows them.
-// "1.43it/s" at one step a second or more, "2.10s/it" below.
-std::string rate_text(double steps_per_second);
-// "45s", "12m30s", "2h05m", "3d04h".
-std::string duration_text(int64_t seconds);
-
 }  // namespace oomtriage::daemon

@@ -15,6 +15,7 @@
 #include "tests/support/alert_bodies.h"
 #include "tests/support/e2e.h"
 #include "tests/support/http_test_server.h"
+#include "tests/support/serve_process.h"
 
 using namespace oomtriage;
 using namespace oomtriage::testing;
@@ -114,6 +115,28 @@ TEST_SUITE("daemon::live") {
     CHECK(stalled["labels"]["training_job"] == "my_lora");
     CHECK(stalled["generatorURL"] == "http://oom.example.test/job/my_lora");
     CHECK(stalled["annotations"]["last_line"].get<std::string>().find("my_lora:") == 0);
+    // Every face shows it: the job's page by its name (refreshing while the job is on), `top`,
+    // and `report`, which prints the page's URL.
+    {
+      ServeProcess serve(
+          {"--state-dir", (rig.dir.path / "state").string(), "serve", "--listen", "127.0.0.1:0"},
+          rig.dir.path / "serve.err");
+      REQUIRE(serve.port() != 0);
+      const Fetched page = get(serve.url("/job/my_lora"));
+      CHECK(page.status == 200);
+      CHECK(page.body.find("stalled") != std::string::npos);
+      CHECK(get(serve.url("/")).headers.find("Refresh: 10") != std::string::npos);
+    }
+    auto [top_rc, top] = oomtriage_says("top --once --store " + rig.store.string());
+    CHECK(top_rc == 0);
+    CHECK(top.find("my_lora") != std::string::npos);
+    CHECK(top.find("stalled") != std::string::npos);
+    auto [report_rc, report] = oomtriage_says("report my_lora --store " + rig.store.string() +
+                                              " --config " + rig.config.string());
+    CHECK(report_rc == 0);
+    CHECK(report.find("Now: stalled") != std::string::npos);
+    CHECK(report.find("Page: http://oom.example.test/job/my_lora") != std::string::npos);
+
     // Silence goes on: no second warning.
     std::this_thread::sleep_for(2500ms);
     CHECK(status_of(rig.job()) == "stalled");

@@ -37,6 +37,7 @@
 #include "tests/support/browser.h"
 #include "tests/support/e2e.h"
 #include "tests/support/postgres.h"
+#include "tests/support/serve_process.h"
 #include "tests/support/store_rows.h"
 
 using namespace oomtriage;
@@ -46,89 +47,6 @@ namespace {
 
 const std::string kHostileName = "<script>alert(1)</script>\"lora";
 const std::string kHostileLine = "CUDA out of memory. <img src=x onerror=alert(2)>";
-
-// `oomtriage serve` started with `args`; ready once it printed its address.
-class ServeProcess {
- public:
-  ServeProcess(std::vector<std::string> args, const fs::path& err) : err_(err) {
-    fs::remove(err);
-    pid_ = spawn_oomtriage(std::move(args), err);
-    const std::regex address(R"(http://127\.0\.0\.1:(\d+)/)");
-    wait_until([&] {
-      std::smatch m;
-      const std::string text = slurp(err_);
-      if (std::regex_search(text, m, address)) port_ = std::stoi(m[1]);
-      return port_ != 0 || !alive();
-    });
-  }
-  ~ServeProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  bool alive() {
-    if (pid_ <= 0) return false;
-    int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      pid_ = -1;
-      return false;
-    }
-    return true;
-  }
-  int stop() {
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  // The exit code of a server that would not start.
-  int exit_code() {
-    wait_until([&] { return !alive(); });
-    return exit_code_;
-  }
-  std::string url(const std::string& path = "/") const {
-    return fmt::format("http://127.0.0.1:{}{}", port_, path);
-  }
-  unsigned short port() const { return static_cast<unsigned short>(port_); }
-  std::string stderr_text() const { return slurp(err_); }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  int exit_code_ = -2;
-  fs::path err_;
-};
-
-struct Fetched {
-  int status = 0;
-  std::string headers;
-  std::string body;
-};
-
-Fetched get(const std::string& url, const std::string& curl_args = "") {
-  static int n = 0;
-  const fs::path base =
-      fs::temp_directory_path() / fmt::format("oomtriage-serve-{}-{}", ::getpid(), n++);
-  const auto [rc, code] =
-      run_shell(fmt::format("curl -s -m 20 {} -D '{}.h' -o '{}.b' -w '%{{http_code}}' '{}'",
-                            curl_args, base.string(), base.string(), url));
-  Fetched out;
-  out.status = std::atoi(code.c_str());
-  out.headers = slurp(base.string() + ".h");
-  out.body = slurp(base.string() + ".b");
-  fs::remove(base.string() + ".h");
-  fs::remove(base.string() + ".b");
-  return out;
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
 
 // A job whose one run ended `outcome`, with an OOM in `phase` when it crashed.
 void add_job(db::Store& store, const std::string& name, int64_t age, const std::string& outcome,
@@ -491,8 +409,10 @@ TEST_SUITE("daemon::serve") {
     CHECK(first.body.find("href=\"/?outcome=crashed_oom&amp;since=24h\"") != std::string::npos);
     const Fetched last_night = get(serve.url("/?outcome=crashed_oom&since=24h"));
     CHECK(count(last_night.body, "<a class=\"job\"") == 3);
-    CHECK(last_night.body.find("href=\"/job/" + job_key(last_night.body, "flux_step") +
-                               "#fixes\"><code>cheapen_previews</code>") != std::string::npos);
+    CHECK(last_night.body.find(
+              "href=\"/job/" + job_key(last_night.body, "flux_step") +
+              "#fixes\">Make preview samples cheaper (<code>cheapen_previews</code>)") !=
+          std::string::npos);
 
     // Each filter.
     const Fetched crashed = get(serve.url("/?outcome=crashed_oom"));
@@ -964,7 +884,7 @@ TEST_SUITE("daemon::serve") {
     REQUIRE(serve.port() != 0);
     const Fetched list = get(serve.url("/?outcome=crashed_oom&host=gpu-node-07"));
     CHECK(count(list.body, "<a class=\"job\"") == 4);
-    CHECK(list.body.find("<td>gpu-node-07</td>") != std::string::npos);
+    CHECK(list.body.find("<td data-label=\"host\">gpu-node-07</td>") != std::string::npos);
     CHECK(count(get(serve.url("/?host=gpu-node-08")).body, "<a class=\"job\"") == 0);
     // The fleet store's jobs by any of their family's names, with the family shown.
     CHECK(count(get(serve.url("/?family=flux1-dev&trainer=aitk")).body, "<a class=\"job\"") == 4);
