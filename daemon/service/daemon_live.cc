@@ -81,7 +81,7 @@ void Daemon::write_live() {
     }
     const auto state = [&] {
       const int fd = file.follower->is_open() ? file.follower->fd() : -1;
-      db::LiveState live = live_state_of(file.analyzer().live(), read_log_tail(fd));
+      db::LiveState live = live_state_of(file.analyzer().live(), read_log_tail(fd, file.path()));
       live.stalled_since = file.stalled_since;
       return live;
     };
@@ -139,7 +139,8 @@ void Daemon::unstall(Tracked& file) {
     if (--it->second == 0) metrics_.stalled_jobs.erase(it);
   }
   db::LiveState live;
-  live.last_line = read_log_tail(file.follower->is_open() ? file.follower->fd() : -1).last_line;
+  live.last_line =
+      read_log_tail(file.follower->is_open() ? file.follower->fd() : -1, file.path()).last_line;
   const AlertContent alert = stall_alert(file, live, since, wall, /*resolved=*/true);
   log_line(kNotice, "{}: going on again after {} of silence", file.job.name,
            alert.stalled->silent_for);

@@ -1,6 +1,7 @@
 // daemon/service/live_state.cc
 #include "daemon/service/live_state.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,6 +52,15 @@ LogTail read_log_tail(int fd) {
   if (got <= 0) return tail;
   bytes.resize(static_cast<size_t>(got));
   tail.last_line = last_line_of(bytes);
+  return tail;
+}
+
+LogTail read_log_tail(int fd, const std::string& path) {
+  if (fd >= 0) return read_log_tail(fd);
+  const int opened = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (opened < 0) return {};
+  LogTail tail = read_log_tail(opened);
+  ::close(opened);
   return tail;
 }
 

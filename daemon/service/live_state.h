@@ -27,6 +27,9 @@ struct LogTail {
   std::string last_line;
 };
 LogTail read_log_tail(int fd);
+// The same through the follower's descriptor when it is open, else by opening `path` (a quiet log
+// may have been closed to stay within the descriptor budget).
+LogTail read_log_tail(int fd, const std::string& path);
 
 db::LiveState live_state_of(const parsers::LogAnalyzer::Live& live, const LogTail& tail);
 

@@ -3,6 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include "daemon/alerts/alert_payload.h"
 #include "daemon/common/human_units.h"
@@ -24,6 +27,23 @@ TEST_SUITE("daemon::live") {
     const std::string cut = last_line_of(std::string(500, 'x') + "\n");
     CHECK(cut == std::string(200, 'x'));
     CHECK(last_line_of("bad \xff byte\n") == "bad \xef\xbf\xbd byte");
+  }
+
+  TEST_CASE("a log's tail read through its descriptor, or by its path when it was closed") {
+    char name[] = "/tmp/oomtriage-tail-XXXXXX";
+    const int fd = ::mkstemp(name);
+    REQUIRE(fd >= 0);
+    const std::string text = "Running 1 job\nsteps:  5%| 5/100\r";
+    REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+    const daemon::LogTail open = daemon::read_log_tail(fd, name);
+    const daemon::LogTail closed = daemon::read_log_tail(-1, name);
+    CHECK(open.last_line == "steps:  5%| 5/100");
+    CHECK(closed.last_line == open.last_line);
+    CHECK(closed.last_write > 0);
+    CHECK(closed.last_write == open.last_write);
+    ::close(fd);
+    ::unlink(name);
+    CHECK(daemon::read_log_tail(-1, name).last_write == 0);  // gone: nothing, not an error
   }
 
   TEST_CASE("stalled after the configured time, or 20 times a slow job's step time") {
