@@ -92,7 +92,9 @@ struct LiveState {
   std::optional<int64_t> eta_seconds() const {
     if (!step || !total_steps || !steps_per_second || *steps_per_second <= 0) return {};
     if (*step >= *total_steps) return int64_t{0};
-    return static_cast<int64_t>(static_cast<double>(*total_steps - *step) / *steps_per_second);
+    const double left = static_cast<double>(*total_steps - *step) / *steps_per_second;
+    if (!(left < 1e12)) return {};  // a rate a log got wrong: no time left, not an overflow
+    return static_cast<int64_t>(left);
   }
   bool empty() const { return !step && !total_steps && phase.empty() && last_write == 0; }
 };

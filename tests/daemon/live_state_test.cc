@@ -55,6 +55,19 @@ TEST_SUITE("daemon::live") {
     CHECK(daemon::stall_after(900, 0.0) == seconds(900));
   }
 
+  TEST_CASE("the time left: at the bar's rate, none without a rate or a total, none for nonsense") {
+    db::LiveState live;
+    live.step = 500;
+    live.total_steps = 3000;
+    CHECK_FALSE(live.eta_seconds());
+    live.steps_per_second = 1 / 1.4;
+    CHECK(live.eta_seconds() == 3500);
+    live.steps_per_second = 1e-20;  // "100000000000000000000s/it"
+    CHECK_FALSE(live.eta_seconds());
+    live.step = 3000;
+    CHECK(live.eta_seconds() == 0);
+  }
+
   TEST_CASE("durations in words; the stalled jobs' gauge names each") {
     CHECK(daemon::duration_words(45) == "45 s");
     CHECK(daemon::duration_words(17 * 60 + 5) == "17 min");
