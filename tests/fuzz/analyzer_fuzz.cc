@@ -16,7 +16,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < bytes.size(); i += chunk) {
     analyzer.feed(bytes.substr(i, chunk));
     if (i % (chunk * 8) == 0) (void)analyzer.take_events();
+    if (i % (chunk * 4) == 0) (void)analyzer.live();  // the frame still waiting, parsed aside
   }
+  (void)oomtriage::parsers::read_bar_vitals(bytes);
   (void)analyzer.finish();
   return 0;
 }
