@@ -40,8 +40,8 @@ std::string last_line_of(std::string_view tail, size_t limit) {
   return "";
 }
 
-LogTail read_log_tail(int fd) {
-  LogTail tail;
+LogEnd read_log_tail(int fd) {
+  LogEnd tail;
   struct stat st {};
   if (fd < 0 || ::fstat(fd, &st) != 0) return tail;
   tail.last_write = st.st_mtim.tv_sec;
@@ -55,16 +55,16 @@ LogTail read_log_tail(int fd) {
   return tail;
 }
 
-LogTail read_log_tail(int fd, const std::string& path) {
+LogEnd read_log_tail(int fd, const std::string& path) {
   if (fd >= 0) return read_log_tail(fd);
   const int opened = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
   if (opened < 0) return {};
-  LogTail tail = read_log_tail(opened);
+  LogEnd tail = read_log_tail(opened);
   ::close(opened);
   return tail;
 }
 
-db::LiveState live_state_of(const parsers::LogAnalyzer::Live& live, const LogTail& tail) {
+db::LiveState live_state_of(const parsers::LogAnalyzer::Live& live, const LogEnd& tail) {
   db::LiveState state;
   state.step = live.step;
   state.total_steps = live.total;

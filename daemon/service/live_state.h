@@ -22,16 +22,16 @@ std::string last_line_of(std::string_view tail, size_t limit = 200);
 
 // The file's modification time (unix seconds, 0 when it cannot be read) and its last line,
 // from its last 4 KiB.
-struct LogTail {
+struct LogEnd {
   int64_t last_write = 0;
   std::string last_line;
 };
-LogTail read_log_tail(int fd);
+LogEnd read_log_tail(int fd);
 // The same through the follower's descriptor when it is open, else by opening `path` (a quiet log
 // may have been closed to stay within the descriptor budget).
-LogTail read_log_tail(int fd, const std::string& path);
+LogEnd read_log_tail(int fd, const std::string& path);
 
-db::LiveState live_state_of(const parsers::LogAnalyzer::Live& live, const LogTail& tail);
+db::LiveState live_state_of(const parsers::LogAnalyzer::Live& live, const LogEnd& tail);
 
 // How long a running job's log may be silent before it is stalled: the configured time, or 20
 // times its own step time when that is longer (a job at 120 s/it is not stalled after 15 min).

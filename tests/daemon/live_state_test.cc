@@ -35,8 +35,8 @@ TEST_SUITE("daemon::live") {
     REQUIRE(fd >= 0);
     const std::string text = "Running 1 job\nsteps:  5%| 5/100\r";
     REQUIRE(::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()));
-    const daemon::LogTail open = daemon::read_log_tail(fd, name);
-    const daemon::LogTail closed = daemon::read_log_tail(-1, name);
+    const daemon::LogEnd open = daemon::read_log_tail(fd, name);
+    const daemon::LogEnd closed = daemon::read_log_tail(-1, name);
     CHECK(open.last_line == "steps:  5%| 5/100");
     CHECK(closed.last_line == open.last_line);
     CHECK(closed.last_write > 0);
