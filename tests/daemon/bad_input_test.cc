@@ -23,7 +23,7 @@ int run_status(const std::string& command) {
 TEST_SUITE("daemon::bad_input") {
   TEST_CASE(
       "a store file that is not a database: the reader says so (exit 2), the daemon moves it "
-      "aside and starts; a state directory that is a file: exit 2") {
+      "aside and starts - a state directory that is a file: exit 2") {
     TempDir dir;
     fs::create_directories(dir.path / "state" / "out");
     std::ofstream(dir.path / "state" / "oomtriage.db")

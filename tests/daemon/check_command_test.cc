@@ -77,7 +77,7 @@ bool mentions(const std::vector<std::string>& lines, const std::string& text) {
 
 TEST_SUITE("daemon::check") {
   TEST_CASE(
-      "a spec that fits an 80 GiB card exits 0 and says fits; on 8 GiB it exits 3 naming the "
+      "a spec that fits an 80 GiB card exits 0 and says fits - on 8 GiB it exits 3 naming the "
       "phase that fails first") {
     TempDir dir;
     write(dir, "spec.json", kFluxSpec);
@@ -259,7 +259,7 @@ config:
   }
 
   TEST_CASE(
-      "a batch it refuses to read is never judged as its default: unknown, exit 4; absurd values "
+      "a batch it refuses to read is never judged as its default: unknown, exit 4 - absurd values "
       "that read are errors") {
     TempDir dir;
     const auto job = [&](const std::string& batch, const std::string& resolution) {
@@ -468,7 +468,7 @@ resolution = 896
     CHECK(c.doc()["family"] == "flux1-dev");
   }
 
-  TEST_CASE("an AI Toolkit command line names its config; one that names nothing is refused") {
+  TEST_CASE("an AI Toolkit command line names its config - one that names nothing is refused") {
     TempDir dir;
     fs::create_directories(dir.path / "config");
     write(dir, "config/x.yaml", R"(config:

@@ -140,7 +140,7 @@ TEST_SUITE("daemon::check_confidence") {
     CHECK(has(doc["confidence"]["deciding"], "the text encoders are cached"));
   }
 
-  TEST_CASE("--gpu takes card names and sizes in any unit; a number above every card is refused") {
+  TEST_CASE("--gpu takes card names and sizes in any unit - a number above every card is refused") {
     TempDir dir;
     write_file(dir.path / "spec.json", R"({"model_family": "sdxl", "training_type": "lora"})");
     for (const auto& [gpu, gib] : std::vector<std::pair<std::string, uint64_t>>{{"RTX 4090", 24},

@@ -76,7 +76,7 @@ TEST_SUITE("daemon::check_config") {
     CHECK(check_config(dir, watch + "fleet:\n  keep_days: 90\n").exit_code == 0);
   }
 
-  TEST_CASE("a glob that can find nothing is a warning; a good config says ok") {
+  TEST_CASE("a glob that can find nothing is a warning - a good config says ok") {
     TempDir dir;
     const std::string train = (dir.path / "train").string();
     fs::create_directories(train);

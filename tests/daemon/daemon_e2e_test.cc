@@ -884,7 +884,7 @@ TEST_SUITE("daemon::e2e") {
     CHECK(daemon.stop(SIGTERM) == 0);
   }
   TEST_CASE(
-      "SIGHUP keeps the logs of a rule it left unchanged as they are; those of a changed "
+      "SIGHUP keeps the logs of a rule it left unchanged as they are - those of a changed "
       "rule are followed again under the new one") {
     TempDir dir;
     fs::create_directories(dir.path / "a" / "job1");

@@ -137,8 +137,8 @@ TEST_SUITE("daemon::parts") {
   }
 
   TEST_CASE(
-      "read scheduler: a quiet log is watched; written twice within the interval it is "
-      "polled; unchanged for two polls it is watched again") {
+      "read scheduler: a quiet log is watched - written twice within the interval it is "
+      "polled - unchanged for two polls it is watched again") {
     SchedulerRig rig;
     ReadScheduler& scheduler = rig.scheduler;
     Tracked* file = rig.file.get();
@@ -291,7 +291,7 @@ TEST_SUITE("daemon::parts") {
   }
 
   TEST_CASE(
-      "job registry: a log's job and a new run; a resumed log keeps its run; a container "
+      "job registry: a log's job and a new run - a resumed log keeps its run - a container "
       "log renamed by kubelet goes on with the run of its name") {
     StoreInDir db;
     Metrics metrics;

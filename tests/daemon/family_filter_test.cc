@@ -130,7 +130,7 @@ TEST_SUITE("daemon::family_names") {
     CHECK(out.find("kohya") != std::string::npos);
   }
 
-  TEST_CASE("jobs shows a family by its display name; its JSON keeps the stored id") {
+  TEST_CASE("jobs shows a family by its display name - its JSON keeps the stored id") {
     TempDir dir;
     const fs::path state = fill(dir);
     auto [rc, out] = says(state, "jobs");

@@ -113,7 +113,7 @@ struct Rig {
 
 TEST_SUITE("daemon::gpu timeline") {
   TEST_CASE(
-      "a run climbing to 96% gets one near-OOM warning before its OOM; its timeline is stored "
+      "a run climbing to 96% gets one near-OOM warning before its OOM - its timeline is stored "
       "with steps and phases, another process named as such, and shown by report and jobs") {
     if (!have_program("curl"))
       OOMTRIAGE_SKIP("curl is not installed (scripts/setup.sh installs it)");
@@ -253,7 +253,7 @@ TEST_SUITE("daemon::gpu timeline") {
   }
 
   TEST_CASE(
-      "run: every process in the child's group is the job's; one warning at 96%, the timeline "
+      "run: every process in the child's group is the job's - one warning at 96%, the timeline "
       "stored with the run") {
     TempDir dir;
     FakeCards cards(dir.path / "cards");

@@ -299,8 +299,8 @@ TEST_SUITE("daemon::html_report") {
   }
 
   TEST_CASE(
-      "hostile text stays text; a thousand crashes make a small page; loss_log.db feeds the "
-      "curve; Markdown says the same") {
+      "hostile text stays text - a thousand crashes make a small page - loss_log.db feeds the "
+      "curve - Markdown says the same") {
     TempDir dir;
     const fs::path state = dir.path / "state";
     fs::create_directories(state);

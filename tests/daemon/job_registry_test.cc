@@ -41,7 +41,7 @@ TEST_SUITE("daemon::job registry") {
   }
 
   TEST_CASE(
-      "an explicit config wins over the one beside the log; an unreadable one is an error naming "
+      "an explicit config wins over the one beside the log - an unreadable one is an error naming "
       "it") {
     TempDir dir;
     fs::copy_file(kSource / "examples/training_folder/my_lora/config.yaml",
@@ -85,7 +85,7 @@ TEST_SUITE("daemon::job registry") {
     CHECK_FALSE(found->config_problem.empty());
   }
 
-  TEST_CASE("a bad field is one warning with the file and line; the rest of the config is used") {
+  TEST_CASE("a bad field is one warning with the file and line - the rest of the config is used") {
     TempDir dir;
     const fs::path job = dir.path / "bad_field";
     fs::create_directories(job);

@@ -68,7 +68,7 @@ TEST_SUITE("daemon::live") {
     CHECK(live.eta_seconds() == 0);
   }
 
-  TEST_CASE("durations in words; the stalled jobs' gauge names each") {
+  TEST_CASE("durations in words - the stalled jobs' gauge names each") {
     CHECK(daemon::duration_words(45) == "45 s");
     CHECK(daemon::duration_words(17 * 60 + 5) == "17 min");
     CHECK(daemon::duration_words(2 * 3600 + 5 * 60) == "2 h 05 min");

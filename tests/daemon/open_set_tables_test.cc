@@ -243,7 +243,7 @@ TEST_SUITE("daemon::open_set_tables") {
     CHECK(unknown.error().message == "c.yaml:4: unknown alert type `teams`");
   }
 
-  TEST_CASE("config keys: every key's example parses; an unknown key's did-you-mean is a row") {
+  TEST_CASE("config keys: every key's example parses - an unknown key's did-you-mean is a row") {
     TempDir dir;
     const fs::path token = dir.path / "token";
     std::ofstream(token) << "secret\n";

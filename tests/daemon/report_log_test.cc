@@ -124,7 +124,7 @@ TEST_SUITE("daemon::report_log") {
     CHECK(empty.err.find("no logs in this folder") != std::string::npos);
   }
 
-  TEST_CASE("a job's name with no store is one line with a hint; without a name too") {
+  TEST_CASE("a job's name with no store is one line with a hint - without a name too") {
     TempDir dir;
     const fs::path state = dir.path / "state";
     const Said named = report(state, "my_lora");
@@ -141,7 +141,7 @@ TEST_SUITE("daemon::report_log") {
     CHECK(unnamed.err.find("oomtriage report LOG") != std::string::npos);
   }
 
-  TEST_CASE("a store that knows the log tells its story; one that does not, the log is read") {
+  TEST_CASE("a store that knows the log tells its story - one that does not, the log is read") {
     TempDir dir;
     const fs::path folder = job_folder(dir.path);
     const fs::path state = dir.path / "state";

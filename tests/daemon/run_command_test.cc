@@ -298,7 +298,7 @@ TEST_SUITE("daemon::run") {
 
 TEST_SUITE("daemon::run pre-flight") {
   // FLUX.1-dev at 1024 px, batch 4, no gradient checkpointing: predicted not to fit 24 GiB.
-  TEST_CASE("run --gpu warns before the launch and alerts once per config; it never blocks") {
+  TEST_CASE("run --gpu warns before the launch and alerts once per config - it never blocks") {
     TempDir dir;
     std::string yaml =
         slurp(fs::path(OOMTRIAGE_SOURCE_DIR) / "examples/training_folder/my_lora/config.yaml");

@@ -294,7 +294,7 @@ TEST_SUITE("daemon::scan") {
     CHECK(text.out.find("step from bar at " + oom.string() + ":") != std::string::npos);
     CHECK(text.out.find("2 logs: 1 crashed_oom, 1 completed; 1 OOM incident") != std::string::npos);
   }
-  TEST_CASE("CLI habits: scan DIR walks it for logs, like rg; --glob chooses") {
+  TEST_CASE("CLI habits: scan DIR walks it for logs, like rg - --glob chooses") {
     TempDir dir;
     const fs::path oom = kGolden / "aitk_sampling_oom_step500.log";
     fs::create_directories(dir.path / "a");

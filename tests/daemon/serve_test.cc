@@ -537,7 +537,7 @@ TEST_SUITE("daemon::serve") {
     CHECK(sampling_bar);
   }
 
-  TEST_CASE("serve: loopback unless an access file says who may read; tokens and users") {
+  TEST_CASE("serve: loopback unless an access file says who may read - tokens and users") {
     TempDir dir;
     const fs::path state = dir.path / "state";
     fill_store(state);

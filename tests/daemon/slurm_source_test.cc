@@ -168,7 +168,7 @@ TEST_SUITE("daemon::slurm") {
     }
   }
 
-  TEST_CASE("a command that hangs is killed at its time limit; one that fails is an error") {
+  TEST_CASE("a command that hangs is killed at its time limit - one that fails is an error") {
     const auto start = std::chrono::steady_clock::now();
     auto hung = daemon::run_command({"sleep", "20"}, std::chrono::milliseconds(200));
     CHECK_FALSE(hung);

@@ -146,7 +146,7 @@ TEST_SUITE("daemon::top_view") {
     CHECK(line_of("predicted").find("predicted") != line_of("predicted").rfind("predicted"));
   }
 
-  TEST_CASE("every line fits the width; the least needed columns go first, then the name is cut") {
+  TEST_CASE("every line fits the width - the least needed columns go first, then the name is cut") {
     std::vector<db::JobSummary> jobs = fleet();
     jobs[0].name = "a_job_whose_name_runs_on_well_past_any_terminal_column_limit";
     for (const int width : {200, 120, 100, 80, 60, 40, 24}) {
@@ -174,7 +174,7 @@ TEST_SUITE("daemon::top_view") {
     CHECK(narrow.find("a_job_whose_name_runs_on_well_past") == std::string::npos);
   }
 
-  TEST_CASE("no escape code without colour; stalled, crashed and near OOM coloured with it") {
+  TEST_CASE("no escape code without colour - stalled, crashed and near OOM coloured with it") {
     daemon::TopFrame frame;
     frame.width = 200;
     frame.now = kNow;
@@ -193,7 +193,7 @@ TEST_SUITE("daemon::top_view") {
     CHECK(coloured.find("\x1b]0") == std::string::npos);  // the name's own escape, still not
   }
 
-  TEST_CASE("rows: what does not fit the screen is counted; no jobs says so") {
+  TEST_CASE("rows: what does not fit the screen is counted - no jobs says so") {
     daemon::TopFrame frame;
     frame.width = 100;
     frame.now = kNow;

@@ -59,7 +59,7 @@ TEST_SUITE("daemon::clock") {
   }
 
   TEST_CASE(
-      "virtual time: cancel and a moved expiry abort the wait; a due wait completes at once") {
+      "virtual time: cancel and a moved expiry abort the wait - a due wait completes at once") {
     boost::asio::io_context io;
     testing::VirtualClock clock(io);
     auto timer = clock.timer(io);

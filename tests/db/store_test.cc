@@ -84,7 +84,7 @@ TEST_SUITE("db::store") {
     REQUIRE_FALSE(opened);
     CHECK(opened.error().message.find("newer") != std::string::npos);
   }
-  TEST_CASE("a job is its name in its folder; a store of schema 7 keeps its jobs and their runs") {
+  TEST_CASE("a job is its name in its folder - a store of schema 7 keeps its jobs and their runs") {
     TempStore t;
     const int64_t a =
         *t.store->upsert_job("my_lora", "/col/a/my_lora", "ai-toolkit", "/col/a/my_lora", 1);
@@ -187,7 +187,7 @@ TEST_SUITE("db::store") {
     sqlite3_close(raw);
   }
   TEST_CASE(
-      "an amended event replaces the stored one; a delivered alert goes again if its advice "
+      "an amended event replaces the stored one - a delivered alert goes again if its advice "
       "changed") {
     TempStore t;
     db::Progress progress = progress_of_new_file(*t.store, 43);
@@ -308,8 +308,9 @@ TEST_SUITE("db::store") {
   }
 
   TEST_CASE(
-      "a run's GPU memory is one row per card, replaced as it grows; the job list shows the newest "
-      "run's peak; a completed run's peak is history for the memory model") {
+      "a run's GPU memory is one row per card, replaced as it grows - the job list shows the "
+      "newest "
+      "run's peak - a completed run's peak is history for the memory model") {
     TempStore t;
     const int64_t job = *t.store->upsert_job("j", "/out/j", "ai-toolkit", "/out/j", 100);
     const int64_t snapshot =

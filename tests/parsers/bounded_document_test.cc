@@ -150,7 +150,8 @@ TEST_SUITE("parsers::bounded_document") {
           "config.yaml: refused: larger than 4 MiB");
   }
 
-  TEST_CASE("TOML: a header of many dotted segments and deep arrays are refused; strings are not") {
+  TEST_CASE(
+      "TOML: a header of many dotted segments and deep arrays are refused - strings are not") {
     const auto start = std::chrono::steady_clock::now();
     const std::string deep = deep_toml_config();
     CHECK(parse_toml(deep, "c.toml").error().message == "c.toml:2: nested deeper than 64 levels");

@@ -70,7 +70,7 @@ TEST_SUITE("parsers::event codec") {
     CHECK(events >= 17);  // the golden logs hold 17 incidents today
   }
 
-  TEST_CASE("every field, in the contract's order; an amendment says its revision") {
+  TEST_CASE("every field, in the contract's order - an amendment says its revision") {
     OomEvent e = every_field();
     const std::string text = encode_event_text(e);
     CHECK(text.rfind(R"({"kind":"hip","recovered":true,"phase":"cache_latents","step":12,)", 0) ==

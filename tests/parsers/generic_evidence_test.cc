@@ -189,7 +189,7 @@ TEST_SUITE("parsers::generic_evidence") {
               .events.size() == 2);
   }
 
-  TEST_CASE("an epoch 1 with no epoch 0 before it is the first; after an epoch 0 it is not") {
+  TEST_CASE("an epoch 1 with no epoch 0 before it is the first - after an epoch 0 it is not") {
     CHECK(first_event("   [Train] Epoch: [1][371/4899]  Loss:0.564 LR 1.00e-03\n" +
                       std::string(kOom) + "\n")
               .step == 371);

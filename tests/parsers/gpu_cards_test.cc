@@ -31,7 +31,7 @@ std::string refusal(std::string_view text) {
 }  // namespace
 
 TEST_SUITE("parsers::gpu_cards") {
-  TEST_CASE("sizes: a bare number, G, GB and GiB are GiB (cards sold as GB hold GiB); M is MiB") {
+  TEST_CASE("sizes: a bare number, G, GB and GiB are GiB (cards sold as GB hold GiB) - M is MiB") {
     for (const char* text : {"24", "24G", "24g", "24GB", "24 GB", "24GiB", "24 gib", "24576MiB",
                              "24576M", "24576 MB"}) {
       CHECK(gib(text) == 24 * kGiB);

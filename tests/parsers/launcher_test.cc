@@ -70,7 +70,7 @@ TEST_SUITE("launcher") {
     CHECK(!sharding_of_fsdp_words("auto_wrap"));
   }
 
-  TEST_CASE("a DeepSpeed JSON's stage and offload; auto stays unset") {
+  TEST_CASE("a DeepSpeed JSON's stage and offload - auto stays unset") {
     auto ds = read_deepspeed_config(
         R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
             "offload_param": {"device": "nvme"}}, "train_batch_size": "auto"})",

@@ -55,7 +55,7 @@ TEST_SUITE("parsers::loss_curve") {
     }
   }
 
-  TEST_CASE("AI Toolkit's bar, redrawn with '\\r', gives one point per step; previews do not") {
+  TEST_CASE("AI Toolkit's bar, redrawn with '\\r', gives one point per step - previews do not") {
     std::string log = "Running 1 job\n";
     for (int n = 0; n <= 4; ++n) {
       log += "\rmy_lora:   0%|          | " + std::to_string(n) +
@@ -70,7 +70,7 @@ TEST_SUITE("parsers::loss_curve") {
     CHECK(points.back().loss == doctest::Approx(0.46));
   }
 
-  TEST_CASE("kohya behind ANSI colours and a rank prefix; its validation bar is left out") {
+  TEST_CASE("kohya behind ANSI colours and a rank prefix - its validation bar is left out") {
     const std::string log =
         "\x1b[32m[rank0]: steps:  12%|█▏        | 120/1000 [01:23<10:12,  1.44it/s, "
         "avr_loss=0.123]\x1b[0m\r"
@@ -83,7 +83,7 @@ TEST_SUITE("parsers::loss_curve") {
     CHECK(points[1].loss == doctest::Approx(0.121));
   }
 
-  TEST_CASE("HF Trainer's dicts land at the step its bar showed last; eval dicts do not") {
+  TEST_CASE("HF Trainer's dicts land at the step its bar showed last - eval dicts do not") {
     const std::string log =
         " 10%|█         | 50/500 [00:50<07:30,  1.00it/s]\r"
         "{'loss': 2.3456, 'grad_norm': 1.2345, 'learning_rate': 4.9e-05, 'epoch': 0.1}\n"

@@ -93,7 +93,7 @@ TEST_SUITE("triage::gpu_timeline") {
     CHECK(timeline.phase_peaks().at(Phase::kSampling) == 22 * kGiB);
   }
 
-  TEST_CASE("the JSON form round-trips; damage is an error, not a crash") {
+  TEST_CASE("the JSON form round-trips - damage is an error, not a crash") {
     GpuTimeline timeline(2);
     timeline.add(at(5, std::nullopt, Phase::kCacheLatents, 3, 1));
     timeline.add(at(9, 40, Phase::kTrainStep, 17.25));
@@ -142,7 +142,7 @@ TEST_SUITE("triage::gpu_timeline") {
     CHECK(first->usable_bytes == 24 * kGiB);
   }
 
-  TEST_CASE("no warning below the share; another only after a further rise") {
+  TEST_CASE("no warning below the share - another only after a further rise") {
     GpuTimeline timeline;
     NearOomWatch watch(0.95);
     auto feed = [&](int64_t step, double share) {

@@ -61,7 +61,7 @@ uint64_t term(const MemoryEstimate& e, const std::string& name) {
 }  // namespace
 
 TEST_SUITE("llm_memory") {
-  TEST_CASE("names from Hugging Face ids find their rows; image models and others do not") {
+  TEST_CASE("names from Hugging Face ids find their rows - image models and others do not") {
     const auto id = [](const char* name) {
       const LlmFamily* f = find_llm_family(name);
       return f ? std::string(f->id) : std::string("none");
@@ -102,7 +102,7 @@ TEST_SUITE("llm_memory") {
     }
   }
 
-  TEST_CASE("a Llama-3-8B full fine-tune with AdamW does not fit 80 GB; ~120 GiB of state") {
+  TEST_CASE("a Llama-3-8B full fine-tune with AdamW does not fit 80 GB - ~120 GiB of state") {
     const MemoryEstimate e = estimate_memory(llama3_full());
     CHECK(e.family == "llama-3-8b");
     const double state =
@@ -114,7 +114,7 @@ TEST_SUITE("llm_memory") {
     CHECK(term(e, "vae_weights") == 0);
   }
 
-  TEST_CASE("its QLoRA fits one 24 GB card; on 2 GPUs with DDP each holds the whole job") {
+  TEST_CASE("its QLoRA fits one 24 GB card - on 2 GPUs with DDP each holds the whole job") {
     const MemoryEstimate one = estimate_memory(llama3_qlora());
     CHECK(gib(one.peak().peak_bytes) < 20);
     CHECK(gib(one.peak().peak_bytes) > 6);
