@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "db/store_identity.h"
 #include "parsers/result.h"
 
 struct sqlite3;
@@ -169,6 +170,8 @@ struct StoredEvent {
 struct OutboxItem {
   int64_t id = 0;
   int64_t event_id = 0;
+  std::string event_uuid;  // the event's own UUID: its alerts' key, unique whatever the store
+                           // goes through (docs/alerts.md "Ids")
   std::string receiver;
   int64_t attempts = 0;
   int64_t created_at = 0;       // the event's
@@ -502,9 +505,12 @@ class Store : public JobReader {
   // Turning it on for a target it was not on for queues what the store already holds, so a node
   // that joins a fleet late, or moves to another, ships its past too. Off clears it.
   Result<Ok> set_fleet_outbox(const std::string& target);
-  // This store's own id (a UUID made when the store was created): the fleet store keys a node's
-  // rows by it, so two daemons on one host, or a store made anew, never mix their ids.
+  // This store's own id (a UUID made when the store was created, and anew when it is recovered,
+  // db/store_recovery.h): the fleet store keys a node's rows by it, so two daemons on one host,
+  // or a store made anew, never mix their ids.
   Result<std::string> store_id();
+  // Its id and highest event and file ids: what the state dir keeps (db/store_identity.h).
+  Result<StorePosition> position();
   // The oldest `limit` outbox entries as their rows are now.
   Result<FleetBatch> fleet_batch(int limit);
   // Forgets the entries up to `seq` once the fleet store has committed them. A row changed

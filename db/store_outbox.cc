@@ -12,13 +12,14 @@ namespace oomtriage::db {
 
 Result<std::vector<OutboxItem>> Store::due_alerts(const std::string& receiver, int64_t now,
                                                   int limit) {
-  Statement s(*statements_,
-              "SELECT o.id, o.event_id, o.receiver, o.attempts, e.created_at, j.name, j.trainer, "
-              "e.model_family, COALESCE(r.log_path, ''), e.recovered, e.event_json, e.fixes_json, "
-              "o.revision, e.resent, o.next_attempt_at FROM outbox o JOIN events e ON e.id = "
-              "o.event_id JOIN jobs j ON j.id = e.job_id "
-              "LEFT JOIN runs r ON r.id = e.run_id WHERE o.receiver = ?1 AND o.state = 'pending' "
-              "AND o.next_attempt_at <= ?2 ORDER BY o.id LIMIT ?3");
+  Statement s(
+      *statements_,
+      "SELECT o.id, o.event_id, o.receiver, o.attempts, e.created_at, j.name, j.trainer, "
+      "e.model_family, COALESCE(r.log_path, ''), e.recovered, e.event_json, e.fixes_json, "
+      "o.revision, e.resent, o.next_attempt_at, e.uuid FROM outbox o JOIN events e ON e.id = "
+      "o.event_id JOIN jobs j ON j.id = e.job_id "
+      "LEFT JOIN runs r ON r.id = e.run_id WHERE o.receiver = ?1 AND o.state = 'pending' "
+      "AND o.next_attempt_at <= ?2 ORDER BY o.id LIMIT ?3");
   s.bind(1, receiver).bind(2, now).bind(3, int64_t{limit});
   std::vector<OutboxItem> items;
   int rc;
@@ -39,6 +40,7 @@ Result<std::vector<OutboxItem>> Store::due_alerts(const std::string& receiver, i
     item.revision = s.integer(12);
     item.resent = s.integer(13) != 0;
     item.next_attempt_at = s.integer(14);
+    item.event_uuid = s.text(15);
     items.push_back(std::move(item));
   }
   if (rc != SQLITE_DONE) return s.error("due alerts");

@@ -17,6 +17,8 @@
 
 #include "db/sqlite_statement.h"
 #include "db/store.h"
+#include "db/store_identity.h"
+#include "db/store_internal.h"
 
 namespace oomtriage::db {
 namespace {
@@ -89,18 +91,20 @@ std::string utc_stamp(int64_t now_unix) {
   return buf;
 }
 
-// The damaged file and its -wal and -shm go aside under one new name; SQLite finds the WAL of
-// the moved file by that name, so the salvage reads what was committed to it too.
-Result<std::string> move_aside(const std::string& path, int64_t now_unix) {
-  std::string target = path + ".damaged-" + utc_stamp(now_unix);
+constexpr const char* kDamaged = "damaged";    // a copy a recovery salvages (or will)
+constexpr const char* kReplaced = "replaced";  // an empty or half-made store, kept for people
+
+// The file and its -wal and -shm go aside under one new name; SQLite finds the WAL of the moved
+// file by that name, so the salvage reads what was committed to it too.
+Result<std::string> move_aside(const std::string& path, int64_t now_unix, const char* label) {
+  const std::string stem = path + "." + label + "-" + utc_stamp(now_unix);
+  std::string target = stem;
   std::error_code ec;
-  for (int n = 2; fs::exists(target, ec); ++n) {
-    target = path + ".damaged-" + utc_stamp(now_unix) + "-" + std::to_string(n);
-  }
+  for (int n = 2; fs::exists(target, ec); ++n) target = stem + "-" + std::to_string(n);
   fs::rename(path, target, ec);
   if (ec) {
-    return make_error(ErrorCode::kIo, fmt::format("cannot move the damaged store {} aside: {}",
-                                                  path, ec.message()));
+    return make_error(ErrorCode::kIo,
+                      fmt::format("cannot move the store {} aside: {}", path, ec.message()));
   }
   for (const char* suffix : {"-wal", "-shm"}) {
     if (fs::exists(path + suffix, ec)) fs::rename(path + suffix, target + suffix, ec);
@@ -202,6 +206,9 @@ int64_t StoreRecovery::rows(const std::string& table) const {
 }
 
 std::string StoreRecovery::summary() const {
+  if (in_place) return "kept in place: the logs it knows are read on from where it says";
+  if (tables.empty() && !damaged_path.empty() && behind)
+    return "nothing to salvage: every log is read from its start";
   int64_t spans = 0;
   for (const TableSalvage& t : tables) spans += t.unreadable_spans;
   std::string text = fmt::format("salvaged {} file(s), {} event(s), {} alert(s), {} job(s)",
@@ -231,14 +238,48 @@ Result<std::string> find_damage(const std::string& path) {
   return busy_or_database(db->get(), "quick_check");
 }
 
-Result<StoreRecovery> recover_store(const std::string& path, const std::string& reason,
-                                    int64_t now_unix) {
-  StoreRecovery recovery;
-  recovery.reason = reason;
-  recovery.recovered_at = now_unix;
-  auto aside = move_aside(path, now_unix);
-  if (!aside) return aside.error();
-  recovery.damaged_path = *aside;
+namespace {
+
+std::string meta_value(sqlite3* db, const std::string& key) {
+  Prepared s = prepare(db, "SELECT value FROM meta WHERE key = ?1");
+  if (!s) return "";
+  sqlite3_bind_text(s.get(), 1, key.c_str(), -1, SQLITE_TRANSIENT);
+  if (sqlite3_step(s.get()) != SQLITE_ROW || !sqlite3_column_text(s.get(), 0)) return "";
+  return reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0));
+}
+
+int64_t highest_id(sqlite3* db, const char* table) {
+  Prepared s = prepare(db, fmt::format("SELECT COALESCE(max(id), 0) FROM {}", table));
+  return s && sqlite3_step(s.get()) == SQLITE_ROW ? sqlite3_column_int64(s.get(), 0) : 0;
+}
+
+StorePosition position_in(sqlite3* db) {
+  return {meta_value(db, "store_id"), highest_id(db, "events"), highest_id(db, "files")};
+}
+
+// What every recovered store's meta says (for `report` and `check-config`), and a new store id:
+// the rows it hands out from now on must not be taken for the replaced store's, by a receiver
+// or by the fleet store (which then receives all of this store's rows again under the new id).
+void note_recovery(sqlite3* db, const StoreRecovery& recovery, const std::string& succeeds) {
+  const std::string at = std::to_string(recovery.recovered_at);
+  // The daemon ran here before: logs the store does not know are read from their start.
+  set_meta(db, "first_scan_done", at, /*replace=*/false);
+  set_meta(db, "store_recovered_at", at, true);
+  set_meta(db, "store_recovered_from",
+           recovery.damaged_path.empty() ? "(kept in place)" : recovery.damaged_path, true);
+  set_meta(db, "store_recovered_reason", recovery.reason, true);
+  set_meta(db, "store_recovered_salvage", recovery.summary(), true);
+  set_meta(db, "store_recovered_kind", recovery.behind ? "behind" : "damage", true);
+  set_meta(db, "store_succeeds", succeeds, true);
+  sqlite3_exec(db,
+               "UPDATE meta SET value = " OOMTRIAGE_UUID_SQL
+               " WHERE key = 'store_id'; DELETE FROM meta WHERE key = 'fleet_outbox'",
+               nullptr, nullptr, nullptr);
+}
+
+// A fresh store at `path` with what can be read of `source` ("" for none) copied into it.
+Result<Ok> salvage_into(const std::string& path, const std::string& source, StoreRecovery& recovery,
+                        std::string succeeds) {
   {
     auto fresh = Store::open(path);  // the schema, migrated
     if (!fresh) return fresh.error();
@@ -250,17 +291,19 @@ Result<StoreRecovery> recover_store(const std::string& path, const std::string& 
     return busy_or_database(to->get(), "salvage");
   }
   // Read-only: the damaged file stays as it was found (no checkpoint of its WAL into it).
-  if (auto from = connect(recovery.damaged_path, SQLITE_OPEN_READONLY)) {
-    std::vector<std::string> tables;
-    Prepared names = prepare(to->get(),
-                             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT "
-                             "LIKE 'sqlite_%' ORDER BY rowid");
-    while (names && sqlite3_step(names.get()) == SQLITE_ROW) {
-      tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(names.get(), 0)));
-    }
-    names.reset();
-    for (const std::string& table : tables) {
-      recovery.tables.push_back(copy_table(from->get(), to->get(), table));
+  if (!source.empty()) {
+    if (auto from = connect(source, SQLITE_OPEN_READONLY)) {
+      std::vector<std::string> tables;
+      Prepared names = prepare(to->get(),
+                               "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT "
+                               "LIKE 'sqlite_%' ORDER BY rowid");
+      while (names && sqlite3_step(names.get()) == SQLITE_ROW) {
+        tables.emplace_back(reinterpret_cast<const char*>(sqlite3_column_text(names.get(), 0)));
+      }
+      names.reset();
+      for (const std::string& table : tables) {
+        recovery.tables.push_back(copy_table(from->get(), to->get(), table));
+      }
     }
   }
   recovery.dropped = drop_orphans(to->get());
@@ -269,16 +312,104 @@ Result<StoreRecovery> recover_store(const std::string& path, const std::string& 
     if (count && sqlite3_step(count.get()) == SQLITE_ROW)
       t.rows = sqlite3_column_int64(count.get(), 0);
   }
-  // The daemon ran here before: logs it no longer knows are new logs, read from their start.
-  set_meta(to->get(), "first_scan_done", std::to_string(now_unix), /*replace=*/false);
-  set_meta(to->get(), "store_recovered_at", std::to_string(now_unix), true);
-  set_meta(to->get(), "store_recovered_from", recovery.damaged_path, true);
-  set_meta(to->get(), "store_recovered_reason", reason, true);
-  set_meta(to->get(), "store_recovered_salvage", recovery.summary(), true);
+  if (succeeds.empty()) succeeds = meta_value(to->get(), "store_id");  // the copy's own
+  note_recovery(to->get(), recovery, succeeds);
   if (sqlite3_exec(to->get(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK) {
     return busy_or_database(to->get(), "salvage");
   }
+  return Ok{};
+}
+
+// The damaged copies of the store `store_id` beside `path` that no store salvaged yet, the
+// newest first (their names carry the time they were moved aside).
+std::vector<std::string> unsalvaged_copies(const std::string& path, const std::string& store_id,
+                                           const std::string& salvaged) {
+  std::vector<std::string> copies;
+  const fs::path folder = fs::path(path).parent_path();
+  const std::string prefix = fs::path(path).filename().string() + "." + kDamaged + "-";
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(folder.empty() ? "." : folder, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || name.ends_with("-wal") || name.ends_with("-shm")) continue;
+    if (entry.path().string() == salvaged) continue;
+    auto from = connect(entry.path().string(), SQLITE_OPEN_READONLY);
+    if (from && meta_value(from->get(), "store_id") == store_id)
+      copies.push_back(entry.path().string());
+  }
+  std::sort(copies.rbegin(), copies.rend());
+  return copies;
+}
+
+}  // namespace
+
+Result<StoreRecovery> recover_store(const std::string& path, const std::string& reason,
+                                    int64_t now_unix) {
+  StoreRecovery recovery;
+  recovery.reason = reason;
+  recovery.recovered_at = now_unix;
+  auto aside = move_aside(path, now_unix, kDamaged);
+  if (!aside) return aside.error();
+  recovery.damaged_path = *aside;
+  if (auto salvaged = salvage_into(path, recovery.damaged_path, recovery, ""); !salvaged)
+    return salvaged.error();
   return recovery;
+}
+
+Result<StorePosition> position_of(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return StorePosition{};
+  auto db = connect(path, SQLITE_OPEN_READWRITE);
+  if (!db) return db.error();
+  return position_in(db->get());
+}
+
+Result<std::optional<StoreRecovery>> recover_if_behind(const std::string& path,
+                                                       const std::optional<StorePosition>& kept,
+                                                       bool recovered_now, int64_t now_unix) {
+  auto found = position_of(path);
+  if (!found) return found.error();
+  const std::string reason = behind_reason(kept, *found);
+  if (reason.empty()) return std::optional<StoreRecovery>();
+  std::string salvaged;
+  {
+    auto db = connect(path, SQLITE_OPEN_READWRITE);
+    if (!db) return db.error();
+    // This store already took the kept one's place (its identity was not yet rewritten).
+    if (!found->store_id.empty() && meta_value(db->get(), "store_succeeds") == kept->store_id)
+      return std::optional<StoreRecovery>();
+    salvaged = meta_value(db->get(), "store_recovered_from");
+  }
+  StoreRecovery recovery;
+  recovery.recovered_at = now_unix;
+  recovery.behind = true;
+  const std::vector<std::string> copies = unsalvaged_copies(path, kept->store_id, salvaged);
+  const bool empty = found->store_id.empty() || (found->events == 0 && found->files == 0);
+  if (!copies.empty() || (empty && !recovered_now)) {
+    recovery.reason = copies.empty() ? reason
+                                     : fmt::format("{}; its damaged copy {} was not yet salvaged",
+                                                   reason, copies.front());
+    std::error_code ec;
+    if (fs::exists(path, ec)) {
+      auto aside = move_aside(path, now_unix, kReplaced);
+      if (!aside) return aside.error();
+      if (copies.empty()) recovery.damaged_path = *aside;
+    }
+    if (!copies.empty()) recovery.damaged_path = copies.front();
+    auto made = salvage_into(path, copies.empty() ? "" : copies.front(), recovery, kept->store_id);
+    if (!made) return made.error();
+    return std::optional<StoreRecovery>(std::move(recovery));
+  }
+  if (recovered_now) return std::optional<StoreRecovery>();
+  recovery.reason = reason;
+  recovery.in_place = true;
+  auto db = connect(path, SQLITE_OPEN_READWRITE);
+  if (!db) return db.error();
+  if (sqlite3_exec(db->get(), "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK)
+    return busy_or_database(db->get(), "recovery");
+  note_recovery(db->get(), recovery, found->store_id);
+  if (sqlite3_exec(db->get(), "COMMIT", nullptr, nullptr, nullptr) != SQLITE_OK)
+    return busy_or_database(db->get(), "recovery");
+  return std::optional<StoreRecovery>(std::move(recovery));
 }
 
 std::optional<std::string> recovery_note(Store& store) {
@@ -293,6 +424,13 @@ std::optional<std::string> recovery_note(Store& store) {
   gmtime_r(&t, &tm);
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%SZ", &tm);
+  if (value("store_recovered_kind") == "behind") {
+    return fmt::format(
+        "this store was recovered at {}: {}; {} ({}). Events stored before then may be missing, "
+        "and alerts found again say they may have gone out before",
+        when, value("store_recovered_reason"), value("store_recovered_salvage"),
+        value("store_recovered_from"));
+  }
   return fmt::format(
       "this store was recovered from damage ({}) at {}; the damaged file is kept as {}; {}. "
       "Events stored before then may be missing",

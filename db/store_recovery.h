@@ -29,8 +29,14 @@ struct TableSalvage {
 };
 
 struct StoreRecovery {
-  std::string damaged_path;  // where the damaged file now is
+  std::string damaged_path;  // where the damaged (or emptied) file now is; "" when kept in place
   std::string reason;        // what showed the damage: quick_check's first finding or an error
+  // A sound store behind its identity (db/store_identity.h), kept where it is: the offsets of
+  // the logs it knows may be behind too, so the events found in what those logs already held
+  // at this start are marked as perhaps sent before, not only those of logs it lost.
+  bool in_place = false;
+  // Not damage: the store was empty, another one, or behind what was committed (recover_if_behind).
+  bool behind = false;
   std::vector<TableSalvage> tables;
   int64_t dropped = 0;  // rows read but dropped because a row they refer to was lost
   int64_t recovered_at = 0;
@@ -53,6 +59,28 @@ Result<StoreRecovery> recover_store(const std::string& path, const std::string& 
 
 // find_damage(), then recover_store() when there is damage: what a starting daemon does.
 Result<std::optional<StoreRecovery>> recover_if_damaged(const std::string& path, int64_t now_unix);
+
+struct StorePosition;
+// How far the store at `path` has come (its id, highest event and file ids), read without
+// changing it; an empty position for a file with no store in it (0 bytes, no tables yet).
+Result<StorePosition> position_of(const std::string& path);
+
+// What a starting daemon does next, with the identity the state dir kept (`kept`,
+// db/store_identity.h): nothing when the store at `path` is the one it describes. Otherwise a
+// recovery, with `reason` saying why, in the first of these that applies:
+//  1. a damaged copy of the kept store lies beside it (`<path>.damaged-*`, store id as kept)
+//     that no store salvaged yet (a recovery that met a full disk, or a store emptied after its
+//     damaged copy was made): the file at `path` is moved aside (`<path>.replaced-<time>`) and
+//     the copy salvaged into a fresh store there, so the history comes back;
+//  2. after a recovery at this start (`recovered_now`), nothing more: its store is behind
+//     because of what the salvage could not read, which it has said;
+//  3. an empty store: moved aside, a fresh store made; every log is read from its start;
+//  4. a store with rows but behind, or another store: kept in place (`in_place`).
+// Every recovered store gets a new store id, so no id it hands out can repeat one handed out by
+// the store it replaces, and the fleet store receives its rows again under that id.
+Result<std::optional<StoreRecovery>> recover_if_behind(const std::string& path,
+                                                       const std::optional<StorePosition>& kept,
+                                                       bool recovered_now, int64_t now_unix);
 
 class Store;
 // What `report`, `jobs` and `check-config` say about a store that was recovered: when, where the

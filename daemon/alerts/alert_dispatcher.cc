@@ -114,6 +114,8 @@ AlertDispatcher::AlertDispatcher(asio::io_context& io, db::Store& store, const D
       clock_(clock),
       wall_clock_(wall_clock ? std::move(wall_clock)
                              : std::function<int64_t()>([&clock] { return clock.unix_now(); })) {
+  // Read once: a recovered store (which gets a new id) is run by a new daemon and dispatcher.
+  if (auto id = store.store_id()) scope_ = *id;
   for (const Receiver& receiver : config.alerts) {
     auto lane = std::make_unique<Lane>(clock.timer(io));
     lane->receiver = receiver;
@@ -175,6 +177,7 @@ bool AlertDispatcher::in_flight() const {
 void AlertDispatcher::send_once(AlertContent alert) {
   if (retired_) return;
   if (alert.host.empty()) alert.host = host_;
+  if (alert.scope.empty()) alert.scope = scope_;
   if (alert.url.empty() && !alert.job.empty() && !alert.store_recovered) {
     alert.url = job_page_url(web_url_, alert.job);
   }
@@ -308,6 +311,8 @@ void AlertDispatcher::send(Lane& lane, std::vector<std::vector<db::OutboxItem>> 
     AlertContent alert = alert_content(unit.front().event_id, last.job, host_, last.trainer,
                                        last.model_family, last.log_path, last.event_json,
                                        last.fixes_json, utc_time(unit.front().created_at));
+    alert.event_uuid = unit.front().event_uuid;
+    alert.scope = scope_;
     alert.grouped = static_cast<int>(unit.size());
     if (unit.size() == 1) alert.revision = last.revision;
     alert.resent = last.resent;

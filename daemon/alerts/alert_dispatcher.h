@@ -79,6 +79,7 @@ class AlertDispatcher {
   db::Store& store_;
   std::string host_;
   std::string web_url_;
+  std::string scope_;  // the store's id: the scope of alert ids made of its row ids
   int group_seconds_;
   Metrics* metrics_;
   LoopClock& clock_;

@@ -138,16 +138,18 @@ std::string AlertContent::title() const {
 std::string AlertContent::webhook_id() const {
   if (test) return test_id;
   if (!storm.empty()) return fmt::format("storm_{}_{}", storm.front().webhook_id(), storm.size());
-  if (near_oom) return fmt::format("near_oom_{}_{}", event_id, revision);
+  // The first 8 hex digits of the store's id: enough to tell a node's stores apart.
+  const std::string in = scope.empty() ? "" : scope.substr(0, 8) + "_";
+  if (near_oom) return fmt::format("near_oom_{}{}_{}", in, event_id, revision);
   if (stalled) {
-    return fmt::format("stalled_{}_{}{}", event_id, stalled->since,
+    return fmt::format("stalled_{}{}_{}{}", in, event_id, stalled->since,
                        stalled->resolved ? "_resolved" : "");
   }
-  if (predicted) return fmt::format("preflight_{}", event_id);
-  if (!heal.empty()) return fmt::format("heal_{}", event_id);
-  if (store_recovered) return fmt::format("store_recovered_{}", event_id);
-  return revision > 0 ? fmt::format("evt_{}_r{}", event_id, revision)
-                      : fmt::format("evt_{}", event_id);
+  if (predicted) return fmt::format("preflight_{}{}", in, event_id);
+  if (!heal.empty()) return fmt::format("heal_{}{}", in, event_id);
+  if (store_recovered) return fmt::format("store_recovered_{}{}", in, event_id);
+  const std::string key = event_uuid.empty() ? std::to_string(event_id) : event_uuid;
+  return revision > 0 ? fmt::format("evt_{}_r{}", key, revision) : fmt::format("evt_{}", key);
 }
 
 namespace {
@@ -450,6 +452,23 @@ std::string status_of(const AlertContent& a) {
   return a.stalled && a.stalled->resolved ? "resolved" : "firing";
 }
 
+namespace {
+
+// Alertmanager's fingerprint names the alert across its updates: the key without a revision,
+// hashed (FNV-1a), so it is as unique as the key and an amended OOM keeps its fingerprint.
+std::string fingerprint_of(const AlertContent& a) {
+  std::string key = a.webhook_id();
+  if (a.revision > 0 && !a.near_oom && key.starts_with("evt_")) key.resize(key.rfind("_r"));
+  uint64_t hash = 14695981039346656037ull;
+  for (const unsigned char c : key) {
+    hash ^= c;
+    hash *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", hash);
+}
+
+}  // namespace
+
 json webhook_alert(const AlertContent& a) {
   return {{"status", status_of(a)},
           {"labels", labels_of(a)},
@@ -457,7 +476,7 @@ json webhook_alert(const AlertContent& a) {
           {"startsAt", a.starts_at},
           {"endsAt", a.ends_at.empty() ? "0001-01-01T00:00:00Z" : a.ends_at},
           {"generatorURL", a.url},
-          {"fingerprint", fmt::format("{:016x}", static_cast<uint64_t>(a.event_id))}};
+          {"fingerprint", fingerprint_of(a)}};
 }
 
 json api_alert(const AlertContent& a) {

@@ -23,7 +23,14 @@ struct AlertFix {
 };
 
 struct AlertContent {
-  int64_t event_id = 0;  // also the idempotency key (webhook-id)
+  int64_t event_id = 0;  // with `event_uuid` or `scope`, the idempotency key (webhook-id)
+  // An OOM's own UUID, made when its event was stored: its webhook-id is evt_<uuid>, which no
+  // other OOM ever has, whatever happens to the store (docs/alerts.md "Ids").
+  std::string event_uuid;
+  // For the alerts keyed by a store row's id (a pre-flight check, a run): the store's id (made
+  // anew whenever the store is, db/store_recovery.h), so that a row id handed out again after a
+  // store was restored or recovered never makes an id a receiver has seen.
+  std::string scope;
   std::string job;
   std::string host;
   std::string trainer;

@@ -4,9 +4,11 @@
 #include "daemon/cli/serve_command.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <ctime>
 #include <map>
@@ -38,7 +40,11 @@ constexpr const char* kContentSecurityPolicy =
     "base-uri 'none'; frame-ancestors 'none'";
 
 // Read-only store connections, opened as threads need them (a missing store is retried at the
-// next request) and handed to one request at a time.
+// next request) and handed to one request at a time. A file put in the store's place (a new
+// inode: a store recovered or put back from a backup, or removed and made anew by a restarted
+// daemon) is another store: a connection open on the old file would show the old one for ever,
+// so every few seconds the path is looked at again and the connections on another file are
+// closed (docs/serve.md).
 class ReaderPool {
  public:
   ReaderPool(StoreTarget target, ReadMode mode, size_t size)
@@ -46,11 +52,11 @@ class ReaderPool {
 
   class Lease {
    public:
-    Lease(ReaderPool& pool, std::unique_ptr<db::JobReader> reader)
-        : pool_(&pool), reader_(std::move(reader)) {}
+    Lease(ReaderPool& pool, std::unique_ptr<db::JobReader> reader, uint64_t generation)
+        : pool_(&pool), reader_(std::move(reader)), generation_(generation) {}
     Lease(Lease&&) = default;
     ~Lease() {
-      if (reader_) pool_->give_back(std::move(reader_));
+      if (reader_) pool_->give_back(std::move(reader_), generation_);
     }
     db::JobReader& operator*() { return *reader_; }
     db::JobReader* operator->() { return reader_.get(); }
@@ -65,17 +71,20 @@ class ReaderPool {
    private:
     ReaderPool* pool_;
     std::unique_ptr<db::JobReader> reader_;
+    uint64_t generation_;
   };
 
   Result<Lease> take() {
     std::unique_lock lock(mutex_);
+    follow_file();
     freed_.wait(lock, [&] { return !idle_.empty() || opened_ < size_; });
     if (!idle_.empty()) {
       auto reader = std::move(idle_.back());
       idle_.pop_back();
-      return Lease(*this, std::move(reader));
+      return Lease(*this, std::move(reader), generation_);
     }
     ++opened_;
+    const uint64_t generation = generation_;
     lock.unlock();
     auto opened = open_reader(target_, mode_);
     if (!opened || !*opened) {
@@ -85,15 +94,43 @@ class ReaderPool {
       if (!opened) return opened.error();
       return make_error(ErrorCode::kIo, "no store at " + target_.location + " yet");
     }
-    return Lease(*this, std::move(*opened));
+    return Lease(*this, std::move(*opened), generation);
   }
 
  private:
-  void give_back(std::unique_ptr<db::JobReader> reader) {
+  struct FileId {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    bool operator==(const FileId&) const = default;
+  };
+
+  // With the lock held. A fleet store's URL is no file: its identity stays "none".
+  void follow_file() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now < next_look_) return;
+    next_look_ = now + kLookEvery;
+    FileId current;
+    struct stat st {};
+    if (::stat(target_.location.c_str(), &st) == 0) current = {st.st_dev, st.st_ino};
+    if (current == file_) return;
+    file_ = current;
+    ++generation_;
+    opened_ -= idle_.size();
+    idle_.clear();
+    freed_.notify_all();
+  }
+
+  void give_back(std::unique_ptr<db::JobReader> reader, uint64_t generation) {
     std::lock_guard lock(mutex_);
-    idle_.push_back(std::move(reader));
+    if (generation != generation_) {
+      --opened_;  // opened on a file no longer at the path: closed
+    } else {
+      idle_.push_back(std::move(reader));
+    }
     freed_.notify_one();
   }
+
+  static constexpr auto kLookEvery = std::chrono::seconds(2);
 
   StoreTarget target_;
   ReadMode mode_;
@@ -102,6 +139,9 @@ class ReaderPool {
   std::condition_variable freed_;
   std::vector<std::unique_ptr<db::JobReader>> idle_;
   size_t opened_ = 0;
+  FileId file_;
+  uint64_t generation_ = 0;
+  std::chrono::steady_clock::time_point next_look_{};
 };
 
 WebResponse html_page(int status, std::string body) {

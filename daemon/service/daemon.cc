@@ -135,9 +135,10 @@ bool Daemon::start() {
   // Before the first scan: what it stores must be queued for the fleet store.
   if (!start_fleet_shipper()) return false;
   if (recovery_) announce_recovery(*recovery_);
-  logs_.set_recovering(recovery_.has_value());
+  logs_.set_recovering(recovery_.has_value(), recovery_ && recovery_->in_place);
   discovery_.scan_all(first_start);
   logs_.set_recovering(false);
+  keep_identity();
   slurm_.configure(config_.watch);
   if (first_start) mark_first_scan_done();
   logs_.drain_rotated_while_down();
@@ -214,24 +215,58 @@ void Daemon::store_damaged(const std::string& message) {
   io_.stop();
 }
 
+// The state dir's record of how far this store's commits came (db/store_identity.h), rewritten
+// when that changed: after a commit of new events, before their alerts can go out, and after
+// new files (the live timer). A failure is said once; the next commit tries again.
+void Daemon::keep_identity() {
+  auto position = store_.position();
+  if (!position || *position == identity_written_) return;
+  if (auto written = db::write_identity(store_path_, *position); !written) {
+    if (!identity_failing_) log_line(kWarning, "store identity: {}", written.error().message);
+    identity_failing_ = true;
+    return;
+  }
+  identity_failing_ = false;
+  identity_written_ = *position;
+}
+
 // One critical journal line and one alert per recovery; `report` and `check-config` read the
 // same facts from the store's meta.
 void Daemon::announce_recovery(const db::StoreRecovery& recovery) {
-  log_line(kCritical,
-           "store {} was damaged ({}); kept as {} and replaced by a fresh store: {}. Logs it "
-           "no longer knew are read from their start; their alerts say they may have gone out "
-           "before.",
-           store_path_, recovery.reason, recovery.damaged_path, recovery.summary());
+  if (recovery.behind) {
+    log_line(kCritical,
+             "store {} is not the store this daemon last wrote: {}. It was recovered ({}; {}); "
+             "the logs whose read position was lost are read again and their alerts say they "
+             "may have gone out before.",
+             store_path_, recovery.reason,
+             recovery.damaged_path.empty() ? "kept in place" : "from " + recovery.damaged_path,
+             recovery.summary());
+  } else {
+    log_line(kCritical,
+             "store {} was damaged ({}); kept as {} and replaced by a fresh store: {}. Logs it "
+             "no longer knew are read from their start; their alerts say they may have gone out "
+             "before.",
+             store_path_, recovery.reason, recovery.damaged_path, recovery.summary());
+  }
   AlertContent alert;
   alert.store_recovered = true;
   alert.event_id = recovery.recovered_at;
   alert.job = "oomtriage store";
   alert.step = "-";
   alert.log_path = recovery.damaged_path;
-  alert.message = fmt::format(
-      "The store {} was damaged ({}). It was moved aside to {} and a fresh store took its "
-      "place: {}. Logs whose read position was lost are read again from their start.",
-      store_path_, recovery.reason, recovery.damaged_path, recovery.summary());
+  alert.message =
+      recovery.behind
+          ? fmt::format(
+                "The store {} was not the store this daemon last wrote: {}. It was "
+                "recovered ({}): {}. Logs whose read position was lost are read again.",
+                store_path_, recovery.reason,
+                recovery.damaged_path.empty() ? "kept in place" : "from " + recovery.damaged_path,
+                recovery.summary())
+          : fmt::format(
+                "The store {} was damaged ({}). It was moved aside to {} and a fresh "
+                "store took its place: {}. Logs whose read position was lost are read "
+                "again from their start.",
+                store_path_, recovery.reason, recovery.damaged_path, recovery.summary());
   alert.starts_at = utc_time(recovery.recovered_at);
   if (dispatcher_) dispatcher_->send_once(std::move(alert));
 }
@@ -255,6 +290,7 @@ void Daemon::preflight_check(const Tracked& file) {
 
 // New events were stored: their alerts are due, and the fleet store wants them.
 void Daemon::poke_dispatcher() {
+  keep_identity();  // before any alert of what was just committed can go out
   if (dispatcher_) dispatcher_->poke();
   if (fleet_) fleet_->poke();
 }
@@ -339,6 +375,10 @@ int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose,
     log_line(kError, "cannot open store {}: {}", store_path, lock.error().message);
     return 2;
   }
+  // What the state dir kept of the store it last wrote: a store that is not it (emptied, put
+  // back from a backup, its WAL's tail lost) is a recovery, not a first start.
+  auto kept = db::read_identity(store_path);
+  if (!kept) log_line(kWarning, "{}; the store is taken as it is", kept.error().message);
   // A damaged store is moved aside and salvaged here rather than refused: refusing it was a
   // restart loop under systemd, and no OOM was stored until a person came.
   auto recovered = db::recover_if_damaged(store_path, unix_now());
@@ -347,6 +387,14 @@ int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose,
     return 2;
   }
   std::optional<db::StoreRecovery> recovery = std::move(*recovered);
+  if (kept && *kept) {
+    auto behind = db::recover_if_behind(store_path, *kept, recovery.has_value(), unix_now());
+    if (!behind) {
+      log_line(kError, "store {}: {}", store_path, behind.error().message);
+      return 2;
+    }
+    if (*behind) recovery = std::move(*behind);
+  }
   std::vector<int64_t> recovered_at;
   for (;;) {
     if (recovery) recovered_at.push_back(recovery->recovered_at);

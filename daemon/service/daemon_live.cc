@@ -56,6 +56,7 @@ void Daemon::arm_live() {
   live_timer_->async_wait([this](const boost::system::error_code& ec) {
     live_armed_ = false;
     if (ec) return;
+    keep_identity();  // the files found since (their events already kept it)
     write_live();
   });
 }

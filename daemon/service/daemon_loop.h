@@ -73,6 +73,7 @@ class Daemon final : public LogHost {
   std::unique_ptr<UiHealer> make_healer();
   void preflight_check(const Tracked& file);
   void poke_dispatcher();
+  void keep_identity();
   bool start_fleet_shipper();
   void arm_watchdog();
   std::string render_metrics();
@@ -144,8 +145,10 @@ class Daemon final : public LogHost {
   std::chrono::microseconds watchdog_interval_{0};
   int textfile_error_logged_ = 0;
   std::optional<db::StoreRecovery> recovery_;  // this start follows one
-  std::optional<std::string> damage_;          // the loop stopped for a recovery
-  bool first_scan_marker_pending_ = false;     // its write failed: tried again at the next commit
+  db::StorePosition identity_written_;         // what the state dir's identity says now
+  bool identity_failing_ = false;
+  std::optional<std::string> damage_;       // the loop stopped for a recovery
+  bool first_scan_marker_pending_ = false;  // its write failed: tried again at the next commit
   std::unique_ptr<LoopTimer> store_retry_timer_ = clock_.timer(io_);
   bool store_retry_armed_ = false;
   bool rescan_on_retry_ = false;  // a log could not be registered: scan again on the retry

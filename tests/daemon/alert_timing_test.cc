@@ -226,7 +226,8 @@ TEST_SUITE("daemon::alert_timing") {
       std::ofstream(out / ("job" + std::to_string(i)) / "log.txt", std::ios::app) << crash;
       if (i % 30 == 29) daemon.pass(std::chrono::milliseconds(500));
     }
-    const std::regex key("\\[evt_([0-9]+)\\]");
+    // Each OOM's key is its event's UUID (docs/alerts.md "Ids").
+    const std::regex key("\\[evt_([0-9a-f]{8}-[0-9a-f-]{27})\\]");
     std::multiset<std::string> listed;
     const auto all_listed = [&] {
       listed.clear();

@@ -10,6 +10,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <regex>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -250,8 +251,15 @@ TEST_SUITE("daemon::alerts") {
     daemon.pass(1500ms);  // no third
     const auto requests = server.requests();
     REQUIRE(requests.size() == 2);
-    CHECK(requests[0].headers.at("webhook-id") == "evt_1");
-    CHECK(requests[1].headers.at("webhook-id").starts_with("evt_1_r"));
+    // The key is the event's UUID, and the update is of the same family.
+    const std::string key = requests[0].headers.at("webhook-id");
+    CHECK(std::regex_match(
+        key,
+        std::regex("evt_[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")));
+    CHECK(requests[1].headers.at("webhook-id").starts_with(key + "_r"));
+    // Alertmanager's fingerprint names the alert, not the revision.
+    CHECK(json::parse(requests[0].body)["alerts"][0]["fingerprint"] ==
+          json::parse(requests[1].body)["alerts"][0]["fingerprint"]);
     const json first = json::parse(requests[0].body)["alerts"][0];
     const json update = json::parse(requests[1].body)["alerts"][0];
     CHECK(first["labels"]["phase"] == "train_step");
@@ -280,8 +288,9 @@ TEST_SUITE("daemon::alerts") {
     daemon.pass(1500ms);
     const auto requests = server.requests();
     REQUIRE(requests.size() == 2);
-    CHECK(requests[0].headers.at("webhook-id") == "evt_1");
-    CHECK(requests[1].headers.at("webhook-id") == "evt_2");
+    CHECK(requests[0].headers.at("webhook-id").starts_with("evt_"));
+    CHECK(requests[1].headers.at("webhook-id").starts_with("evt_"));
+    CHECK(requests[0].headers.at("webhook-id") != requests[1].headers.at("webhook-id"));
     CHECK(json::parse(requests[0].body)["alerts"][0]["labels"]["training_job"] == "job_a");
     CHECK(json::parse(requests[1].body)["alerts"][0]["labels"]["kind"] == "host_killed");
     CHECK(daemon.stderr_text().find("retrying") != std::string::npos);
@@ -544,7 +553,7 @@ TEST_SUITE("daemon::alerts") {
     CHECK(first_id != server.requests()[1].headers.at("webhook-id"));
     CHECK(slurp(rig.dir.path / "out").find("delivered") != std::string::npos);
   }
-  TEST_CASE("oomtriage alerts lists a refused alert with the receiver's answer; resend sends it") {
+  TEST_CASE("oomtriage alerts lists a refused alert with the receiver's answer - resend sends it") {
     // Refused (a 400 is not retried) until the receiver is fixed.
     std::atomic<bool> fixed{false};
     HttpTestServer server([&](const ReceivedRequest&, size_t) {
