@@ -114,7 +114,7 @@ TEST_SUITE("daemon::heal copies") {
   }
 
   TEST_CASE(
-      "a broken edit is a problem naming the file and its line; a deleted file keeps its copy") {
+      "a broken edit is a problem naming the file and its line, a deleted file keeps its copy") {
     TempDir dir;
     const fs::path original = dir.path / "job.yaml";
     std::ofstream(original) << job(4, 1024);

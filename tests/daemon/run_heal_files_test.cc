@@ -142,7 +142,7 @@ void require_python() {
 
 TEST_SUITE("daemon::run heal files") {
   TEST_CASE(
-      "run --heal started from its own copy leaves it byte-identical; copies take free names") {
+      "run --heal started from its own copy leaves it byte-identical, its copies take free names") {
     require_python();
     TempDir dir;
     // A user goes on from the copy an earlier run made.

@@ -36,7 +36,7 @@ const char* kBase =
 }  // namespace
 
 TEST_SUITE("triage::heal rebase") {
-  TEST_CASE("an edit elsewhere keeps every fix; the user's text stays around them") {
+  TEST_CASE("an edit elsewhere keeps every fix, the user's text stays around them") {
     const std::string edited =
         "train:\n"
         "  batch_size: 4\n"
@@ -60,7 +60,7 @@ TEST_SUITE("triage::heal rebase") {
     CHECK(rebased->yielded.empty());
   }
 
-  TEST_CASE("a key the user changed keeps the user's value; the fix's other keys are applied") {
+  TEST_CASE("a key the user changed keeps the user's value, the fix's other keys are applied") {
     const std::string edited =
         "train:\n"
         "  batch_size: 1\n"
