@@ -564,6 +564,37 @@ Result<std::string> patch_file(parsers::TargetKind kind, std::string_view text,
   return result;
 }
 
+Result<std::vector<nlohmann::json>> values_at(parsers::TargetKind kind, std::string_view text,
+                                              const std::vector<ConfigChange>& changes,
+                                              std::string_view source) {
+  using parsers::TargetKind;
+  nlohmann::json doc;
+  if (kind == TargetKind::kToml) {
+    auto parsed = parsers::parse_toml(text, source);
+    if (!parsed) return parsed.error();
+    doc = toml_to_json(*parsed);
+  } else if (kind == TargetKind::kJson) {
+    auto parsed = parsers::parse_json(text, source);
+    if (!parsed) return parsed.error();
+    doc = std::move(*parsed);
+  } else {
+    auto parsed = parsers::yaml_to_json(text, source);
+    if (!parsed) return parsed.error();
+    doc = nlohmann::json::parse(
+        parsed->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), nullptr, false);
+  }
+  if (doc.is_discarded() || !doc.is_object()) {
+    return make_error(ErrorCode::kBadInput, fmt::format("{}: holds no config", source));
+  }
+  std::vector<nlohmann::json> values;
+  for (const ConfigChange& change : changes) {
+    const auto segments = edits_file(change) ? split_path(key_path(change)) : std::nullopt;
+    const nlohmann::json* value = segments ? at_path(doc, *segments) : nullptr;
+    values.push_back(value ? *value : nlohmann::json());
+  }
+  return values;
+}
+
 Result<std::string> patch_yaml(std::string_view text, const std::vector<ConfigChange>& changes) {
   YamlEditor editor(text);
   for (const ConfigChange& change : changes) {

@@ -33,6 +33,13 @@ Result<std::string> patch_toml(std::string_view text, const std::vector<ConfigCh
 Result<std::string> patch_file(parsers::TargetKind kind, std::string_view text,
                                const std::vector<ConfigChange>& changes);
 
+// The value each change's key holds in `text` (null where it holds none, and for a change that
+// is not a file's), read as patch_file() reads its result back. An error "SOURCE:LINE: reason"
+// when the text does not parse (triage/heal_rebase.h: a config the user edited meanwhile).
+Result<std::vector<nlohmann::json>> values_at(parsers::TargetKind kind, std::string_view text,
+                                              const std::vector<ConfigChange>& changes,
+                                              std::string_view source);
+
 // The process config AI Toolkit prints (no "config.process[0]" around it) cannot be patched in
 // place; callers patch a file instead.
 

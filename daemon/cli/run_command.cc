@@ -16,6 +16,7 @@
 #include <map>
 
 #include "daemon/cli/child_process.h"
+#include "daemon/cli/heal_copies.h"
 #include "daemon/cli/run_alerts.h"
 #include "daemon/cli/trainer_command.h"
 #include "daemon/cli/run_gpu.h"
@@ -24,6 +25,7 @@
 #include "daemon/common/clock.h"
 #include "daemon/common/digest.h"
 #include "daemon/common/exit_codes.h"
+#include "daemon/common/user_file.h"
 #include "daemon/render/json_output.h"
 #include "daemon/service/event_sink.h"
 #include "daemon/service/job_locator.h"
@@ -295,15 +297,6 @@ struct Attempt {
   int failed_code = 1;            // the exit code when the run ends with this attempt
 };
 
-// A patched copy's path: beside the original (relative paths inside it still hold), named for
-// the attempt it is for ("job.oomtriage-2.yaml", never "job.oomtriage-2.oomtriage-3.yaml").
-fs::path patched_copy_path(const fs::path& original, int attempt) {
-  std::string stem = original.stem().string();
-  if (const size_t mark = stem.find(".oomtriage-"); mark != std::string::npos) stem.resize(mark);
-  return original.parent_path() /
-         fmt::format("{}.oomtriage-{}{}", stem, attempt, original.extension().string());
-}
-
 // The attempt loop of one `oomtriage run`, one step per method, in the order run() calls them.
 class Supervisor {
  public:
@@ -331,6 +324,7 @@ class Supervisor {
   std::optional<int> patch_config_files(Attempt& a, const triage::Fix& fix,
                                         uint64_t incident_offset);
   bool wait_for_next_attempt(const Attempt& a, const triage::Fix& fix);
+  std::optional<int> follow_user_edits(Attempt& a);
   void finish(Attempt& a, const std::string& outcome, const std::string& verdict);
   int give_up(Attempt& a, const std::string& verdict, const std::string& message);
   std::string attempt_suffix(const Attempt& a) const;
@@ -346,6 +340,8 @@ class Supervisor {
   RunStore store_;
   std::map<std::string, std::string> env_;
   std::vector<std::string> tried_;
+  HealCopies copies_;           // the patched copies this run made, and the user's files behind
+  std::string started_with_;    // the bytes of the config the first attempt was started with
   std::string applied_fix_;     // the fix applied before the coming attempt
   std::string applied_change_;  // and its changes in words
   int64_t lines_written_ = 0;
@@ -385,6 +381,7 @@ int Supervisor::run() {
     }
     if (const std::optional<int> code = apply_fix(attempt, *step.fix)) return *code;
     if (!wait_for_next_attempt(attempt, *step.fix)) return 130;
+    if (const std::optional<int> code = follow_user_edits(attempt)) return *code;
   }
 }
 
@@ -399,6 +396,10 @@ std::optional<int> Supervisor::run_child(Attempt& a) {
   analyzer_options.trainer = trainer_;
   parsers::LogAnalyzer analyzer(analyzer_options);
   a.started_at = unix_now();
+  // What the user's config held when the job started: an edit while it runs is then told apart.
+  if (a.number == 1 && config_) {
+    if (auto bytes = read_user_file(*config_)) started_with_ = std::move(*bytes);
+  }
   auto child = ChildProcess::start(argv_, env_);
   if (!child) {
     say(child.error().message);
@@ -563,9 +564,9 @@ std::optional<int> Supervisor::apply_fix(Attempt& a, const triage::Fix& fix) {
   return std::nullopt;
 }
 
-// A patched copy of each config file the fix edits (patched_copy_path()), its diff printed,
-// named in the command line instead of the original. An exit code when one cannot be patched
-// or written.
+// A patched copy of each config file the fix edits (a new file: daemon/cli/heal_copies.h), its
+// diff printed, named in the command line instead of the original. An exit code when one cannot
+// be patched or written.
 std::optional<int> Supervisor::patch_config_files(Attempt& a, const triage::Fix& fix,
                                                   uint64_t incident_offset) {
   for (const parsers::NativeFile& file : a.lookup.files) {
@@ -584,14 +585,13 @@ std::optional<int> Supervisor::patch_config_files(Attempt& a, const triage::Fix&
                                  patched.error().message));
     }
     const fs::path original(file.path);
-    const fs::path copy = patched_copy_path(original, a.number + 1);
-    std::ofstream out(copy, std::ios::binary | std::ios::trunc);
-    out << *patched;
-    out.close();
-    if (!out) {
-      return give_up(a, "stopped: cannot write " + copy.string(),
-                     "not healed: cannot write " + copy.string());
+    // Never the original, nor any file that was there before: a new file under a free name.
+    const auto made = copies_.write(file, *patched, fix.id, mine, a.number + 1);
+    if (!made) {
+      return give_up(a, "stopped: cannot write a patched copy of " + file.path,
+                     "not healed: " + made.error().message);
     }
+    const fs::path copy(*made);
     fmt::print(stderr, "{}",
                triage::unified_diff(file.text, *patched, "a/" + file.path, "b/" + copy.string()));
     if (const auto spelled = spelling_of(argv_, original)) {
@@ -599,6 +599,10 @@ std::optional<int> Supervisor::patch_config_files(Attempt& a, const triage::Fix&
     }
     std::error_code ec;
     if (config_ && fs::weakly_canonical(*config_, ec) == fs::weakly_canonical(original, ec)) {
+      if (a.number == 1 && !started_with_.empty() && file.text != started_with_) {
+        say(fmt::format("{} changed during attempt 1: attempt 2 uses your edit with {} applied",
+                        shown_path(file.path), fix.id));
+      }
       config_ = copy.string();
     }
     store_.record_fix(log_path_, incident_offset, fix, file.path, file.text, *patched);
@@ -620,6 +624,31 @@ bool Supervisor::wait_for_next_attempt(const Attempt& a, const triage::Fix& fix)
   }
   backoff_ = std::min(std::chrono::seconds(300), backoff_ * 2);
   return true;
+}
+
+// After the back-off: a user's config edited since its copy was made (copies_.follow_edits())
+// gives the next attempt a new copy, the user's edit with the run's fixes on top; one line says
+// so. An edit that no longer parses stops the run (an exit code): it is not healed from a broken
+// file, nor run from a copy that ignores the edit.
+std::optional<int> Supervisor::follow_user_edits(Attempt& a) {
+  const int next = a.number + 1;
+  auto followed = copies_.follow_edits(next);
+  if (!followed) {
+    return give_up(a, "stopped: " + followed.error().message,
+                   "not healed: " + followed.error().message);
+  }
+  for (const HealCopies::Followed& edit : *followed) {
+    if (!edit.problem.empty()) {
+      return give_up(a, "stopped: the edited config does not parse", followed_line(edit, next));
+    }
+    argv_ = triage::replace_path_argument(argv_, edit.stale_copy, edit.copy);
+    if (config_ && *config_ == edit.stale_copy) config_ = edit.copy;
+    say(fmt::format("{}; command: {}", followed_line(edit, next), fmt::join(argv_, " ")));
+    fmt::print(
+        stderr, "{}",
+        triage::unified_diff(edit.edited, edit.text, "a/" + edit.original, "b/" + edit.copy));
+  }
+  return std::nullopt;
 }
 
 // Every way out of an attempt says how it ended, and the last one the verdict: its

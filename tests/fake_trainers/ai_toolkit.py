@@ -47,6 +47,19 @@ class UiJob:
 
 
 ui = None
+resumed = False
+
+
+def user_edit():
+    spec = os.environ.get("FAKE_EDIT")
+    if not spec or (os.environ.get("FAKE_EDIT_RESUMED_ONLY") == "1" and not resumed):
+        return
+    path, old, new = spec.split("|")
+    with open(path) as f:
+        text = f.read()
+    if old in text:
+        with open(path, "w") as f:
+            f.write(text.replace(old, new, 1))
 
 
 def oom(tried_gib, vram_gib):
@@ -57,6 +70,7 @@ def oom(tried_gib, vram_gib):
 
 
 def die(message, where):
+    user_edit()
     if ui:
         ui.set_status("error", message)
     print(f"Error running job: {message}")
@@ -103,6 +117,8 @@ def main():
     saves = sorted(glob.glob(os.path.join(folder, f"{name}_*.safetensors")), key=os.path.getctime)
     if saves and os.environ.get("FAKE_RESUME_BROKEN") != "1":
         start = int(saves[-1].rsplit("_", 1)[1].split(".")[0])
+        global resumed
+        resumed = True
         print(f"#### IMPORTANT RESUMING FROM {saves[-1]} ####\nLoading from {saves[-1]}")
         print(f"Found step {start} in metadata, starting from there")
         marker = os.environ.get("FAKE_LOAD_OOM_ONCE")
