@@ -6,12 +6,18 @@
 // looked at afresh, and the old job's gauge, stored peak and near-OOM warning never get its
 // memory; a process still running keeps its job without its /proc being read again; and a
 // command line gives a process to a job only by the job's own files (its log, its config, its
-// output folder), never by another job's weights or images it reads. NVML is the stand-in
+// output folder), never by another job's weights or images it reads. A pid is also handed out
+// again for real, where the machine lets a test choose the next pid. NVML is the stand-in
 // library (tests/support/fake_nvml.cc), opened in this process; its cards are a state file.
 #include <doctest/doctest.h>
 
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/io_context.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
@@ -25,7 +31,10 @@
 #include "daemon/service/gpu_monitor.h"
 #include "db/store.h"
 #include "tests/support/e2e.h"
+#include "tests/support/skip.h"
 #include "tests/support/virtual_clock.h"
+
+extern char** environ;
 
 using namespace oomtriage;
 using namespace oomtriage::daemon;
@@ -85,7 +94,9 @@ struct Rig {
   std::vector<std::string> said;
   std::unique_ptr<GpuMonitor> monitor;  // last: gone before what it uses
 
-  Rig() {
+  // `proc_root`: the /proc the monitor reads, by default the fake one.
+  explicit Rig(std::string proc_root = "") {
+    if (proc_root.empty()) proc_root = proc.root.string();
     fs::create_directories(proc.root);
     fs::create_directories(nobody);
     auto opened = db::Store::open((dir.path / "oomtriage.db").string());
@@ -110,7 +121,7 @@ struct Rig {
     monitor = std::make_unique<GpuMonitor>(
         io, *store, metrics, [this] { return clock.unix_now(); }, [this] { return runs; },
         [this](AlertContent alert) { warnings.push_back(std::move(alert)); },
-        [this](const std::string& line) { said.push_back(line); }, clock, proc.root.string());
+        [this](const std::string& line) { said.push_back(line); }, clock, proc_root);
     auto sampler = NvmlSampler::open(OOMTRIAGE_FAKE_NVML);
     REQUIRE(sampler);
     monitor->start(1000ms, 0.95, std::move(*sampler));
@@ -119,6 +130,7 @@ struct Rig {
       io.poll();
       return !said.empty();
     }));
+    REQUIRE(said.front().rfind("sampling the memory of 1 GPU(s)", 0) == 0);
   }
   ~Rig() { monitor.reset(); }
 
@@ -165,12 +177,59 @@ struct Rig {
     for (const db::GpuMemoryRow& row : *rows) peak = std::max(peak, row.peak_bytes);
     return peak;
   }
+  // The memory a near-OOM warning for the job's run was stored at, if one was.
+  std::optional<uint64_t> stored_warning(const char* job) {
+    auto rows = store->gpu_memory_of_run(run_of(job));
+    REQUIRE(rows);
+    std::optional<uint64_t> warned;
+    for (const db::GpuMemoryRow& row : *rows)
+      if (row.warned_bytes) warned = row.warned_bytes;
+    return warned;
+  }
   std::vector<std::string> warned_jobs() const {
     std::vector<std::string> jobs;
     for (const AlertContent& alert : warnings) jobs.push_back(alert.job);
     return jobs;
   }
 };
+
+// `sh -c 'cd CWD && exec sleep 60'`: a process working in `cwd`, as a trainer in its job's
+// folder; once it runs `sleep` its working folder is settled.
+struct Sleeper {
+  pid_t pid = -1;
+  explicit Sleeper(const fs::path& cwd) {
+    std::string script = "cd '" + cwd.string() + "' && exec sleep 60";
+    std::vector<std::string> argv = {"sh", "-c", script};
+    std::vector<char*> pointers;
+    for (auto& arg : argv) pointers.push_back(arg.data());
+    pointers.push_back(nullptr);
+    REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, pointers.data(), environ) == 0);
+  }
+  void wait_running() const {
+    REQUIRE(wait_until([&] {
+      std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+      std::string name;
+      return static_cast<bool>(comm >> name) && name == "sleep";
+    }));
+  }
+  void end() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  ~Sleeper() { end(); }
+  Sleeper(const Sleeper&) = delete;
+  Sleeper& operator=(const Sleeper&) = delete;
+};
+
+// Clock ticks since boot (USER_HZ: /proc/uptime's hundredths), the unit of a start time.
+uint64_t ticks_since_boot() {
+  std::ifstream uptime("/proc/uptime");
+  double seconds = 0;
+  uptime >> seconds;
+  return static_cast<uint64_t>(seconds * 100);
+}
 
 }  // namespace
 
@@ -194,6 +253,7 @@ TEST_SUITE("daemon::gpu_attribution") {
       CHECK(rig.gauge("jobB") == 23 * kGiB + kGiB / 2);
       CHECK_FALSE(rig.gauge("jobA"));
       CHECK(rig.warned_jobs() == std::vector<std::string>{"jobB"});
+      CHECK_FALSE(rig.stored_warning("jobA"));
       CHECK(rig.stored_peak("jobA") == 4 * kGiB);  // A left the card: stored at once
     }
     SUBCASE("the new process is nobody's") {
@@ -210,6 +270,53 @@ TEST_SUITE("daemon::gpu_attribution") {
     auto kept = rig.store->list_warnings(std::nullopt, 10);
     REQUIRE(kept);
     for (const db::WarningRow& row : *kept) CHECK(row.job != "jobA");
+  }
+
+  TEST_CASE("real processes: a pid the kernel hands to another job's trainer moves nothing") {
+    // The kernel gives the next process the pid after ns_last_pid (what CRIU restores pids
+    // with): writable by root in the machine's pid namespace, read-only in most containers.
+    const char* kLastPid = "/proc/sys/kernel/ns_last_pid";
+    if (::access(kLastPid, W_OK) != 0) {
+      skip_test(std::string(kLastPid) + " is not writable here: a pid cannot be handed out again");
+      return;
+    }
+    Rig rig("/proc");
+    Sleeper first(rig.folder("jobA"));
+    first.wait_running();
+    const pid_t pid = first.pid;
+    rig.cards_hold({{pid, 4 * kGiB}});
+    rig.sample();
+    REQUIRE(rig.gauge("jobA") == 4 * kGiB);
+
+    // A's trainer exits, B's trainer gets its pid. Start times count clock ticks: let one pass.
+    const auto first_started = GpuAttribution().start_time(pid);
+    REQUIRE(first_started);
+    REQUIRE(wait_until([&] { return ticks_since_boot() > *first_started + 1; }));
+    first.end();
+    std::optional<Sleeper> second;
+    for (int attempt = 0; attempt < 50 && !(second && second->pid == pid); ++attempt) {
+      second.reset();  // another process on the machine took the pid first
+      std::ofstream(kLastPid) << pid - 1;
+      second.emplace(rig.folder("jobB"));
+    }
+    if (second->pid != pid) {
+      second.reset();
+      skip_test("pid " + std::to_string(pid) + " went to other processes 50 times");
+      return;
+    }
+    second->wait_running();
+    rig.cards_hold({{pid, 23 * kGiB + kGiB / 2}});
+    rig.sample();
+    CHECK(rig.gauge("jobB") == 23 * kGiB + kGiB / 2);
+    CHECK_FALSE(rig.gauge("jobA"));
+    // This test's binary is the sleepers' parent, so the monitor takes them for processes under
+    // `oomtriage run` (its own binary above them), which warns for them itself: the warning is
+    // not sent, but what it was is stored, with B's run. Stopping writes every run's timeline.
+    rig.monitor->stop();
+    CHECK(rig.warnings.empty());
+    CHECK(rig.stored_warning("jobB") == 23 * kGiB + kGiB / 2);
+    CHECK_FALSE(rig.stored_warning("jobA"));
+    CHECK(rig.stored_peak("jobA") == 4 * kGiB);
   }
 
   TEST_CASE("a process still running keeps its job without its /proc being read again") {
