@@ -180,6 +180,7 @@ std::vector<SampledRun> Daemon::sampled_runs() {
     run.run_id = log->job.run_id;
     run.folder = job_home(*log);
     if (log->is_container_log()) run.pod_uid = pod_of(path).uid;
+    if (log->job.config_path) run.config = *log->job.config_path;
     run.step = log->analyzer().training_step();
     run.phase = log->analyzer().current_phase();
     run.alert.job = log->job.name;

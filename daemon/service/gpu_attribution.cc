@@ -1,5 +1,6 @@
 // daemon/service/gpu_attribution.cc: a GPU process's job, from its descriptors, working folder
-// and command line and its ancestors'.
+// and command line and its ancestors'; its start time, which tells it from a later process with
+// its pid.
 #include "daemon/service/gpu_attribution.h"
 
 #include <dirent.h>
@@ -7,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -43,7 +46,88 @@ int access_mode(const std::string& proc, pid_t pid, const std::string& fd) {
   return -1;
 }
 
+// `path` as one spelling: absolute against `base` (empty: only an absolute path has one), no
+// `.`, `..` or doubled slashes, no trailing slash. Empty when there is none.
+std::string normal_path(const std::string& path, const std::string& base = "") {
+  if (path.empty() || (path[0] != '/' && base.empty())) return "";
+  const std::filesystem::path full =
+      path[0] == '/' ? std::filesystem::path(path) : std::filesystem::path(base) / path;
+  std::string normal = full.lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  return normal;
+}
+
+// Of the jobs whose folder holds `path`, the innermost: a job kept in a sub-folder of another's
+// is its own.
+const JobFiles* innermost_holding(const std::string& path, const std::vector<JobFiles>& jobs) {
+  const JobFiles* found = nullptr;
+  for (const JobFiles& job : jobs) {
+    if (is_within(path, job.folder) && (!found || job.folder.size() > found->folder.size()))
+      found = &job;
+  }
+  return found;
+}
+
+// The words of an option's name: `--Output-Dir` and `output_dir` are {"output", "dir"}.
+std::vector<std::string> option_words(std::string_view option) {
+  std::vector<std::string> words(1);
+  for (const char c : option.substr(std::min(option.find_first_not_of('-'), option.size()))) {
+    if (c == '_' || c == '-' || c == '.') {
+      if (!words.back().empty()) words.emplace_back();
+    } else {
+      words.back() += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    }
+  }
+  if (words.back().empty()) words.pop_back();
+  return words;
+}
+
+// One path a command line names, with the option it is the value of (empty: a positional).
+struct NamedPath {
+  std::string option;
+  std::string path;
+};
+
+// `--opt=value` and `--opt value` name value under opt; any other argument names itself. A flag
+// followed by a positional is read as the flag's value: harmless, the option's name decides only
+// whether a folder is an output, and a flag's name is not one.
+std::vector<NamedPath> named_paths(const std::vector<std::string>& args) {
+  std::vector<NamedPath> named;
+  std::string option;  // waiting for its value
+  for (const std::string& arg : args) {
+    if (arg.size() > 1 && arg[0] == '-') {
+      const size_t equals = arg.find('=');
+      if (equals == std::string::npos) {
+        option = arg;
+      } else {
+        named.push_back({arg.substr(0, equals), arg.substr(equals + 1)});
+        option.clear();
+      }
+      continue;
+    }
+    named.push_back({option, arg});
+    option.clear();
+  }
+  return named;
+}
+
 }  // namespace
+
+bool names_an_output(std::string_view option) {
+  static constexpr std::string_view kOutputs[] = {"output", "outputs", "out", "outdir", "logdir"};
+  static constexpr std::string_view kWriters[] = {"log", "logs", "logging", "save", "workspace"};
+  static constexpr std::string_view kPlaces[] = {"dir", "folder", "path", "file", "to"};
+  const auto among = [](const std::string& word, const auto& list) {
+    return std::find(std::begin(list), std::end(list), word) != std::end(list);
+  };
+  const std::vector<std::string> words = option_words(option);
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (among(words[i], kOutputs)) return true;
+    if (among(words[i], kWriters) && i + 1 < words.size() && among(words[i + 1], kPlaces))
+      return true;
+  }
+  return false;
+}
 
 bool is_within(const std::string& path, const std::string& folder) {
   if (folder.empty() || path.size() < folder.size() || path.compare(0, folder.size(), folder) != 0)
@@ -112,6 +196,39 @@ std::string GpuAttribution::cgroup(pid_t pid) const {
   return slurp(proc_ + "/" + std::to_string(pid) + "/cgroup");
 }
 
+std::optional<uint64_t> GpuAttribution::start_time(pid_t pid) const {
+  // "pid (comm) state ppid ...": the 22nd field is the 20th after comm's closing parenthesis.
+  const std::string stat = slurp(proc_ + "/" + std::to_string(pid) + "/stat");
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream rest(stat.substr(close + 1));
+  std::string field;
+  for (int i = 0; i < 19; ++i) {
+    if (!(rest >> field)) return std::nullopt;
+  }
+  uint64_t ticks = 0;
+  if (!(rest >> ticks)) return std::nullopt;
+  return ticks;
+}
+
+const JobFiles* GpuAttribution::named_by_arguments(pid_t pid,
+                                                   const std::vector<JobFiles>& jobs) const {
+  const std::string cwd = working_folder(pid);  // for relative paths; empty when not ours
+  for (const NamedPath& named : named_paths(arguments(pid))) {
+    const std::string path = normal_path(named.path, cwd);
+    if (path.empty()) continue;
+    for (const JobFiles& job : jobs) {
+      if (path == normal_path(job.config)) return &job;
+      for (const std::string& log : job.logs)
+        if (path == normal_path(log)) return &job;
+    }
+    if (names_an_output(named.option)) {
+      if (const JobFiles* job = innermost_holding(path, jobs)) return job;
+    }
+  }
+  return nullptr;
+}
+
 std::optional<std::string> GpuAttribution::job_of(pid_t pid,
                                                   const std::vector<JobFiles>& jobs) const {
   // A pod's processes share its cgroup: no ancestors to walk, and no ptrace rights needed.
@@ -137,18 +254,11 @@ std::optional<std::string> GpuAttribution::job_of(pid_t pid,
   }
   for (pid_t member : chain) {
     const std::string folder = working_folder(member);
-    for (const JobFiles& job : jobs)
-      if (!folder.empty() && is_within(folder, job.folder)) return job.job;
+    if (folder.empty()) continue;
+    if (const JobFiles* job = innermost_holding(folder, jobs)) return job->job;
   }
   for (pid_t member : chain) {
-    for (const std::string& arg : arguments(member)) {
-      // "--config=/out/job/config.yaml" names the path after the '='.
-      const size_t equals = arg.find('=');
-      const std::string path =
-          equals != std::string::npos && arg[0] == '-' ? arg.substr(equals + 1) : arg;
-      for (const JobFiles& job : jobs)
-        if (is_within(path, job.folder)) return job.job;
-    }
+    if (const JobFiles* job = named_by_arguments(member, jobs)) return job->job;
   }
   return std::nullopt;
 }

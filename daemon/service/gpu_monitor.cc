@@ -17,7 +17,8 @@ namespace oomtriage::daemon {
 GpuMonitor::GpuMonitor(boost::asio::io_context& io, db::Store& store, Metrics& metrics,
                        std::function<int64_t()> wall_clock, Runs runs,
                        std::function<void(AlertContent)> warn,
-                       std::function<void(const std::string&)> say, LoopClock& clock)
+                       std::function<void(const std::string&)> say, LoopClock& clock,
+                       std::string proc)
     : io_(io),
       store_(store),
       metrics_(metrics),
@@ -26,6 +27,7 @@ GpuMonitor::GpuMonitor(boost::asio::io_context& io, db::Store& store, Metrics& m
       warn_(std::move(warn)),
       say_(std::move(say)),
       health_(say_),
+      attribution_(std::move(proc)),
       clock_(clock),
       timer_(clock.timer(io)) {
   std::error_code ec;
@@ -136,7 +138,11 @@ std::optional<int64_t> GpuMonitor::owner_of(pid_t pid, const std::vector<Sampled
     return std::any_of(runs.begin(), runs.end(),
                        [&](const SampledRun& run) { return run.run_id == run_id; });
   };
-  if (const auto known = owners_.find(pid); known != owners_.end()) {
+  // One read of /proc/PID/stat a sample tells the process that held the pid at the last sample
+  // from one that got it since (within one interval, a pid freed and handed out again).
+  const std::optional<uint64_t> started = attribution_.start_time(pid);
+  if (const auto known = owners_.find(pid);
+      known != owners_.end() && started && known->second.started == started) {
     const Owner& owner = known->second;
     if (owner.run_id
             ? present(*owner.run_id)
@@ -144,12 +150,17 @@ std::optional<int64_t> GpuMonitor::owner_of(pid_t pid, const std::vector<Sampled
       return owner.run_id;
     }
   }
-  Owner owner{std::nullopt, now, runs_seen};
+  Owner owner{started, std::nullopt, now, runs_seen};
   if (const auto key = attribution_.job_of(pid, files)) {
     int64_t run_id = 0;
     std::from_chars(key->data(), key->data() + key->size(), run_id);
     owner.run_id = run_id;
     owner.supervised = attribution_.runs_under(pid, self_exe_);
+  }
+  if (started && attribution_.start_time(pid) != started) {
+    // The pid changed hands while it was read: the answer may mix two processes, and the memory
+    // NVML gave was the one before's. Nobody's for this sample, looked at afresh at the next.
+    owner = Owner{std::nullopt, std::nullopt, now, runs_seen};
   }
   owners_[pid] = owner;
   return owner.run_id;
@@ -202,7 +213,11 @@ void GpuMonitor::sampled(const std::vector<GpuSample>& cards) {
   std::vector<JobFiles> files;
   files.reserve(runs.size());
   for (const SampledRun& run : runs) {
-    files.push_back({std::to_string(run.run_id), run.folder, run.logs, run.pod_uid});
+    // A config named relatively was opened from the daemon's working folder.
+    std::error_code absolute_error;
+    const std::string config =
+        run.config.empty() ? "" : std::filesystem::absolute(run.config, absolute_error).string();
+    files.push_back({std::to_string(run.run_id), run.folder, run.logs, run.pod_uid, config});
   }
   // The followed runs as a number that changes when one comes or goes: an unattributed process
   // is looked at again at once when a run appears (its log often comes after its trainer).

@@ -3,14 +3,15 @@
 // The daemon's GPU memory timeline (docs/gpu-memory.md; `run` has its own, daemon/cli/run_gpu.h):
 // on a timer, every card's memory and compute processes through NVML (nvml_sampler.h); each
 // process put to a followed run (gpu_attribution.h: its pod, the log it writes, its folder, its
-// config on its command line), remembered per pid; each run's memory per card added to its
-// timeline with the step and phase its log shows now (triage/gpu_timeline.h) and written to the
-// store every kStoreInterval and when the run leaves; one TrainingNearOOM warning when a run
-// nears its card's limit; the Prometheus gauges. A run's timeline and warning survive a restart
-// (read back from the store). A job under `oomtriage run` is sampled but warned by `run` alone.
-// Without NVML: one log line, nothing sampled, nothing else changes. NVML is called on a thread
-// of its own (gpu_sample_worker.h): a card that does not answer leaves a gap in the timelines
-// and is said once, while tailing, storing and alerting go on.
+// config or output folder on its command line), remembered per process: a pid with its start
+// time, so a pid the kernel hands to another process is looked at afresh; each run's memory per
+// card added to its timeline with the step and phase its log shows now (triage/gpu_timeline.h) and
+// written to the store every kStoreInterval and when the run leaves; one TrainingNearOOM warning
+// when a run nears its card's limit; the Prometheus gauges. A run's timeline and warning survive a
+// restart (read back from the store). A job under `oomtriage run` is sampled but warned by `run`
+// alone. Without NVML: one log line, nothing sampled, nothing else changes. NVML is called on a
+// thread of its own (gpu_sample_worker.h): a card that does not answer leaves a gap in the
+// timelines and is said once, while tailing, storing and alerting go on.
 #pragma once
 
 #include <sys/types.h>
@@ -51,6 +52,7 @@ struct SampledRun {
   std::string folder;             // the job's folder, may be empty
   std::vector<std::string> logs;  // its followed logs, absolute
   std::string pod_uid;            // a container log's pod (gpu_attribution.h)
+  std::string config;             // the config file read for the job, may be empty
   std::optional<int64_t> step;
   parsers::Phase phase = parsers::Phase::kUnknown;
   NearOomRun alert;  // job, trainer, family, log path, total steps (the monitor fills the rest)
@@ -67,10 +69,12 @@ class GpuMonitor {
 
   using Runs = std::function<std::vector<SampledRun>()>;
   // `wall_clock` gives Unix seconds; `warn` sends a near-OOM warning (once to each receiver)
-  // and `say` writes one journal line. Sampling turns wait on `clock`.
+  // and `say` writes one journal line. Sampling turns wait on `clock`; processes are read
+  // from the procfs at `proc`.
   GpuMonitor(boost::asio::io_context& io, db::Store& store, Metrics& metrics,
              std::function<int64_t()> wall_clock, Runs runs, std::function<void(AlertContent)> warn,
-             std::function<void(const std::string&)> say, LoopClock& clock = real_clock());
+             std::function<void(const std::string&)> say, LoopClock& clock = real_clock(),
+             std::string proc = "/proc");
   ~GpuMonitor();
 
   // Samples every `interval` (0: off) through `sampler`, or NVML as nvml_library() finds it;
@@ -93,7 +97,10 @@ class GpuMonitor {
     std::chrono::steady_clock::time_point stored_at{};
     std::string job;
   };
+  // What a process was found to be, kept while NVML lists its pid and the process at that pid
+  // has the same start time.
   struct Owner {
+    std::optional<uint64_t> started;  // gpu_attribution.h start_time(); none: never kept
     std::optional<int64_t> run_id;
     std::chrono::steady_clock::time_point checked_at;
     int64_t runs_seen = 0;    // the followed runs when it was looked at (owner_of)

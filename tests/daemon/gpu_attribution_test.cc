@@ -3,7 +3,8 @@
 // daemon/service/gpu_attribution on real processes read through the real /proc: a process
 // writing a job's log, a child of one (the launcher holds the log, the trainer does not), a
 // reader of the log (not its job), a process working in a job's folder, one named by its
-// config's path on its command line, and one of nobody's.
+// config's path on its command line, one that reads another job's weights (not that job's), and
+// one of nobody's.
 #include "daemon/service/gpu_attribution.h"
 #include "daemon/common/daemon_config.h"
 
@@ -15,6 +16,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <thread>
 
 #include "tests/support/e2e.h"
@@ -92,7 +94,8 @@ TEST_SUITE("daemon::gpu_attribution") {
     const auto log = [&](const char* job) { return (out / job / "log.txt").string(); };
     std::vector<JobFiles> jobs;
     for (const char* job : {"alpha", "beta", "gamma", "delta"})
-      jobs.push_back({job, (out / job).string(), {log(job)}});
+      jobs.push_back(
+          {job, (out / job).string(), {log(job)}, "", (out / job / "config.yaml").string()});
     const GpuAttribution attribution;
 
     // Writes alpha's log itself (as `python train.py >> log.txt` does), from the test's folder.
@@ -124,6 +127,18 @@ TEST_SUITE("daemon::gpu_attribution") {
                      {"--config=" + (out / "gamma" / "config.yaml").string()});
     REQUIRE(wait_until([&] { return attribution.job_of(configured.pid, jobs).has_value(); }));
     CHECK(attribution.job_of(configured.pid, jobs) == "gamma");
+
+    // Started from nobody's folder with gamma's weights to fine-tune from: it reads them, and
+    // that is not working for gamma.
+    Shell borrower("sleep 60; :", dir.path,
+                   {"--network_weights", (out / "gamma" / "gamma_000500.safetensors").string()});
+    REQUIRE(wait_until([&] {
+      std::ifstream cmdline("/proc/" + std::to_string(borrower.pid) + "/cmdline");
+      const std::string text((std::istreambuf_iterator<char>(cmdline)),
+                             std::istreambuf_iterator<char>());
+      return text.find("safetensors") != std::string::npos;
+    }));
+    CHECK_FALSE(attribution.job_of(borrower.pid, jobs));
 
     // Nobody's: another process on the GPU.
     Shell stranger("exec sleep 60", dir.path);
