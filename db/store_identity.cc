@@ -75,14 +75,22 @@ Result<std::optional<StorePosition>> read_identity(const std::string& store_path
   return std::optional<StorePosition>(std::move(position));
 }
 
-Result<Ok> write_identity(const std::string& store_path, const StorePosition& position) {
+Result<Ok> write_identity(const std::string& store_path, const StorePosition& position,
+                          int folder_fd) {
   const std::string path = identity_path(store_path);
   const std::string temporary = path + ".new";
   const std::string text = fmt::format(
       "# oomtriage: the store beside this file and how far its commits came "
       "(docs/reliability.md)\nstore_id={}\nevents={}\nfiles={}\n",
       position.store_id, position.events, position.files);
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Relative to the folder's descriptor when there is one: the same files either way.
+  const std::string name = fs::path(path).filename().string();
+  const std::string temporary_name = name + ".new";
+  const bool in_folder = folder_fd >= 0;
+  const int fd = in_folder
+                     ? ::openat(folder_fd, temporary_name.c_str(),
+                                O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+                     : ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     return make_error(ErrorCode::kIo,
                       fmt::format("cannot write {}: {}", temporary, std::strerror(errno)));
@@ -93,17 +101,26 @@ Result<Ok> write_identity(const std::string& store_path, const StorePosition& po
                          fmt::format("cannot sync {}: {}", temporary, std::strerror(errno)));
   }
   ::close(fd);
-  if (!written) {
-    ::unlink(temporary.c_str());
-    return written;
-  }
-  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+  const int renamed =
+      written ? (in_folder ? ::renameat(folder_fd, temporary_name.c_str(), folder_fd, name.c_str())
+                           : ::rename(temporary.c_str(), path.c_str()))
+              : 0;
+  if (!written || renamed != 0) {
     const int error = errno;
-    ::unlink(temporary.c_str());
+    if (in_folder) {
+      ::unlinkat(folder_fd, temporary_name.c_str(), 0);
+    } else {
+      ::unlink(temporary.c_str());
+    }
+    if (!written) return written;
     return make_error(ErrorCode::kIo,
                       fmt::format("cannot replace {}: {}", path, std::strerror(error)));
   }
   // The rename itself is durable only once the folder is.
+  if (in_folder) {
+    ::fsync(folder_fd);
+    return Ok{};
+  }
   const std::string folder = fs::path(path).parent_path().string();
   const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir >= 0) {

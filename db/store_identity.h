@@ -36,8 +36,11 @@ std::string identity_path(const std::string& store_path);
 Result<std::optional<StorePosition>> read_identity(const std::string& store_path);
 
 // Writes it durably: a temporary file, fsync, rename over, fsync of the folder, so a power loss
-// leaves the old identity or the new one, never neither.
-Result<Ok> write_identity(const std::string& store_path, const StorePosition& position);
+// leaves the old identity or the new one, never neither. `folder_fd`, when given, is the store's
+// folder opened O_DIRECTORY: the write then needs one descriptor only (the daemon keeps the
+// folder and a spare one open, so it can write even with every other descriptor in use).
+Result<Ok> write_identity(const std::string& store_path, const StorePosition& position,
+                          int folder_fd = -1);
 
 // Why the store found at the path (`found`) is not the one the identity describes (`kept`), in
 // words for the journal, or "" when it is (or when nothing was kept): another or a new store

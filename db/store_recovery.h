@@ -31,9 +31,7 @@ struct TableSalvage {
 struct StoreRecovery {
   std::string damaged_path;  // where the damaged (or emptied) file now is; "" when kept in place
   std::string reason;        // what showed the damage: quick_check's first finding or an error
-  // A sound store behind its identity (db/store_identity.h), kept where it is: the offsets of
-  // the logs it knows may be behind too, so the events found in what those logs already held
-  // at this start are marked as perhaps sent before, not only those of logs it lost.
+  // A sound store behind its identity (db/store_identity.h), kept where it is.
   bool in_place = false;
   // Not damage: the store was empty, another one, or behind what was committed (recover_if_behind).
   bool behind = false;

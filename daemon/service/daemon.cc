@@ -11,6 +11,9 @@
 // daemon_reads.cc, signals and reloads in daemon_reload.cc.
 #include "daemon/service/daemon.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio.hpp>
 #include <fmt/format.h>
@@ -82,6 +85,9 @@ Daemon::Daemon(asio::io_context& io, LoopClock& clock, db::Store& store, std::st
 Daemon::~Daemon() {
   // The watcher owns the inotify descriptor.
   if (inotify_.is_open()) inotify_.release();
+  for (int fd : {identity_folder_, identity_spare_}) {
+    if (fd >= 0) ::close(fd);
+  }
 }
 
 bool Daemon::start() {
@@ -92,6 +98,10 @@ bool Daemon::start() {
   count_store_failure(metrics_, "set_auto_checkpoint",
                       store_.set_auto_checkpoint(WalCheckpointer::kLoopAutoCheckpointPages));
   wal_checkpointer_ = std::make_unique<WalCheckpointer>(store_path_, kWalCheckpointInterval);
+  const std::string folder = fs::path(store_path_).parent_path().string();
+  identity_folder_ =
+      ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  identity_spare_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   for (const std::string& warning : config_.warnings) log_line(kWarning, "{}", warning);
   logs_.set_descriptor_budget(log_descriptor_budget());
   logs_.set_settle(std::chrono::milliseconds(config_.settle_ms));
@@ -135,7 +145,7 @@ bool Daemon::start() {
   // Before the first scan: what it stores must be queued for the fleet store.
   if (!start_fleet_shipper()) return false;
   if (recovery_) announce_recovery(*recovery_);
-  logs_.set_recovering(recovery_.has_value(), recovery_ && recovery_->in_place);
+  logs_.set_recovering(recovery_.has_value());
   discovery_.scan_all(first_start);
   logs_.set_recovering(false);
   keep_identity();
@@ -222,7 +232,10 @@ void Daemon::store_damaged(const std::string& message) {
 void Daemon::keep_identity() {
   auto position = store_.position();
   if (!position || *position == identity_written_) return;
-  if (auto written = db::write_identity(store_path_, *position); !written) {
+  if (identity_spare_ >= 0) ::close(identity_spare_);  // its slot is the write's
+  auto written = db::write_identity(store_path_, *position, identity_folder_);
+  identity_spare_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (!written) {
     if (!identity_failing_) log_line(kWarning, "store identity: {}", written.error().message);
     identity_failing_ = true;
     return;

@@ -147,6 +147,10 @@ class Daemon final : public LogHost {
   std::optional<db::StoreRecovery> recovery_;  // this start follows one
   db::StorePosition identity_written_;         // what the state dir's identity says now
   bool identity_failing_ = false;
+  // The store's folder and a spare descriptor, held from the start: the identity is written
+  // with the spare's slot even when busy logs have taken every other descriptor.
+  int identity_folder_ = -1;
+  int identity_spare_ = -1;
   std::optional<std::string> damage_;       // the loop stopped for a recovery
   bool first_scan_marker_pending_ = false;  // its write failed: tried again at the next commit
   std::unique_ptr<LoopTimer> store_retry_timer_ = clock_.timer(io_);

@@ -85,7 +85,7 @@ void FollowedLogs::track(const std::string& path, const WatchRule& rule, StartAt
         path, rule.trainer, fd, st.st_dev, st.st_ino,
         Checkpoint{row->offset, row->line, row->analyzer_state, row->generation}, container_log);
     file->file_id = row->id;
-    if (recovering_known_) file->resend_below = size;
+    if (recovering_) file->resend_below = size;
     if (row->fingerprint_len >= static_cast<int64_t>(kFingerprintBytes))
       file->follower->set_fingerprinted();
     if (auto registered = registry_.register_job(*file, row->run_id); !registered) {

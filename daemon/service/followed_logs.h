@@ -64,13 +64,10 @@ class FollowedLogs {
 
   void set_settle(std::chrono::milliseconds settle) { settle_ = settle; }
   // After a store recovery: logs the store no longer knows are read from their start, and what
-  // they hold now is marked as possibly alerted before (Tracked::resend_below). With
-  // `known_too` (a store kept in place behind what was committed) the logs it knows are
-  // marked so as well: their stored offsets may be behind what was read and alerted.
-  void set_recovering(bool recovering, bool known_too = false) {
-    recovering_ = recovering;
-    recovering_known_ = recovering && known_too;
-  }
+  // every log holds at this start is marked as possibly alerted before (Tracked::resend_below):
+  // a log it knows may be read from an offset behind what was alerted (a store kept in place
+  // behind its commits), or give an open incident's event again whose row was lost.
+  void set_recovering(bool recovering) { recovering_ = recovering; }
   void set_descriptor_budget(size_t max_open) { max_open_ = max_open; }
 
   // The logs followed by their path.
@@ -115,7 +112,6 @@ class FollowedLogs {
   std::function<int64_t()> wall_clock_;
   bool verbose_;
   bool recovering_ = false;
-  bool recovering_known_ = false;
   std::chrono::milliseconds settle_{25};
   ByPath files_;
   std::vector<std::unique_ptr<Tracked>> leaving_;  // no longer named by their path
