@@ -473,6 +473,12 @@ Result<std::optional<std::string>> Store::meta(const std::string& key) {
   return std::optional<std::string>(s.text(0));
 }
 
+Result<StorePosition> Store::position() {
+  Statement s(*statements_, OOMTRIAGE_POSITION_SQL);
+  if (s.step() != SQLITE_ROW) return s.error("store position");
+  return StorePosition{s.text(0), s.integer(1), s.integer(2)};
+}
+
 Result<Ok> Store::set_meta(const std::string& key, const std::string& value) {
   Statement s(*statements_,
               "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET "

@@ -130,14 +130,6 @@ Result<Ok> Store::set_fleet_outbox(const std::string& target) {
   return Ok{};
 }
 
-Result<StorePosition> Store::position() {
-  Statement s(*statements_,
-              "SELECT (SELECT value FROM meta WHERE key = 'store_id'), (SELECT COALESCE(max(id), "
-              "0) FROM events), (SELECT COALESCE(max(id), 0) FROM files)");
-  if (s.step() != SQLITE_ROW) return s.error("store position");
-  return StorePosition{s.text(0), s.integer(1), s.integer(2)};
-}
-
 Result<std::string> Store::store_id() {
   auto id = meta("store_id");
   if (!id) return id.error();

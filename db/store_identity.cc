@@ -79,55 +79,43 @@ Result<Ok> write_identity(const std::string& store_path, const StorePosition& po
                           int folder_fd) {
   const std::string path = identity_path(store_path);
   const std::string temporary = path + ".new";
+  // Everything relative to the folder: the caller's descriptor, or one opened for this write.
+  const std::string folder_path = fs::path(path).parent_path().string();
+  const int folder = folder_fd >= 0 ? folder_fd
+                                    : ::open(folder_path.empty() ? "." : folder_path.c_str(),
+                                             O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (folder < 0) {
+    return make_error(ErrorCode::kIo,
+                      fmt::format("cannot open the folder of {}: {}", path, std::strerror(errno)));
+  }
+  const std::string name = fs::path(path).filename().string();
+  const std::string temporary_name = name + ".new";
   const std::string text = fmt::format(
       "# oomtriage: the store beside this file and how far its commits came "
       "(docs/reliability.md)\nstore_id={}\nevents={}\nfiles={}\n",
       position.store_id, position.events, position.files);
-  // Relative to the folder's descriptor when there is one: the same files either way.
-  const std::string name = fs::path(path).filename().string();
-  const std::string temporary_name = name + ".new";
-  const bool in_folder = folder_fd >= 0;
-  const int fd = in_folder
-                     ? ::openat(folder_fd, temporary_name.c_str(),
-                                O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
-                     : ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  Result<Ok> written = Ok{};
+  const int fd =
+      ::openat(folder, temporary_name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return make_error(ErrorCode::kIo,
-                      fmt::format("cannot write {}: {}", temporary, std::strerror(errno)));
-  }
-  auto written = write_all(fd, text, temporary);
-  if (written && ::fsync(fd) != 0) {
     written = make_error(ErrorCode::kIo,
-                         fmt::format("cannot sync {}: {}", temporary, std::strerror(errno)));
-  }
-  ::close(fd);
-  const int renamed =
-      written ? (in_folder ? ::renameat(folder_fd, temporary_name.c_str(), folder_fd, name.c_str())
-                           : ::rename(temporary.c_str(), path.c_str()))
-              : 0;
-  if (!written || renamed != 0) {
-    const int error = errno;
-    if (in_folder) {
-      ::unlinkat(folder_fd, temporary_name.c_str(), 0);
-    } else {
-      ::unlink(temporary.c_str());
+                         fmt::format("cannot write {}: {}", temporary, std::strerror(errno)));
+  } else {
+    written = write_all(fd, text, temporary);
+    if (written && ::fsync(fd) != 0) {
+      written = make_error(ErrorCode::kIo,
+                           fmt::format("cannot sync {}: {}", temporary, std::strerror(errno)));
     }
-    if (!written) return written;
-    return make_error(ErrorCode::kIo,
-                      fmt::format("cannot replace {}: {}", path, std::strerror(error)));
+    ::close(fd);
+    if (written && ::renameat(folder, temporary_name.c_str(), folder, name.c_str()) != 0) {
+      written = make_error(ErrorCode::kIo,
+                           fmt::format("cannot replace {}: {}", path, std::strerror(errno)));
+    }
+    if (!written) ::unlinkat(folder, temporary_name.c_str(), 0);
   }
-  // The rename itself is durable only once the folder is.
-  if (in_folder) {
-    ::fsync(folder_fd);
-    return Ok{};
-  }
-  const std::string folder = fs::path(path).parent_path().string();
-  const int dir = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir >= 0) {
-    ::fsync(dir);
-    ::close(dir);
-  }
-  return Ok{};
+  if (written) ::fsync(folder);  // the rename itself is durable only once the folder is
+  if (folder != folder_fd) ::close(folder);
+  return written;
 }
 
 std::string behind_reason(const std::optional<StorePosition>& kept, const StorePosition& found) {

@@ -18,6 +18,13 @@
   "2) || '-' || substr('89ab', 1 + (abs(random()) % 4), 1) || substr(hex(randomblob(2)), 2) || " \
   "'-' || hex(randomblob(6)))"
 
+// A store's position (db/store_identity.h): its id and its highest event and file ids. One
+// statement, read by Store::position() and, on a file not yet opened as a Store, by the
+// recovery (db/store_recovery.cc).
+#define OOMTRIAGE_POSITION_SQL                                                            \
+  "SELECT (SELECT value FROM meta WHERE key = 'store_id'), (SELECT COALESCE(max(id), 0) " \
+  "FROM events), (SELECT COALESCE(max(id), 0) FROM files)"
+
 namespace oomtriage::db {
 
 // The id of the first fix in an event's fixes_json, read by the fix decoder (triage/fix_codec.h);

@@ -248,13 +248,13 @@ std::string meta_value(sqlite3* db, const std::string& key) {
   return reinterpret_cast<const char*>(sqlite3_column_text(s.get(), 0));
 }
 
-int64_t highest_id(sqlite3* db, const char* table) {
-  Prepared s = prepare(db, fmt::format("SELECT COALESCE(max(id), 0) FROM {}", table));
-  return s && sqlite3_step(s.get()) == SQLITE_ROW ? sqlite3_column_int64(s.get(), 0) : 0;
-}
-
+// Empty for a file with no store in it (no tables yet): the statement does not prepare.
 StorePosition position_in(sqlite3* db) {
-  return {meta_value(db, "store_id"), highest_id(db, "events"), highest_id(db, "files")};
+  Prepared s = prepare(db, OOMTRIAGE_POSITION_SQL);
+  if (!s || sqlite3_step(s.get()) != SQLITE_ROW) return {};
+  const auto* id = sqlite3_column_text(s.get(), 0);
+  return {id ? reinterpret_cast<const char*>(id) : "", sqlite3_column_int64(s.get(), 1),
+          sqlite3_column_int64(s.get(), 2)};
 }
 
 // What every recovered store's meta says (for `report` and `check-config`), and a new store id:
