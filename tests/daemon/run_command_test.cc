@@ -11,6 +11,7 @@
 #include <set>
 
 #include "tests/support/e2e.h"
+#include "tests/support/heal_job.h"
 #include "tests/support/http_test_server.h"
 #include "tests/support/skip.h"
 
@@ -28,39 +29,8 @@ void require_python() {
   }
 }
 
-// A Flex.1 LoRA that fits 15 GiB only with cheaper previews (it dies sampling at step 150) and
-// without its 1024 px bucket (then it dies in a training step at step 200); saves every 100 steps.
 void write_job(const fs::path& dir) {
-  std::ofstream(dir / "job.yaml") << "job: extension\n"
-                                     "config:\n"
-                                     "  name: heal_lora\n"
-                                     "  process:\n"
-                                     "    - type: sd_trainer\n"
-                                     "      training_folder: "
-                                  << (dir / "output").string()
-                                  << "\n"
-                                     "      network:\n"
-                                     "        type: lora\n"
-                                     "        linear: 16\n"
-                                     "      save:\n"
-                                     "        save_every: 100\n"
-                                     "      datasets:\n"
-                                     "        - folder_path: /data/images\n"
-                                     "          resolution: [512, 768, 1024]\n"
-                                     "      train:\n"
-                                     "        batch_size: 1\n"
-                                     "        steps: 400\n"
-                                     "        gradient_checkpointing: true\n"
-                                     "        cache_text_embeddings: true\n"
-                                     "        dtype: bf16\n"
-                                     "      model:\n"
-                                     "        name_or_path: ostris/Flex.1-alpha\n"
-                                     "        quantize: true\n"
-                                     "      sample:\n"
-                                     "        sample_every: 150\n"
-                                     "        width: 1024\n"
-                                     "        height: 1024\n"
-                                     "        sample_steps: 20\n";
+  std::ofstream(dir / "job.yaml") << testing::heal_job_text(dir, "heal_lora");
 }
 
 struct Ran {

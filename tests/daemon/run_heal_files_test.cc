@@ -12,6 +12,7 @@
 
 #include "daemon/common/digest.h"
 #include "tests/support/e2e.h"
+#include "tests/support/heal_job.h"
 #include "tests/support/skip.h"
 
 using namespace oomtriage;
@@ -22,41 +23,7 @@ namespace {
 const fs::path kFakeAiToolkit =
     fs::path(OOMTRIAGE_SOURCE_DIR) / "tests" / "fake_trainers" / "ai_toolkit.py";
 
-// A Flex.1 LoRA that fits 15 GiB only with cheaper previews (it dies sampling at step 150) and
-// without its 1024 px bucket (then it dies in a training step at step 200); saves every 100
-// steps. Its rank (`linear: 16`) is the user's to edit: the fake trainer's memory ignores it.
-std::string job_text(const fs::path& dir) {
-  return "job: extension\n"
-         "config:\n"
-         "  name: heal_files\n"
-         "  process:\n"
-         "    - type: sd_trainer\n"
-         "      training_folder: " +
-         (dir / "output").string() +
-         "\n"
-         "      network:\n"
-         "        type: lora\n"
-         "        linear: 16\n"
-         "      save:\n"
-         "        save_every: 100\n"
-         "      datasets:\n"
-         "        - folder_path: /data/images\n"
-         "          resolution: [512, 768, 1024]\n"
-         "      train:\n"
-         "        batch_size: 1\n"
-         "        steps: 400\n"
-         "        gradient_checkpointing: true\n"
-         "        cache_text_embeddings: true\n"
-         "        dtype: bf16\n"
-         "      model:\n"
-         "        name_or_path: ostris/Flex.1-alpha\n"
-         "        quantize: true\n"
-         "      sample:\n"
-         "        sample_every: 150\n"
-         "        width: 1024\n"
-         "        height: 1024\n"
-         "        sample_steps: 20\n";
-}
+std::string job_text(const fs::path& dir) { return testing::heal_job_text(dir, "heal_files"); }
 
 void write_file(const fs::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
