@@ -8,10 +8,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <sstream>
 
 namespace oomtriage::daemon {
@@ -26,9 +25,23 @@ std::string read_link(const std::string& path) {
   return n > 0 ? std::string(target, static_cast<size_t>(n)) : std::string();
 }
 
+// What a /proc file holds, or as much as was read before it went away. Not std::ifstream: a
+// process that exits between the open and the read makes read(2) fail, and libstdc++'s filebuf
+// throws on that (seen in a test: "basic_filebuf::underflow error reading the file").
 std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  std::string text;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return text;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(fd, buffer, sizeof buffer)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
 }
 
 // The access mode of descriptor `fd` of `pid`, from fdinfo's "flags:" (octal), or -1.
