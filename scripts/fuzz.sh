@@ -1,22 +1,19 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh: builds the libFuzzer targets with clang (ASan + UBSan + LeakSanitizer) and runs
 # each for FUZZ_SECONDS (default 60) on seed corpora from the project's fixtures. Any crash, leak
-# or timeout fails the script and leaves the input under build-fuzz/findings/ (turn it into a
+# or timeout fails the script and leaves the input under build-asan/findings/ (turn it into a
 # regression test). Usage: scripts/fuzz.sh [SECONDS]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-${FUZZ_SECONDS:-60}}"
-command -v clang++ >/dev/null || { echo "fuzz: clang++ is not installed" >&2; exit 2; }
-if [[ ! -f build-fuzz/build.ninja ]]; then
-  cmake -S . -B build-fuzz -G Ninja -DOOMTRIAGE_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-fi
-ninja -C build-fuzz -j "${OOMTRIAGE_JOBS:-2}" analyzer_fuzz cri_log_fuzz job_config_fuzz \
+source scripts/sanitized_tree.sh
+configure_sanitized_tree
+ninja -C build-asan -j "${OOMTRIAGE_JOBS:-2}" analyzer_fuzz cri_log_fuzz job_config_fuzz \
   config_patch_fuzz daemon_config_fuzz preflight_fuzz bounded_document_fuzz native_config_fuzz
 
 work=$(mktemp -d /tmp/oomtriage-fuzz-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-mkdir -p build-fuzz/findings
+mkdir -p build-asan/findings
 seed() {  # seed TARGET FILES...
   local dir="$work/$1"
   mkdir -p "$dir"
@@ -91,8 +88,8 @@ export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 # One fuzzer per core: each is single-threaded, so on 2 cores two run at once.
 fuzz_one() {  # fuzz_one TARGET: runs it, prints its summary; non-zero on a finding
   local target=$1
-  if ! ./build-fuzz/${target}_fuzz -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-      -max_len=65536 -artifact_prefix=build-fuzz/findings/${target}- "$work/$target" \
+  if ! ./build-asan/${target}_fuzz -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -max_len=65536 -artifact_prefix=build-asan/findings/${target}- "$work/$target" \
       >"$work/$target.log" 2>&1; then
     echo "fuzz: ${target}_fuzz FAILED" >&2
     tail -n 40 "$work/$target.log" >&2

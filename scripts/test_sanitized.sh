@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # scripts/test_sanitized.sh: the whole test suite again, built with AddressSanitizer and UBSan
-# (build-asan/), so memory errors and undefined behaviour fail the run.
+# (build-asan/, shared with the fuzzers: scripts/sanitized_tree.sh), so memory errors and undefined
+# behaviour fail the run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if [[ ! -f build-asan/build.ninja ]]; then
-  cmake -S . -B build-asan -G Ninja -DOOMTRIAGE_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug >/dev/null
-fi
+source scripts/sanitized_tree.sh
+configure_sanitized_tree
 cmake --build build-asan -j "${OOMTRIAGE_JOBS:-2}" --target oomtriage oomtriage_tests
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"

@@ -286,7 +286,9 @@ TEST_SUITE("daemon::check_command_line") {
       return std::make_pair(status, slurp(dir.path / "err.txt"));
     };
     // A full SDXL fine-tune is far over 24 GiB on one GPU; ZeRO-3 over 4 shares it out.
-    auto [status, err] = run_with({});
+    int status = 0;
+    std::string err;
+    std::tie(status, err) = run_with({});
     INFO(err);
     CHECK(status == 0);
     CHECK(err.find("predicted OOM") != std::string::npos);

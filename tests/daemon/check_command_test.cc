@@ -295,19 +295,21 @@ config:
       CHECK(doc["unread"] == json::array({"batch_size"}));
       CHECK(doc["fixes"].empty());
     }
-    for (const auto& [batch, resolution, says] :
-         std::vector<std::tuple<std::string, std::string, std::string>>{
+    struct Refused {
+      std::string batch, resolution, says;
+    };
+    for (const Refused& refused : std::vector<Refused>{
              {"100000", "1024", " batch_size 100000 is not a batch any card trains"},
              {"0", "1024", " batch_size 0 is not a batch any card trains"},
              {"1", "0",
               "8: datasets[0].resolution[0] is not an image size (1 to 65536 pixels), got 0"},
              {"1", "4294968320", "8: datasets[0].resolution[0] is not an image size"}}) {
-      CAPTURE(batch);
-      CAPTURE(resolution);
-      job(batch, resolution);
+      CAPTURE(refused.batch);
+      CAPTURE(refused.resolution);
+      job(refused.batch, refused.resolution);
       const Checked c = check(dir, {"job.yaml", "--gpu", "24GiB"});
       CHECK(c.exit_code == 1);
-      CHECK(c.err.find("oomtriage: job.yaml:" + says) == 0);
+      CHECK(c.err.find("oomtriage: job.yaml:" + refused.says) == 0);
       CHECK(c.out.empty());
     }
     // kohya's command line: the same.

@@ -143,13 +143,15 @@ TEST_SUITE("daemon::check_confidence") {
   TEST_CASE("--gpu takes card names and sizes in any unit - a number above every card is refused") {
     TempDir dir;
     write_file(dir.path / "spec.json", R"({"model_family": "sdxl", "training_type": "lora"})");
-    for (const auto& [gpu, gib] : std::vector<std::pair<std::string, uint64_t>>{{"RTX 4090", 24},
-                                                                                {"3090", 24},
-                                                                                {"24G", 24},
-                                                                                {"A100-80GB", 80},
-                                                                                {"H100", 80},
-                                                                                {"L40S", 48},
-                                                                                {"T4", 16}}) {
+    for (const auto& named : std::vector<std::pair<std::string, uint64_t>>{{"RTX 4090", 24},
+                                                                           {"3090", 24},
+                                                                           {"24G", 24},
+                                                                           {"A100-80GB", 80},
+                                                                           {"H100", 80},
+                                                                           {"L40S", 48},
+                                                                           {"T4", 16}}) {
+      const std::string& gpu = named.first;
+      const uint64_t gib = named.second;
       const CheckRun run = run_check_in(dir.path, {"--spec", "spec.json", "--gpu", gpu, "--json"});
       INFO(gpu << ": " << run.err);
       CHECK(run.exit_code != 1);

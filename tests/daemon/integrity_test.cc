@@ -145,7 +145,8 @@ void check_ids(const Rig& rig, const std::map<std::string, size_t>& unmarked) {
     if (!a.resent) ++plain[a.job];
   }
   for (const auto& [job, n] : unmarked) {
-    INFO("job " << job);
+    const std::string label = "job " + job;
+    INFO(label);
     CHECK(plain[job] == n);
   }
 }
@@ -287,7 +288,9 @@ TEST_SUITE("daemon::integrity") {
     // The first start after the damage moves the store aside, then cannot write the fresh one:
     // files may grow to 40 KiB (SIGXFSZ ignored, so a write past it fails as on a full disk;
     // the WAL index alone takes 32 KiB).
-    const auto [rc, said] =
+    int rc = 0;
+    std::string said;
+    std::tie(rc, said) =
         run_shell("bash -c \"trap '' XFSZ; ulimit -f 40; exec '" + std::string(OOMTRIAGE_BINARY) +
                   "' --state-dir '" + rig.state.string() + "' daemon --config '" +
                   rig.config.string() + "'\" 2>&1");

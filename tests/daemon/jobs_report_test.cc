@@ -219,7 +219,9 @@ TEST_SUITE("daemon::jobs") {
       }
     }
     for (const char* job : {"kohya", "onetrainer"}) {
-      auto [rc, out] = oomtriage_says(state, std::string("report --json ") + job);
+      int rc = 0;
+      std::string out;
+      std::tie(rc, out) = oomtriage_says(state, std::string("report --json ") + job);
       INFO(out);
       REQUIRE(rc == 0);
       CHECK(nlohmann::json::parse(out)["job"]["model_family"] == "flux.1");
@@ -329,7 +331,9 @@ TEST_SUITE("daemon::jobs") {
                        state.string() + " " + args + " 2>&1");
     };
 
-    auto [rc, out] = reader_says("jobs --json");
+    int rc = 0;
+    std::string out;
+    std::tie(rc, out) = reader_says("jobs --json");
     INFO("jobs: " << out);
     CHECK(rc == 0);
     CHECK(out.find("attempt to write a readonly database") == std::string::npos);

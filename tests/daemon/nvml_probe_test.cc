@@ -68,7 +68,9 @@ TEST_SUITE("daemon::nvml_probe") {
 
     const auto card_bytes = [&](const std::string& visible) {
       ScopedEnv devices("CUDA_VISIBLE_DEVICES", visible);
-      const auto [code, out] = run_shell(check + " --json 2>/dev/null");
+      int code = 0;
+      std::string out;
+      std::tie(code, out) = run_shell(check + " --json 2>/dev/null");
       CAPTURE(out);
       CHECK((code == 0 || code == 3));
       const auto doc = nlohmann::json::parse(out, nullptr, false);

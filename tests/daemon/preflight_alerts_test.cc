@@ -157,8 +157,10 @@ TEST_SUITE("daemon::preflight") {
       CHECK(warnings[0]["resolved_at"].is_null());
       auto [jobs_rc, jobs] = oomtriage_says("--state-dir " + state.string() + " jobs --json");
       REQUIRE(jobs_rc == 0);
-      for (const json& job : json::parse(jobs)["jobs"])
-        CHECK(job["predicted_oom"] == (job["name"] == "big"));
+      // Parsed into a variable: a range-for over json::parse(...)["jobs"] reads a destroyed
+      // temporary (caught by ASan, which aborted the test).
+      const json listed_jobs = json::parse(jobs)["jobs"];
+      for (const json& job : listed_jobs) CHECK(job["predicted_oom"] == (job["name"] == "big"));
     }
     // A restarted daemon reads the same config again: no second warning.
     DaemonProcess again(rig.dir.path / "state", {"daemon", "--config", rig.config.string()},

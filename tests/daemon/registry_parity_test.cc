@@ -100,7 +100,9 @@ TEST_SUITE("daemon::registry") {
 
     StoreView view{dir.path / "state" / "oomtriage.db"};
     int compared = 0;
-    for (const auto& [name, job] : jobs) {
+    for (const auto& named : jobs) {
+      const std::string& name = named.first;
+      const auto& job = named.second;
       CAPTURE(name);
       const json scanned = json::parse(scan_json(out / name / "log.txt"))["logs"][0];
       const json& events = scanned["events"];

@@ -299,7 +299,9 @@ TEST_SUITE("daemon::run pre-flight") {
       }
       return n;
     };
-    auto [status, err] = run_big("24GiB");
+    int status = 0;
+    std::string err;
+    std::tie(status, err) = run_big("24GiB");
     INFO(err);
     CHECK(status == 0);  // the child ran: a warning, not a refusal
     CHECK(err.find("oomtriage run: warning: predicted OOM in train_step") != std::string::npos);
@@ -358,7 +360,9 @@ TEST_SUITE("daemon::run pre-flight") {
       const int status = std::system(command.c_str());
       return std::make_pair(status, slurp(dir.path / "err.txt"));
     };
-    auto [status, err] = run_with(
+    int status = 0;
+    std::string err;
+    std::tie(status, err) = run_with(
         "--job kohya -- /bin/true launch --config_file accelerate.yaml "
         "flux_train_network.py --config_file kohya_flux_lora.toml");
     INFO(err);

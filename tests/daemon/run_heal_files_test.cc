@@ -72,11 +72,12 @@ std::map<std::string, std::string> digests(const fs::path& dir) {
 // Each file that was there before is there after, byte for byte.
 void check_unchanged(const std::map<std::string, std::string>& before,
                      const std::map<std::string, std::string>& after) {
-  for (const auto& [name, digest] : before) {
+  for (const auto& entry : before) {
+    const std::string& name = entry.first;
     INFO(name);
     const auto found = after.find(name);
     REQUIRE(found != after.end());
-    CHECK(found->second == digest);
+    CHECK(found->second == entry.second);
   }
 }
 

@@ -69,7 +69,9 @@ TEST_SUITE("daemon::top") {
   TEST_CASE("top --once lists the store's jobs in plain text, the one that crashed first") {
     TempDir dir;
     const fs::path db = store_with_jobs(dir.path);
-    auto [code, out] = oomtriage_says("top --once --store " + db.string());
+    int code = 0;
+    std::string out;
+    std::tie(code, out) = oomtriage_says("top --once --store " + db.string());
     CAPTURE(out);
     CHECK(code == 0);
     CHECK(out.find("oomtriage top") == 0);

@@ -158,7 +158,8 @@ TEST_SUITE("daemon::user_file") {
          "fifo.yaml: refused: not a regular file"},
     };
     for (const auto& [args, message] : cases) {
-      INFO("check " << args);
+      const std::string label = "check " + args;
+      INFO(label);
       const Ran r = run_oomtriage(dir, "check --gpu 24GiB " + args);
       CHECK(r.exit_code == 1);
       CHECK(r.err == "oomtriage: " + message + "\n");
@@ -185,7 +186,8 @@ TEST_SUITE("daemon::user_file") {
     int i = 0;
     for (const auto& [log, name, text, message] : jobs) {
       const fs::path job = dir.path / ("job" + std::to_string(i++));
-      INFO(job.filename().string() << "/" << name);
+      const std::string label = job.filename().string() + "/" + name;
+      INFO(label);
       fs::create_directories(job);
       fs::copy_file(kGolden / log, job / "log.txt");
       write(job / name, text);

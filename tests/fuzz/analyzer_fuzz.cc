@@ -1,7 +1,7 @@
 // tests/fuzz/analyzer_fuzz.cc: libFuzzer entry point for the streaming analyzer. The first byte
 // picks the chunk size, so the fuzzer also explores how records split across feed() calls.
-// Build: cmake -S . -B build-fuzz -DOOMTRIAGE_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++
-// Run:   build-fuzz/analyzer_fuzz -max_total_time=60 tests/testdata/logs
+// Build: scripts/fuzz.sh (it configures build-asan/, scripts/sanitized_tree.sh)
+// Run:   build-asan/analyzer_fuzz -max_total_time=60 tests/testdata/logs
 #include <cstddef>
 #include <cstdint>
 #include <string_view>

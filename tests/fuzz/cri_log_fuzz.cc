@@ -1,7 +1,7 @@
 // tests/fuzz/cri_log_fuzz.cc: libFuzzer entry point for the CRI decoder and the analyzer behind
 // it. The first byte picks the chunk size; halfway the decoder's state is saved and a new one
 // restored from it must hand on the same bytes as the first would have.
-// Run: build-fuzz/cri_log_fuzz -max_total_time=60 DIR
+// Run: build-asan/cri_log_fuzz -max_total_time=60 DIR
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -97,9 +97,10 @@ TEST_CASE("real crash logs from issue threads scan to their labels") {
   const CorpusScore scores = score_corpus(corpus);
   MESSAGE("\n" << scores.table());
   REQUIRE(scores.cases > 0);
-  for (const auto& [field, score] : scores.fields) {
+  for (const auto& entry : scores.fields) {
+    const auto& field = entry.first;
     CAPTURE(field);
-    CHECK(score.right == score.total);
+    CHECK(entry.second.right == entry.second.total);
   }
 }
 

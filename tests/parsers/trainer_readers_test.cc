@@ -54,7 +54,8 @@ TEST_SUITE("trainer readers") {
                                                           {"fp8-torchao", "fp8"},
                                                           {"int8-torchao", "int8"},
                                                           {"no_change", "none"}}) {
-      CAPTURE(word);
+      const std::string written = word;
+      CAPTURE(written);
       CHECK(quantization_word(word) == expected);
     }
 
@@ -121,7 +122,8 @@ cache_text_encoder_outputs_to_disk = true
              {"train_dreambooth.py", "full", ""},
              {"train_text_to_image_lora_sdxl.py", "lora", "sdxl"},
              {"train_dreambooth_lora_flux_kontext.py", "lora", "flux1-kontext"}}) {
-      CAPTURE(script);
+      const std::string named = script;
+      CAPTURE(named);
       const auto facts = script_facts(script);
       REQUIRE(facts);
       CHECK(facts->training_type == type);

@@ -61,7 +61,9 @@ inline bool wait_until(const std::function<bool()>& done, std::chrono::milliseco
   return done();
 }
 
-// Starts the oomtriage binary with `args`, its stderr appended to `err`; returns its pid.
+// Starts the oomtriage binary with `args`, its stderr appended to `err` and its stdout dropped;
+// returns its pid. Never ctest's output pipe: a test that aborts (an ASan report) leaves its
+// daemon running, and a daemon holding that pipe made ctest wait for it for ever (a CI timeout).
 inline pid_t spawn_oomtriage(std::vector<std::string> args, const fs::path& err) {
   args.insert(args.begin(), OOMTRIAGE_BINARY);
   std::vector<char*> raw;
@@ -69,6 +71,7 @@ inline pid_t spawn_oomtriage(std::vector<std::string> args, const fs::path& err)
   raw.push_back(nullptr);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, err.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   pid_t pid = -1;
   REQUIRE(posix_spawn(&pid, raw[0], &actions, nullptr, raw.data(), environ) == 0);

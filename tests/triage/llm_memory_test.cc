@@ -97,7 +97,8 @@ TEST_SUITE("llm_memory") {
     for (const auto& [id, billions] : published) {
       const LlmFamily* f = find_llm_family(id);
       REQUIRE(f != nullptr);
-      CAPTURE(id);
+      const std::string model = id;
+      CAPTURE(model);
       CHECK(llm_parameters(*f) / 1e9 == doctest::Approx(billions).epsilon(0.03));
     }
   }

@@ -238,7 +238,7 @@ TEST_CASE("memory spec: read from JSON, refused when a field has the wrong type"
   CHECK_FALSE(ok->frames);
   CHECK(ok->offload->kind == "block_swap");
   CHECK(*ok->offload->amount == 10);
-  CHECK(to_json(*ok)["resolution"] == nlohmann::json::array({1024, 768}));
+  CHECK(to_json(*ok)["resolution"] == nlohmann::ordered_json::array({1024, 768}));
 
   const auto bad = parse_memory_spec(
       nlohmann::json::parse(R"({"model_family": "sdxl", "batch_size": "two"})"), "spec.json");

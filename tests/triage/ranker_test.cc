@@ -485,8 +485,9 @@ TEST_SUITE("triage::ranker") {
         return std::find(order.begin(), order.end(), id) - order.begin();
       };
       for (const auto& [a, b] : scenario.before) {
-        CAPTURE(a);
-        CAPTURE(b);
+        const std::string ranked_first = a, ranked_after = b;
+        CAPTURE(ranked_first);
+        CAPTURE(ranked_after);
         CHECK(position(a) < static_cast<long>(order.size()));
         CHECK(position(a) < position(b));
       }
