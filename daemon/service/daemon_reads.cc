@@ -122,10 +122,14 @@ void Daemon::on_changes(const std::vector<FsChange>& changes) {
 // Reads what the log grew by (bounded per turn), and commits what it produced.
 uint64_t Daemon::read(Tracked& file) {
   if (file.awaiting_store) return 0;  // the store's retry reads it
+  file.waiting_for_descriptor = false;
   if (!logs_.ensure_open(file)) {
     // Out of descriptors for the moment (every open log busy with an incident or unsaved
-    // progress): the next poll tries again, when one of them may be idle.
-    if (logs_.out_of_descriptors()) scheduler_.poll(file);
+    // progress): polled until one of them is idle.
+    if (logs_.out_of_descriptors()) {
+      file.waiting_for_descriptor = true;
+      scheduler_.poll(file);
+    }
     return 0;
   }
   file.last_read = clock_.now();

@@ -25,6 +25,7 @@ namespace {
 // to the old file (Fluent Bit's Rotate_Wait, Filebeat's close_inactive).
 constexpr auto kLeavingQuiet = std::chrono::seconds(30);
 constexpr auto kLeavingPoll = std::chrono::milliseconds(250);
+constexpr auto kDescriptorRetry = std::chrono::milliseconds(500);
 }  // namespace
 
 FollowedLogs::FollowedLogs(boost::asio::io_context& io, db::Store& store, JobRegistry& registry,
@@ -40,7 +41,8 @@ FollowedLogs::FollowedLogs(boost::asio::io_context& io, db::Store& store, JobReg
       wall_clock_(std::move(wall_clock)),
       verbose_(verbose),
       clock_(clock),
-      leaving_timer_(clock.timer(io)) {}
+      leaving_timer_(clock.timer(io)),
+      waiting_timer_(clock.timer(io)) {}
 
 Tracked* FollowedLogs::find(const std::string& path) {
   auto it = files_.find(path);
@@ -50,6 +52,10 @@ Tracked* FollowedLogs::find(const std::string& path) {
 void FollowedLogs::track(const std::string& path, const WatchRule& rule, StartAt start) {
   if (files_.count(path)) return;
   const int fd = open_within_budget(path, nullptr);
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+    wait_for_descriptor(path, start);
+    return;
+  }
   if (fd < 0) {
     if (errno != ENOENT) ++metrics_.parse_errors["unreadable_file"];
     if (errno != ENOENT && unreadable_logged_.insert(path).second) {
@@ -357,24 +363,31 @@ size_t FollowedLogs::open_logs() const {
   return open;
 }
 
-// Opens `path` after making room; out of descriptors all the same, the budget was too generous:
-// it shrinks to what is open, and one more try follows.
+// Opens `path` after making room, never past the budget (errno EMFILE when every open log is
+// busy). Out of descriptors all the same, the budget was too generous: it shrinks to what is
+// open, and one more try follows.
 int FollowedLogs::open_within_budget(const std::string& path, const Tracked* keep) {
-  make_room(keep);
+  if (!make_room(keep)) {
+    errno = EMFILE;
+    return -1;
+  }
   int fd = open_log(path);
   if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
     const size_t open = open_logs();
     max_open_ = std::max<size_t>(8, open > 1 ? open - 1 : 1);
-    make_room(keep);
+    if (!make_room(keep)) {
+      errno = EMFILE;
+      return -1;
+    }
     fd = open_log(path);
   }
   return fd;
 }
 
-// Closes the least recently read idle logs until one more descriptor fits. A log with
-// uncommitted progress, an open incident or a pending retry stays open, and so does a leaving
-// one (a deleted file could not be opened again).
-void FollowedLogs::make_room(const Tracked* keep) {
+// Closes the least recently read idle logs until one more descriptor fits; false when none is
+// idle. A log with uncommitted progress, an open incident or a pending retry stays open, and so
+// does a leaving one (a deleted file could not be opened again).
+bool FollowedLogs::make_room(const Tracked* keep) {
   size_t open = open_logs();
   while (open >= max_open_) {
     Tracked* idle = nullptr;
@@ -387,15 +400,37 @@ void FollowedLogs::make_room(const Tracked* keep) {
     }
     if (!idle) {
       if (!fd_limit_logged_) {
-        log_line(kWarning, "{} logs open, all busy: going past the budget of {}", open, max_open_);
+        log_line(kWarning,
+                 "{} logs open, all busy: the others wait for one to go idle (a budget of {} "
+                 "descriptors; raise LimitNOFILE= to read more logs at once)",
+                 open, max_open_);
         fd_limit_logged_ = true;
       }
-      return;
+      return false;
     }
     idle->follower->close_descriptor();
     ++metrics_.files_closed_idle;
     --open;
   }
+  return true;
+}
+
+// A new log found while no descriptor was free is tracked a moment later, from where it was
+// asked to start (a rescan would find it too, but much later).
+void FollowedLogs::wait_for_descriptor(const std::string& path, StartAt start) {
+  waiting_for_descriptor_.insert_or_assign(path, start);
+  if (waiting_armed_) return;
+  waiting_armed_ = true;
+  waiting_timer_->expires_after(kDescriptorRetry);
+  waiting_timer_->async_wait([this](const boost::system::error_code& ec) {
+    waiting_armed_ = false;
+    if (ec) return;
+    auto waiting = std::exchange(waiting_for_descriptor_, {});
+    for (const auto& [path, start] : waiting) {
+      // under the rule it has now: a reload meanwhile may have changed or dropped it
+      if (const std::optional<WatchRule> rule = host_.rule_of(path)) track(path, *rule, start);
+    }
+  });
 }
 
 }  // namespace oomtriage::daemon

@@ -9,6 +9,8 @@
 //
 // Descriptors are a budget (service_manager.h): the least recently read idle log is closed to
 // open another, and reopened by its path, or found where rotated logs go, when it is read again.
+// The budget is a hard cap: when every open log is busy, a log waits for a descriptor (polled,
+// or tracked a moment later) rather than take the reserve the store and the alerts live on.
 //
 // Reading and committing belong to the loop (daemon.cc), which the set asks through LogHost.
 #pragma once
@@ -101,7 +103,8 @@ class FollowedLogs {
   void leaving_turn();
   size_t open_logs() const;
   int open_within_budget(const std::string& path, const Tracked* keep);
-  void make_room(const Tracked* keep);
+  bool make_room(const Tracked* keep);
+  void wait_for_descriptor(const std::string& path, StartAt start);
 
   db::Store& store_;
   JobRegistry& registry_;
@@ -122,6 +125,10 @@ class FollowedLogs {
   size_t max_open_ = 4096;       // log descriptors open at once
   bool open_hit_limit_ = false;  // the last reopen failed for want of descriptors
   bool fd_limit_logged_ = false;
+  // New logs found while every descriptor was busy: tracked again each kDescriptorRetry.
+  std::map<std::string, StartAt> waiting_for_descriptor_;
+  std::unique_ptr<LoopTimer> waiting_timer_;
+  bool waiting_armed_ = false;
 };
 
 }  // namespace oomtriage::daemon

@@ -200,7 +200,8 @@ void ReadScheduler::poll_slice() {
       file->line_checks = 0;  // busy again later, it is looked at afresh
       quiet.push_back(file);
     } else if (!file->pace.busy) {
-      file->polled = false;  // polled once for want of a descriptor
+      // polled for want of a descriptor, until a read gets one
+      file->polled = file->waiting_for_descriptor;
     }
   }
   // Only this slice's logs can have left the list; the others are not touched (1,000 Tracked

@@ -64,6 +64,8 @@ struct Tracked {
   int watch = -1;        // its inotify watch while it is quiet
   int close_watch = -1;  // busy: its watch for its writers' last close
   bool polled = false;   // in the busy list
+  // Its last read found no descriptor free (every open log busy): polled until it gets one.
+  bool waiting_for_descriptor = false;
   // Busy: how far the burst check looked (read_scheduler.h), and how many checks in a row found
   // a line end (a log of lines, not of redraws, is left to its interval).
   uint64_t checked_to = 0;

@@ -13,6 +13,8 @@
 #include <string>
 #include <thread>
 
+#include "db/store.h"
+
 namespace oomtriage::daemon {
 
 class WalCheckpointer {
@@ -20,6 +22,8 @@ class WalCheckpointer {
   // The loop's own connection should call Store::set_auto_checkpoint(kLoopAutoCheckpointPages).
   static constexpr int kLoopAutoCheckpointPages = 16384;  // 64 MiB of WAL
 
+  // Opens its connection here, on the caller's thread: its descriptors are taken before the
+  // logs' budget is counted (service_manager.h), not later from the reserve.
   WalCheckpointer(std::string store_path, std::chrono::milliseconds interval);
   ~WalCheckpointer();  // a last checkpoint, then the thread ends
   WalCheckpointer(const WalCheckpointer&) = delete;
@@ -30,6 +34,7 @@ class WalCheckpointer {
 
   std::string store_path_;
   std::chrono::milliseconds interval_;
+  std::unique_ptr<db::Store> store_;  // the thread's; opened again by it after a failure
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -557,19 +557,26 @@ TEST_SUITE("daemon::e2e") {
     CHECK(wait_until([&] { return view.events("olddir") == 1; }));
   }
   TEST_CASE(
-      "fault: more logs than descriptors (ulimit -n 64): idle logs are closed, every crash is "
-      "stored") {
+      "fault: more logs than descriptors (ulimit -n 64): idle logs are closed, busy ones make "
+      "the others wait, every crash is stored") {
+    // Each crash's incident stays open for settle_ms, so every open log is busy at once: the
+    // others, and logs that appear then, wait for a descriptor instead of taking the reserve
+    // the store and its identity file live on (the budget is a hard cap).
     TempDir dir;
     const fs::path out = dir.path / "output";
     constexpr int kLogs = 120;
+    constexpr int kLateLogs = 10;  // created while every descriptor is busy
     for (int i = 0; i < kLogs; ++i) {
       fs::create_directories(out / ("job" + std::to_string(i)));
       std::ofstream(out / ("job" + std::to_string(i)) / "log.txt") << "Running 1 job\n";
     }
+    const fs::path conf = dir.path / "oomtriage.yaml";
+    std::ofstream(conf) << "settle_ms: 1500\nrescan_seconds: 3600\nwatch:\n  - logs: "
+                        << (out / "*" / "log.txt").string() << "\n";
     const fs::path err = dir.path / "err";
     const std::string command = "ulimit -n 64 && exec " + std::string(OOMTRIAGE_BINARY) +
-                                " --state-dir " + (dir.path / "state").string() + " watch " +
-                                out.string() + " 2>" + err.string();
+                                " --state-dir " + (dir.path / "state").string() +
+                                " daemon --config " + conf.string() + " 2>" + err.string();
     pid_t pid = -1;
     const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
     REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
@@ -585,16 +592,21 @@ TEST_SUITE("daemon::e2e") {
     for (int i = 0; i < kLogs; ++i) {
       std::ofstream(out / ("job" + std::to_string(i)) / "log.txt", std::ios::app) << crash;
     }
+    CHECK(wait_until([&] { return slurp(err).find("all busy") != std::string::npos; }));
+    for (int i = kLogs; i < kLogs + kLateLogs; ++i) {
+      fs::create_directories(out / ("job" + std::to_string(i)));
+      std::ofstream(out / ("job" + std::to_string(i)) / "log.txt") << "Running 1 job\n" << crash;
+    }
     const auto all_stored = [&] {
       auto store = db::Store::open((dir.path / "state" / "oomtriage.db").string());
       if (!store) return false;
-      for (int i = 0; i < kLogs; ++i) {
+      for (int i = 0; i < kLogs + kLateLogs; ++i) {
         auto story = (*store)->job_story("job" + std::to_string(i));
         if (!story || !*story || (*story)->events.size() != 1) return false;
       }
       return true;
     };
-    const bool stored = wait_until(all_stored, 60s);
+    const bool stored = wait_until(all_stored, 90s);
     std::string notes;  // what the daemon said besides the events, when it fails
     std::istringstream lines(slurp(err));
     for (std::string line; std::getline(lines, line);) {
@@ -605,7 +617,7 @@ TEST_SUITE("daemon::e2e") {
       auto store = db::Store::open((dir.path / "state" / "oomtriage.db").string());
       REQUIRE(store);
       std::map<size_t, int> histogram;
-      for (int i = 0; i < kLogs; ++i) {
+      for (int i = 0; i < kLogs + kLateLogs; ++i) {
         auto story = (*store)->job_story("job" + std::to_string(i));
         ++histogram[story && *story ? (*story)->events.size() : 99];
       }
@@ -615,6 +627,7 @@ TEST_SUITE("daemon::e2e") {
     INFO(notes);
     CHECK(stored);
     CHECK(slurp(err).find("Too many open files") == std::string::npos);
+    CHECK(slurp(err).find("store identity") == std::string::npos);
   }
   TEST_CASE("real logrotate, create and copytruncate, mid-run: no event lost or doubled") {
     for (const char* mode : {"create", "copytruncate"}) {
