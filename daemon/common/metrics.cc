@@ -74,6 +74,9 @@ std::string Metrics::render() const {
   out += fmt::format("oomtriage_bytes_read_total {}\n", bytes_read);
   family("oomtriage_records_total", "counter", "Records (lines and progress frames) analysed.");
   out += fmt::format("oomtriage_records_total {}\n", records);
+  family("oomtriage_handler_failures_total", "counter",
+         "Handlers of the event loop that threw; the loop went on (the journal names each).");
+  out += fmt::format("oomtriage_handler_failures_total {}\n", handler_failures);
   family("oomtriage_files_closed_idle_total", "counter",
          "Idle logs closed to stay within the descriptor budget (reopened when they grow).");
   out += fmt::format("oomtriage_files_closed_idle_total {}\n", files_closed_idle);

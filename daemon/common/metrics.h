@@ -29,6 +29,8 @@ struct Metrics {
   // Store calls other than event commits that failed (a job row, a snapshot, a history read),
   // by operation: each is retried at the next event or told in a log line, never silent.
   std::map<std::string, uint64_t> store_errors;
+  // Handlers of the loop that threw (daemon/common/guarded_run.h); the loop went on.
+  uint64_t handler_failures = 0;
   uint64_t files_closed_idle = 0;  // idle logs closed to stay within the descriptor budget
   // GPU memory now (daemon/service/gpu_monitor.h): each sampled job's on each card, and what
   // processes of no followed job hold per card. Empty while nothing is sampled.

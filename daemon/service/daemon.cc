@@ -27,8 +27,9 @@
 #include <memory>
 
 #include "daemon/common/clock.h"
-#include "daemon/common/version.h"
+#include "daemon/common/guarded_run.h"
 #include "daemon/common/journal_log.h"
+#include "daemon/common/version.h"
 #include "daemon/service/daemon_loop.h"
 #include "daemon/service/service_manager.h"
 #include "daemon/service/store_failures.h"
@@ -244,6 +245,16 @@ void Daemon::keep_identity() {
   identity_written_ = *position;
 }
 
+void Daemon::handler_failed(const std::string& what) {
+  ++metrics_.handler_failures;
+  if (handler_failures_said_.size() < 16 && handler_failures_said_.insert(what).second) {
+    log_line(kCritical,
+             "a part of the loop failed ({}); the daemon goes on, but what that part was doing "
+             "may be left undone until a restart: please report this line",
+             what);
+  }
+}
+
 // One critical journal line and one alert per recovery; `report` and `check-config` read the
 // same facts from the store's meta.
 void Daemon::announce_recovery(const db::StoreRecovery& recovery) {
@@ -434,7 +445,7 @@ int run_daemon(DaemonConfig config, const std::string& store_path, bool verbose,
       Daemon daemon(io, real_clock(), **store, store_path, std::move(config), verbose, card_size);
       daemon.set_recovery(std::move(recovery), recovered_at.size());
       if (!daemon.start()) return 1;
-      io.run();
+      run_guarded(io, [&daemon](const std::string& what) { daemon.handler_failed(what); });
       damage = daemon.damage();
       config = daemon.take_config();
     }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,9 @@ class Daemon final : public LogHost {
   DaemonConfig take_config() { return std::move(config_); }
 
   bool start();
+  // A handler of the loop threw (daemon/common/guarded_run.h): said once per message, counted,
+  // and the loop goes on.
+  void handler_failed(const std::string& what);
   // A request to a receiver is under way (a test on virtual time waits for its answer).
   bool alerts_in_flight() const;
 
@@ -147,6 +151,7 @@ class Daemon final : public LogHost {
   std::optional<db::StoreRecovery> recovery_;  // this start follows one
   db::StorePosition identity_written_;         // what the state dir's identity says now
   bool identity_failing_ = false;
+  std::set<std::string> handler_failures_said_;
   // The store's folder and a spare descriptor, held from the start: the identity is written
   // with the spare's slot even when busy logs have taken every other descriptor.
   int identity_folder_ = -1;

@@ -3,9 +3,9 @@
 // The daemon's parts in process, each behind its header: which folders may hold a rule's logs
 // (directory_watcher.h), the read scheduler's quiet and busy logs (read_scheduler.h), the job
 // registry's jobs and runs (job_registry.h) and the followed logs' descriptor budget and reload
-// (followed_logs.h) and the burst checks' batched reads (batched_pread.h), on real files, a real
-// inotify and a real SQLite store, with the loop that reads and commits replaced by a recording
-// LogHost.
+// (followed_logs.h), the burst checks' batched reads (batched_pread.h) and the loop's guard
+// against a throwing handler (guarded_run.h), on real files, a real inotify and a real SQLite
+// store, with the loop that reads and commits replaced by a recording LogHost.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,7 +13,9 @@
 
 #include <utility>  // before Asio (Boost 1.74)
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 
+#include "daemon/common/guarded_run.h"
 #include "daemon/service/batched_pread.h"
 #include "daemon/service/directory_watcher.h"
 #include "daemon/service/file_identity.h"
@@ -391,5 +393,27 @@ TEST_SUITE("daemon::parts") {
     CHECK(logs.find(b) == nullptr);
     CHECK(host.commits[b] == 1);  // read to its end and committed before it went
     CHECK(host.commits[a] == 0);
+  }
+  TEST_CASE("a handler that throws does not end the loop: the handlers after it still run") {
+    boost::asio::io_context io;
+    std::vector<std::string> failures;
+    std::vector<int> ran;
+    boost::asio::post(io, [&] { ran.push_back(1); });
+    boost::asio::post(io, [] { throw std::runtime_error("basic_filebuf::underflow"); });
+    boost::asio::post(io, [&] { ran.push_back(3); });
+    boost::asio::post(io, [] { throw 42; });
+    boost::asio::post(io, [&] { ran.push_back(5); });
+    run_guarded(io, [&](const std::string& what) { failures.push_back(what); });
+    CHECK(ran == std::vector<int>{1, 3, 5});
+    REQUIRE(failures.size() == 2);
+    CHECK(failures[0] == "basic_filebuf::underflow");
+    CHECK(failures[1] == "an exception that is not a std::exception");
+    // A stopped loop returns once, with nothing said.
+    boost::asio::post(io, [&] { io.stop(); });
+    boost::asio::post(io, [&] { ran.push_back(7); });
+    io.restart();
+    run_guarded(io, [&](const std::string& what) { failures.push_back(what); });
+    CHECK(ran.size() == 3);
+    CHECK(failures.size() == 2);
   }
 }
